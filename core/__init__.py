@@ -1,0 +1,1 @@
+"""Tasks, backends, the draft/refine loop, model calls and sessions."""

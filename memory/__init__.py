@@ -1,0 +1,1 @@
+"""Memory bank: items, store, value-driven retrieval and value updates. Imports neither verifier nor app."""

@@ -1,0 +1,139 @@
+"""JSON-able records that the verifier hands to the loop, the app and the command line."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+GATE_ORDER = ("anti_hacking", "compile", "correctness", "latency", "profile")
+GATE_TITLES = {
+    "anti_hacking": "Anti-hacking",
+    "compile": "Compile",
+    "correctness": "Correctness",
+    "latency": "Latency",
+    "profile": "Profile",
+}
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+@dataclass
+class GateResult:
+    """The outcome of one gate: status, time taken, a one-line reason and structured detail."""
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    reason: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GateResult:
+        return cls(
+            name=d["name"],
+            status=d["status"],
+            seconds=float(d.get("seconds", 0.0)),
+            reason=d.get("reason", ""),
+            detail=dict(d.get("detail", {})),
+        )
+
+
+@dataclass
+class VerificationResult:
+    """All gates of one verification, in order; `feasible` = anti-hacking, compile and correctness passed."""
+
+    backend: str
+    gates: list[GateResult]
+    source_hash: str = ""
+    latency_ms: float | None = None
+    reference_ms: float | None = None
+    compiled_ms: float | None = None
+    profile: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    device: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        passed = {g.name for g in self.gates if g.passed}
+        return {"anti_hacking", "compile", "correctness"} <= passed
+
+    @property
+    def speedup(self) -> float | None:
+        if self.latency_ms and self.reference_ms:
+            return self.reference_ms / self.latency_ms
+        return None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        if self.latency_ms and self.compiled_ms:
+            return self.compiled_ms / self.latency_ms
+        return None
+
+    @property
+    def failed_gate(self) -> GateResult | None:
+        return next((g for g in self.gates if g.status == FAIL), None)
+
+    @property
+    def outcome(self) -> str:
+        """One of hack_fail, compile_fail, incorrect, feasible: the furthest gate reached, for rewards."""
+        failed = self.failed_gate
+        if self.feasible:
+            return "feasible"
+        if failed is None or failed.name == "anti_hacking":
+            return "hack_fail"
+        if failed.name == "compile":
+            return "compile_fail"
+        return "incorrect"
+
+    def gate(self, name: str) -> GateResult | None:
+        return next((g for g in self.gates if g.name == name), None)
+
+    def feedback(self) -> str:
+        """Plain text for the next prompt: what failed and why, or the timing and profile."""
+        failed = self.failed_gate
+        if failed is not None:
+            lines = [f"The {GATE_TITLES.get(failed.name, failed.name)} gate failed: {failed.reason}"]
+            for diag in failed.detail.get("diagnostics", [])[:20]:
+                lines.append(f"  {diag}")
+            for key in ("rule", "line", "mismatch"):
+                if key in failed.detail:
+                    lines.append(f"  {key}: {failed.detail[key]}")
+            return "\n".join(lines)
+        lines = ["The kernel is correct."]
+        if self.latency_ms is not None:
+            lines.append(f"Latency: {self.latency_ms:.4f} ms (eager reference {self.reference_ms or 0:.4f} ms).")
+        if self.profile:
+            lines.append("Top ops by self time:")
+            for row in self.profile[:8]:
+                lines.append(f"  {row.get('name')}: {row.get('self_ms', 0):.4f} ms x{row.get('calls', 1)}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["feasible"] = self.feasible
+        d["speedup"] = self.speedup
+        d["outcome"] = self.outcome
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VerificationResult:
+        return cls(
+            backend=d["backend"],
+            gates=[GateResult.from_dict(g) for g in d.get("gates", [])],
+            source_hash=d.get("source_hash", ""),
+            latency_ms=d.get("latency_ms"),
+            reference_ms=d.get("reference_ms"),
+            compiled_ms=d.get("compiled_ms"),
+            profile=list(d.get("profile", [])),
+            seconds=float(d.get("seconds", 0.0)),
+            device=d.get("device", ""),
+            notes=list(d.get("notes", [])),
+        )
