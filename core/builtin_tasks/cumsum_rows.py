@@ -1,0 +1,20 @@
+"""Inclusive prefix sum along each row (a scan with a serial dependency)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(2048, 4096)]
+
+
+def get_init_inputs():
+    return []

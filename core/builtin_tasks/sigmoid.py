@@ -1,0 +1,20 @@
+"""Logistic sigmoid over a large 2-D tensor."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(2048, 4096)]
+
+
+def get_init_inputs():
+    return []

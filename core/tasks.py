@@ -1,0 +1,333 @@
+"""Tasks: KernelBench-format reference files (Model, get_inputs, get_init_inputs).
+
+Loading and static checks happen in-process with `ast` only; anything that executes the task file
+runs in a child process (`validate_task`), so a broken or hostile task cannot hang or crash the
+app. This module never imports torch, which keeps `evokernel tasks` and the app's first paint fast.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+BUILTIN_DIR = Path(__file__).with_name("builtin_tasks")
+INDEX_PATH = BUILTIN_DIR / "index.json"
+PROBE_PATH = Path(__file__).with_name("task_probe.py")
+
+CATEGORIES = (
+    "elementwise", "activation", "reduction", "softmax", "norm", "matmul", "conv", "fusion", "block",
+    "attention", "other",
+)
+REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+# name keywords -> category, tried in order, for task files that come without metadata
+_CATEGORY_HINTS = (
+    ("attention", "attention"), ("softmax", "softmax"), ("norm", "norm"), ("conv", "conv"),
+    ("pool", "conv"), ("matmul", "matmul"), ("gemm", "matmul"), ("bmm", "matmul"), ("linear", "matmul"),
+    ("relu", "activation"), ("gelu", "activation"), ("sigmoid", "activation"), ("tanh", "activation"),
+    ("swish", "activation"), ("elu", "activation"), ("sum", "reduction"), ("mean", "reduction"),
+    ("argm", "reduction"), ("max", "reduction"), ("min", "reduction"), ("cumsum", "reduction"),
+    ("cumprod", "reduction"), ("prod", "reduction"),
+)
+_DTYPE_SHORT = {
+    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
+    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
+}
+
+
+class TaskError(Exception):
+    """A task that cannot be loaded or run; the message is one line saying what to fix."""
+
+
+@dataclass
+class Task:
+    name: str
+    level: int
+    category: str
+    description: str
+    source: str
+    path: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Task:
+        return cls(**{k: data.get(k) for k in ("name", "level", "category", "description", "source", "path")})
+
+
+@dataclass
+class TensorSpec:
+    name: str
+    shape: list[int]
+    dtype: str
+
+    def short(self) -> str:
+        """`x: 256x4096 f32`; a scalar tensor shows as `scalar`."""
+        dims = "x".join(str(d) for d in self.shape) or "scalar"
+        return f"{self.name}: {dims} {_DTYPE_SHORT.get(self.dtype, self.dtype)}"
+
+
+@dataclass
+class TaskInfo:
+    """What running the reference once in a child process revealed."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    init_args: list[str] = field(default_factory=list)
+    reference_ms: float | None = None
+    parameters: int = 0
+
+    @property
+    def output_shape(self) -> list[int]:
+        return self.outputs[0].shape
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TaskInfo:
+        return cls(
+            inputs=[TensorSpec(**s) for s in data["inputs"]],
+            outputs=[TensorSpec(**s) for s in data["outputs"]],
+            init_args=list(data.get("init_args", [])),
+            reference_ms=data.get("reference_ms"),
+            parameters=int(data.get("parameters", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class TaskMeta:
+    """One row of the built-in index: enough to list tasks without reading or running them."""
+
+    name: str
+    level: int
+    category: str
+    description: str
+    file: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def builtin_index() -> list[TaskMeta]:
+    """The built-in suite's metadata, in index order (reads index.json only)."""
+    try:
+        data = json.loads(INDEX_PATH.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TaskError(f"built-in task index {INDEX_PATH} is unreadable ({exc}); reinstall evokernel-tui") from None
+    return [TaskMeta(**row) for row in data["tasks"]]
+
+
+def builtin_tasks() -> list[Task]:
+    """Every built-in task with its source text."""
+    return [_builtin_task(meta) for meta in builtin_index()]
+
+
+def _builtin_task(meta: TaskMeta) -> Task:
+    path = BUILTIN_DIR / meta.file
+    return Task(meta.name, meta.level, meta.category, meta.description, path.read_text(encoding="utf-8"), str(path))
+
+
+def load_task(
+    spec: str | None = None,
+    *,
+    kernelbench: str | Path | None = None,
+    level: int | None = None,
+    problem: int | None = None,
+) -> Task:
+    """A built-in task by name, a task file by path, or problem N of level L in a KernelBench checkout.
+
+    The file is parsed and checked for Model / get_inputs / get_init_inputs but not executed.
+    """
+    if kernelbench is not None:
+        if spec is not None:
+            raise TaskError("give either a task name/path or a KernelBench directory, not both")
+        path, level = _kernelbench_file(Path(kernelbench), level, problem)
+        task = _task_from_file(path, level=level)
+    elif spec is None or not str(spec).strip():
+        raise TaskError("no task given; pass a built-in task name (see `evokernel tasks`) or a task file path")
+    else:
+        task = _task_from_spec(str(spec).strip())
+    check_task_source(task.source, task.name)
+    return task
+
+
+def _task_from_spec(spec: str) -> Task:
+    by_name = {meta.name: meta for meta in builtin_index()}
+    if spec in by_name:
+        return _builtin_task(by_name[spec])
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return _task_from_file(path)
+    if path.is_dir():
+        raise TaskError(f"{spec} is a directory; pass a task file, or use --kernelbench DIR with a level and problem")
+    raise TaskError(f"unknown task '{spec}': not a built-in task name (see `evokernel tasks`) and no such file")
+
+
+def _kernelbench_file(root: Path, level: int | None, problem: int | None) -> tuple[Path, int]:
+    """DIR/level{L}/{N}_*.py (or DIR/KernelBench/level{L}/..., the layout of a git checkout)."""
+    if level is None or problem is None:
+        raise TaskError("a KernelBench task needs both a level and a problem number (e.g. level 1, problem 23)")
+    if not root.is_dir():
+        raise TaskError(f"KernelBench directory {root} does not exist")
+    candidates = [root / f"level{level}", root / "KernelBench" / f"level{level}"]
+    level_dir = next((d for d in candidates if d.is_dir()), None)
+    if level_dir is None:
+        raise TaskError(f"no level{level} folder in KernelBench directory {root} (looked for {candidates[0]})")
+    matches = sorted(level_dir.glob(f"{problem}_*.py"))
+    if not matches:
+        raise TaskError(f"no problem {problem} in {level_dir} (looked for {problem}_*.py)")
+    if len(matches) > 1:
+        names = ", ".join(m.name for m in matches)
+        raise TaskError(f"problem {problem} is ambiguous in {level_dir}: {names}")
+    return matches[0], int(level)
+
+
+def _task_from_file(path: Path, level: int | None = None) -> Task:
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TaskError(f"task file {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise TaskError(f"cannot read task file {path}: {exc.strerror or exc}") from None
+    if level is None:
+        found = re.fullmatch(r"level(\d+)", path.parent.name)
+        level = int(found.group(1)) if found else 1
+    name = path.stem
+    return Task(
+        name=name,
+        level=level,
+        category=guess_category(name, level),
+        description=_describe_source(source) or f"task from {path.name}",
+        source=source,
+        path=str(path),
+    )
+
+
+def guess_category(name: str, level: int) -> str:
+    """A category from the file name (KernelBench names say what they compute), else by level."""
+    if level == 2:
+        return "fusion"
+    lowered = name.lower()
+    for hint, category in _CATEGORY_HINTS:
+        if hint in lowered:
+            return category
+    return "block" if level >= 3 else "other"
+
+
+def _describe_source(source: str) -> str:
+    """First line of the module or Model docstring, if the file parses and has one."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    docs = [ast.get_docstring(tree)]
+    docs += [ast.get_docstring(n) for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"]
+    for doc in docs:
+        if doc and doc.strip():
+            return doc.strip().splitlines()[0].rstrip(".")
+    return ""
+
+
+def check_task_source(source: str, name: str = "task") -> ast.Module:
+    """Syntax and required top-level names, without executing anything."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise TaskError(f"task {name}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    defined = _top_level_names(tree)
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        raise TaskError(f"task {name} has no `Model` class; define class Model(nn.Module) with a forward method")
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in model.body):
+        raise TaskError(f"task {name}: class Model has no forward method; add def forward(self, ...)")
+    missing = [f for f in REQUIRED_FUNCTIONS if f not in defined]
+    if missing:
+        wanted = " and ".join(f"`{f}()`" for f in missing)
+        raise TaskError(f"task {name} has no {wanted}; a task file defines get_inputs() and get_init_inputs()")
+    return tree
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def forward_arg_names(tree: ast.Module) -> list[str]:
+    """Parameter names of Model.forward after self (empty when it takes *args)."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "forward":
+                    args = item.args.posonlyargs + item.args.args
+                    return [a.arg for a in args[1:]]
+    return []
+
+
+def validate_task(task: Task, timeout_s: float = 60) -> TaskInfo:
+    """Run the task once in a child process; its shapes, or a one-line TaskError."""
+    arg_names = forward_arg_names(check_task_source(task.source, task.name))
+    filename = task.path or f"<task {task.name}>"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-I", str(PROBE_PATH), filename],
+            input=task.source,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise TaskError(
+            f"task {task.name} did not finish within {timeout_s:g}s (get_inputs, Model() or forward is too slow or stuck)"
+        ) from None
+    result = _last_json_line(proc.stdout)
+    if result is None:
+        raise TaskError(f"task {task.name} crashed the probe process (exit {proc.returncode}): {_last_line(proc.stderr)}")
+    if not result.get("ok"):
+        raise TaskError(f"task {task.name}: {result.get('error', 'unknown failure')}")
+    return TaskInfo(
+        inputs=[_spec(_arg_name(arg_names, i), s) for i, s in enumerate(result["inputs"])],
+        outputs=[_spec("out" if i == 0 else f"out{i}", s) for i, s in enumerate(result["outputs"])],
+        init_args=result["init_args"],
+        reference_ms=result["reference_ms"],
+        parameters=result["parameters"],
+    )
+
+
+def _arg_name(names: list[str], i: int) -> str:
+    return names[i] if i < len(names) else f"in{i}"
+
+
+def _spec(name: str, data: dict) -> TensorSpec:
+    return TensorSpec(name=name, shape=list(data["shape"]), dtype=data["dtype"])
+
+
+def _last_json_line(stdout: str) -> dict | None:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:240] if lines else "no error output (killed by a signal?)"
+
+
+def task_signature_text(task: Task, info: TaskInfo) -> str:
+    """Short shapes string for retrieval and display, e.g. `x: 256x4096 f32`."""
+    return "; ".join(spec.short() for spec in info.inputs)
