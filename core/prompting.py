@@ -1,0 +1,144 @@
+"""Build chat messages for each stage from the template files in `core/prompts/`.
+
+Templates use `string.Template` ($name) so kernel source with braces needs no escaping. A file
+`<stage>_<backend>.md` overrides `<stage>.md` when present, so a backend can reword a stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+
+PROMPTS_DIR = Path(__file__).with_name("prompts")
+BACKENDS = ("cpu", "cuda", "triton")
+
+
+@dataclass
+class Tried:
+    """One earlier refinement, summarised for the next prompt."""
+
+    version: int
+    outcome: str
+    latency_ms: float | None = None
+    note: str = ""
+
+
+@dataclass
+class PromptContext:
+    """Everything a prompt can mention; fields not relevant to a stage stay empty."""
+
+    task_name: str
+    category: str
+    level: int | None
+    description: str
+    reference: str
+    backend: str
+    memories: list[Any] = field(default_factory=list)  # memory.Retrieved (or anything with .item)
+    feedback: str = ""
+    previous_source: str = ""
+    best_source: str = ""
+    best_latency_ms: float | None = None
+    reference_ms: float | None = None
+    profile: list[dict[str, Any]] = field(default_factory=list)
+    tried: list[Tried] = field(default_factory=list)
+
+
+def template(name: str, backend: str | None = None) -> Template:
+    """Load `<name>_<backend>.md` if it exists, else `<name>.md`."""
+    if backend:
+        specific = PROMPTS_DIR / f"{name}_{backend}.md"
+        if specific.exists():
+            return Template(specific.read_text(encoding="utf-8"))
+    return Template((PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8"))
+
+
+def system_prompt(backend: str) -> str:
+    notes_path = PROMPTS_DIR / f"backend_{backend}.md"
+    notes = notes_path.read_text(encoding="utf-8") if notes_path.exists() else ""
+    return template("system").substitute(backend_notes="\n" + notes if notes else "").strip() + "\n"
+
+
+def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
+    """System + user messages for a draft or refine step."""
+    if stage not in ("draft", "refine"):
+        raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
+    values = {
+        "task_name": ctx.task_name,
+        "category": ctx.category or "unknown",
+        "level": ctx.level if ctx.level is not None else "?",
+        "description": ctx.description or "",
+        "reference": ctx.reference.strip(),
+        "backend": ctx.backend,
+        "memories": render_memories(ctx.memories),
+        "previous": render_previous(ctx.previous_source, ctx.feedback),
+        "best_source": ctx.best_source.strip(),
+        "best_latency": _ms(ctx.best_latency_ms),
+        "best_speedup": _speedup(ctx.reference_ms, ctx.best_latency_ms),
+        "profile": render_profile(ctx.profile),
+        "tried": render_tried(ctx.tried),
+    }
+    user = template(stage, ctx.backend).safe_substitute(values)
+    return [{"role": "system", "content": system_prompt(ctx.backend)}, {"role": "user", "content": user.strip() + "\n"}]
+
+
+def insight_prompt(task_name: str, category: str, backend: str, before: str, after: str, speedup: float | None) -> str:
+    text = f"{speedup:.2f}x" if speedup else "measurably"
+    return template("insight").safe_substitute(
+        task_name=task_name, category=category, backend=backend, before=before.strip(), after=after.strip(), speedup_text=text
+    )
+
+
+def render_memories(memories: list[Any]) -> str:
+    if not memories:
+        return ""
+    parts = ["", "## Notes from memory (ranked by how useful they have been)", ""]
+    for hit in memories:
+        item = getattr(hit, "item", hit)
+        parts.append(f"### {getattr(item, 'title', 'note')}")
+        parts.append(str(getattr(item, "text", "")).strip())
+        parts.append("")
+    return "\n".join(parts)
+
+
+def render_previous(source: str, feedback: str) -> str:
+    if not feedback and not source:
+        return ""
+    parts = ["", "## Your previous attempt", ""]
+    if source:
+        parts += ["```python", source.strip(), "```", ""]
+    if feedback:
+        parts += ["What the verifier said:", "", feedback.strip(), ""]
+    parts.append("Fix the problem above.")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def render_profile(profile: list[dict[str, Any]]) -> str:
+    if not profile:
+        return "(no profile recorded)"
+    rows = [f"- {r.get('name')}: {float(r.get('self_ms', 0)):.4f} ms self, {r.get('calls', 1)} call(s)" for r in profile[:8]]
+    return "\n".join(rows)
+
+
+def render_tried(tried: list[Tried]) -> str:
+    if not tried:
+        return ""
+    lines = ["", "## Already tried in this session", ""]
+    for t in tried[-8:]:
+        lat = f", {_ms(t.latency_ms)}" if t.latency_ms is not None else ""
+        note = f": {t.note}" if t.note else ""
+        lines.append(f"- v{t.version} {t.outcome}{lat}{note}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f} ms" if value is not None else "latency unknown"
+
+
+def _speedup(reference_ms: float | None, latency_ms: float | None) -> str:
+    if reference_ms and latency_ms:
+        return f"{reference_ms / latency_ms:.2f}x vs eager PyTorch"
+    return "speedup unknown"

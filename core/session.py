@@ -1,0 +1,878 @@
+"""The draft -> refine loop as a step machine, stored as a folder that survives a crash.
+
+Every state change goes through `_emit`: the event is appended (fsynced) to `events.jsonl` first
+and then folded into memory by `_apply`. `Session.open` folds the same log, so a reopened session
+is exactly the session that was running, minus at most the step in flight.
+
+A step never spawns threads or waits on anything but its own model call and verification; the
+app runs `step()` in a worker and the headless commands call `run()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.events import Event, EventLog, read_events
+from core.extract import ExtractError, extract_kernel
+from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
+from core.prompting import PromptContext, Tried, build_messages
+from core.rewards import is_improvement, reward_for
+from verifier.result import VerificationResult
+
+FORMAT_VERSION = 1
+STAGES = ("draft", "refine", "done")
+
+EventSink = Callable[[Event], None]
+VerifyFn = Callable[..., VerificationResult]
+
+
+class SessionBusy(Exception):
+    """A step (or edit) is already running on this session."""
+
+
+class SessionError(Exception):
+    """A session folder or request that cannot be served; the message says what to do."""
+
+
+@dataclass
+class Budgets:
+    """Limits of one session: model steps per stage, and optional wall time, token and cost caps."""
+
+    draft_steps: int = 4
+    refine_steps: int = 4
+    wall_s: float | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.draft_steps < 0 or self.refine_steps < 0:
+            raise SessionError("step budgets must be 0 or more")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Budgets:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class Attempt:
+    """One kernel version: who wrote it, in which stage, its file and (once verified) its result."""
+
+    version: int
+    stage: str
+    author: str
+    file: str
+    source: str
+    step: int
+    result: VerificationResult | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.result and self.result.feasible)
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.result.latency_ms if self.result else None
+
+    @property
+    def speedup(self) -> float | None:
+        return self.result.speedup if self.result else None
+
+    @property
+    def outcome(self) -> str:
+        return self.result.outcome if self.result else "unverified"
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "stage": self.stage,
+            "author": self.author,
+            "file": self.file,
+            "outcome": self.outcome,
+            "latency_ms": self.latency_ms,
+            "speedup": self.speedup,
+        }
+
+
+def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
+                   on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
+    """The real verifier, imported on first use (it pulls in torch)."""
+    from verifier import verify
+
+    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+
+
+class Session:
+    """A task being drafted and refined; see the module docstring and docs/ARCHITECTURE.md."""
+
+    def __init__(self, path: Path, meta: dict[str, Any], *, model: ModelConfig | ModelClient | None | bool = False,
+                 memory: Any = None, verify_fn: VerifyFn | None = None, verify_config: Any = None,
+                 policy: Any = None, auto_accept: bool | None = None):
+        self.path = Path(path)
+        self.meta = meta
+        self.id: str = meta["id"]
+        self.backend: str = meta["backend"]
+        self.budgets = Budgets.from_dict(meta.get("budgets", {}))
+        self.auto_accept = bool(meta.get("settings", {}).get("auto_accept", False)) if auto_accept is None else auto_accept
+        self.memory = memory
+        self.verify_fn = verify_fn or default_verify
+        self.verify_config = verify_config
+        self._policy = policy
+        self._model_override = model
+        self._client: ModelClient | None = None
+        self._client_ready = False
+        self.log = EventLog(self.path / "events.jsonl")
+        self._lock = threading.Lock()
+        self._collect: list[Event] | None = None
+        self._on_event: EventSink | None = None
+        # state folded from events
+        self.stage = "draft"
+        self.done_reason = ""
+        self.step_no = 0
+        self.used = {"draft": 0, "refine": 0}
+        self.history: list[Attempt] = []
+        self.best: Attempt | None = None
+        self.pending: Attempt | None = None
+        self.current_source = ""
+        self.feedback = ""
+        self.tokens = 0
+        self.cost_known = 0.0
+        self.cost_unknown = False
+        self.model_calls = 0
+        self.elapsed_s = 0.0
+        self.onscreen_ids: list[str] = []
+        self.retrieved: list[Any] = []
+
+    # ---------------------------------------------------------------- create / open
+
+    @classmethod
+    def create(cls, task: Any, backend: str = "cpu", model: ModelConfig | ModelClient | None = None,
+               memory: Any = None, budgets: Budgets | None = None, root: Path | str = Path("sessions"), *,
+               verify_fn: VerifyFn | None = None, verify_config: Any = None, policy: Any = None,
+               auto_accept: bool = False, shapes: str = "", session_id: str | None = None) -> Session:
+        """Make a new session folder under `root` and record `session_started`."""
+        task_dict = task.to_dict() if hasattr(task, "to_dict") else dict(vars(task))
+        budgets = budgets or Budgets()
+        sid = session_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(task_dict['name'])}-{uuid.uuid4().hex[:4]}"
+        path = Path(root) / sid
+        try:
+            (path / "kernels").mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise SessionError(f"session folder {path} already exists; pick another id") from None
+        except OSError as exc:
+            raise SessionError(f"cannot create session folder {path}: {exc.strerror or exc}") from None
+        meta = {
+            "format": FORMAT_VERSION,
+            "id": sid,
+            "created": time.time(),
+            "task": task_dict,
+            "backend": backend,
+            "model": _model_meta(model),
+            "budgets": budgets.to_dict(),
+            "shapes": shapes,
+            "settings": {"auto_accept": auto_accept, "retrieval": _policy_meta(policy)},
+            "versions": _versions(),
+        }
+        _atomic_write(path / "session.json", json.dumps(meta, indent=2, default=str))
+        session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
+                      policy=policy, auto_accept=auto_accept)
+        with session._collecting(None):
+            session._emit("session_started", {
+                "task": task_dict["name"], "backend": backend, "model": session.model_name,
+                "budgets": budgets.to_dict(), "manual": session.manual,
+            })
+        return session
+
+    @classmethod
+    def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False, memory: Any = None,
+             verify_fn: VerifyFn | None = None, verify_config: Any = None, policy: Any = None,
+             auto_accept: bool | None = None, budgets: Budgets | None = None) -> Session:
+        """Rebuild a session from its folder; `model=False` means "the model it was created with"."""
+        path = Path(path)
+        meta = load_meta(path)
+        if budgets is not None:
+            meta["budgets"] = budgets.to_dict()
+        session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
+                      policy=policy, auto_accept=auto_accept)
+        try:
+            events = read_events(path / "events.jsonl")
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
+        for ev in events:
+            session._apply(ev)
+        if session.current_source and not session.kernel_path.exists():
+            _atomic_write(session.kernel_path, session.current_source)
+        return session
+
+    # ---------------------------------------------------------------- public state
+
+    @property
+    def task(self) -> Any:
+        from core.tasks import Task
+
+        return Task.from_dict(self.meta["task"])
+
+    @property
+    def kernel_path(self) -> Path:
+        """The file the app watches: always the kernel currently on screen."""
+        return self.path / "current_kernel.py"
+
+    @property
+    def client(self) -> ModelClient | None:
+        if not self._client_ready:
+            self._client = self._make_client()
+            self._client_ready = True
+        return self._client
+
+    @property
+    def manual(self) -> bool:
+        """No model: the person supplies every kernel."""
+        if self._model_override is not False:
+            return self._model_override is None
+        return self.meta.get("model") is None
+
+    @property
+    def model_name(self) -> str | None:
+        m = self._model_override if self._model_override is not False else None
+        if isinstance(m, ModelConfig):
+            return m.model
+        if m is not None:
+            return getattr(m, "name", type(m).__name__)
+        meta = self.meta.get("model")
+        return meta.get("name") if meta else None
+
+    @property
+    def cost(self) -> float | None:
+        """Money spent on model calls; None when any call's price was unknown."""
+        return None if self.cost_unknown else self.cost_known
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    @property
+    def signature(self) -> Any:
+        from memory.items import TaskSignature
+
+        t = self.meta["task"]
+        return TaskSignature(task=t["name"], category=t.get("category") or "", backend=self.backend,
+                             shapes=self.meta.get("shapes", ""), text=t.get("description") or "")
+
+    def attempt(self, version: int) -> Attempt | None:
+        return next((a for a in self.history if a.version == version), None)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able digest for listings, `--json` output and the app's header."""
+        best = self.best
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "task": self.meta["task"]["name"],
+            "backend": self.backend,
+            "model": self.model_name,
+            "stage": self.stage,
+            "done_reason": self.done_reason,
+            "steps": dict(self.used),
+            "kernels": len(self.history),
+            "feasible": best is not None,
+            "best": best.summary() if best else None,
+            "best_speedup": best.speedup if best else None,
+            "pending": self.pending.version if self.pending else None,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "created": self.meta.get("created"),
+        }
+
+    # ---------------------------------------------------------------- actions
+
+    def step(self, on_event: EventSink | None = None, on_token: Callable[[str], None] | None = None) -> list[Event]:
+        """Run one draft or refine step and return its events; [] once the session is done."""
+        with self._exclusive(), self._collecting(on_event) as events:
+            self._advance()
+            if self.stage == "done":
+                return events
+            self._model_step(on_token)
+            self._advance()
+            return events
+
+    def run(self, on_event: EventSink | None = None, on_token: Callable[[str], None] | None = None) -> list[Event]:
+        """Headless: step until done, or until a person is needed (manual mode)."""
+        out: list[Event] = []
+        while self.stage != "done":
+            events = self.step(on_event=on_event, on_token=on_token)
+            out += events
+            if not events or any(e.kind == "needs_human" for e in events):
+                break
+        return out
+
+    def submit_human_edit(self, source: str, on_event: EventSink | None = None) -> list[Event]:
+        """Verify a person's kernel, record it with author "person" and credit the memories on screen."""
+        if not source.strip():
+            raise SessionError("the edited kernel is empty")
+        with self._exclusive(), self._collecting(on_event) as events:
+            self.step_no += 1
+            start = time.monotonic()
+            stage = self._work_stage()
+            credited = list(self.onscreen_ids)
+            attempt = self._record_kernel(source, "person", stage)
+            self._emit("human_edit", {"version": attempt.version, "stage": stage, "credited": credited})
+            result = self._verify(attempt)
+            outcome = "verifier_error"
+            if result is not None:
+                outcome = result.outcome
+                best_ms = self.best.latency_ms if self.best else None
+                self._learn(stage, attempt, result, credited, best_ms)
+                if is_improvement(result, best_ms) and (stage == "draft" and self.best is None or stage == "refine"):
+                    before = self.best
+                    self._emit("accepted", {"version": attempt.version, "by": "person", "reason": "person's edit"})
+                    if before is not None:
+                        self._distil_insight(before, attempt)
+            self._emit("step_done", {"stage": stage, "counts": False, "outcome": outcome,
+                                     "seconds": time.monotonic() - start, "feedback": self._feedback_for(result)})
+            self._advance()
+            return events
+
+    def accept_pending(self, on_event: EventSink | None = None) -> list[Event]:
+        """Make the pending refinement the best kernel and distil an insight from it."""
+        with self._exclusive(), self._collecting(on_event) as events:
+            if self.pending is None:
+                raise SessionError("there is no pending refinement to accept")
+            before, after = self.best, self.pending
+            self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
+            if before is not None:
+                self._distil_insight(before, after)
+            return events
+
+    def reject_pending(self, on_event: EventSink | None = None) -> list[Event]:
+        """Drop the pending refinement; the best kernel goes back on screen."""
+        with self._exclusive(), self._collecting(on_event) as events:
+            if self.pending is None:
+                raise SessionError("there is no pending refinement to reject")
+            self._emit("rejected", {"version": self.pending.version, "by": "person"})
+            return events
+
+    def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:
+        """Verify a recorded kernel again (default: the best, else the latest); values are not credited."""
+        with self._exclusive(), self._collecting(on_event) as events:
+            target = self.attempt(version) if version is not None else (self.best or (self.history[-1] if self.history else None))
+            if target is None:
+                raise SessionError("no kernel to verify" if version is None else f"no kernel version {version}")
+            self._verify(target, reverify=True)
+            return events
+
+    def set_stage(self, stage: str, on_event: EventSink | None = None) -> list[Event]:
+        """Move to another stage by hand (refining needs a feasible kernel)."""
+        if stage not in STAGES:
+            raise SessionError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+        with self._exclusive(), self._collecting(on_event) as events:
+            if stage == "refine" and self.best is None:
+                raise SessionError("cannot refine yet: no feasible kernel")
+            if stage != self.stage:
+                self._emit("stage_changed", {"from": self.stage, "to": stage, "reason": "set by person"})
+            return events
+
+    def add_steps(self, stage: str, n: int, on_event: EventSink | None = None) -> list[Event]:
+        """Grant more model steps to a stage (and reopen it if the session had finished for lack of them)."""
+        if stage not in ("draft", "refine") or n <= 0:
+            raise SessionError("add_steps needs stage draft or refine and a positive count")
+        with self._exclusive(), self._collecting(on_event) as events:
+            self._emit("budget_changed", {"stage": stage, "add": n})
+            if self.stage == "done":
+                target = "refine" if self.best is not None else "draft"
+                if target == stage:
+                    self._emit("stage_changed", {"from": "done", "to": target, "reason": "more steps granted"})
+            return events
+
+    # ---------------------------------------------------------------- the step itself
+
+    def _model_step(self, on_token: Callable[[str], None] | None) -> None:
+        self.step_no += 1
+        start = time.monotonic()
+        stage = self.stage
+        hits = self._retrieve(stage)
+        if self.manual:
+            from core.llm import manual_mode_message
+
+            self._emit("needs_human", {"stage": stage, "message": manual_mode_message()})
+            return
+        messages = build_messages(stage, self._prompt_context(stage, hits))
+        self._emit("prompt", {"stage": stage, "messages": messages})
+        outcome, result = "model_error", None
+        try:
+            reply = self.client.complete(messages, on_token=on_token)
+        except ModelError as exc:
+            self._emit("model_error", {"stage": stage, "reason": exc.reason, "message": str(exc), "model_call": True})
+            self._finish_step(stage, outcome, None, start)
+            return
+        self._emit("model_reply", {"stage": stage, "purpose": "kernel", "model_call": True, **reply.to_dict()})
+        try:
+            source = extract_kernel(reply.text)
+        except ExtractError as exc:
+            self._emit("model_error", {"stage": stage, "reason": "no_code", "message": str(exc)})
+            self._finish_step(stage, "no_code", None, start, feedback=f"Your previous reply was not usable: {exc}.")
+            return
+        attempt = self._record_kernel(source, "model", stage)
+        result = self._verify(attempt)
+        if result is None:
+            self._finish_step(stage, "verifier_error", None, start)
+            return
+        best_ms = self.best.latency_ms if self.best else None
+        self._learn(stage, attempt, result, [h.item.id for h in hits], best_ms)
+        if stage == "draft" and result.feasible:
+            self._emit("accepted", {"version": attempt.version, "by": "loop", "reason": "first feasible kernel"})
+        elif stage == "refine" and is_improvement(result, best_ms):
+            self._emit("pending_refinement", {
+                "version": attempt.version, "latency_ms": result.latency_ms, "best_ms": best_ms,
+                "gain": (best_ms / result.latency_ms) if best_ms and result.latency_ms else None,
+            })
+            if self.auto_accept:
+                before = self.best
+                self._emit("accepted", {"version": attempt.version, "by": "auto", "reason": "faster (headless)"})
+                if before is not None:
+                    self._distil_insight(before, attempt)
+        self._finish_step(stage, result.outcome, result, start)
+
+    def _finish_step(self, stage: str, outcome: str, result: VerificationResult | None, start: float,
+                     feedback: str | None = None) -> None:
+        self._emit("step_done", {"stage": stage, "counts": True, "outcome": outcome,
+                                 "seconds": time.monotonic() - start,
+                                 "feedback": feedback if feedback is not None else self._feedback_for(result)})
+
+    def _feedback_for(self, result: VerificationResult | None) -> str:
+        return result.feedback() if result is not None else self.feedback
+
+    def _work_stage(self) -> str:
+        if self.stage in ("draft", "refine"):
+            return self.stage
+        return "refine" if self.best is not None else "draft"
+
+    def _advance(self) -> None:
+        """Stage transitions that follow from the state: feasible -> refine, budgets spent -> done."""
+        if self.stage == "done":
+            return
+        cap = self._cap_reached()
+        if cap:
+            self._emit("stage_changed", {"from": self.stage, "to": "done", "reason": cap})
+        elif self.stage == "draft" and self.best is not None:
+            if self.used["refine"] < self.budgets.refine_steps:
+                self._emit("stage_changed", {"from": "draft", "to": "refine", "reason": "feasible kernel found"})
+            else:
+                self._emit("stage_changed", {"from": "draft", "to": "done", "reason": "feasible kernel found; no refine steps"})
+        elif self.stage == "draft" and self.used["draft"] >= self.budgets.draft_steps:
+            self._emit("stage_changed", {"from": "draft", "to": "done", "reason": "draft budget spent without a feasible kernel"})
+        elif self.stage == "refine" and self.used["refine"] >= self.budgets.refine_steps:
+            self._emit("stage_changed", {"from": "refine", "to": "done", "reason": "refine budget spent"})
+
+    def _cap_reached(self) -> str:
+        b = self.budgets
+        if b.wall_s is not None and self.elapsed_s >= b.wall_s:
+            return f"wall-time budget of {b.wall_s:g} s spent"
+        if b.max_tokens is not None and self.tokens >= b.max_tokens:
+            return f"token budget of {b.max_tokens} spent"
+        if b.max_cost is not None and self.cost_known >= b.max_cost:
+            return f"cost budget of ${b.max_cost:g} spent"
+        return ""
+
+    def _retrieve(self, stage: str) -> list[Any]:
+        if self.memory is None:
+            return []
+        try:
+            hits = self.policy.retrieve(self.memory, self.signature, stage=stage)
+        except Exception as exc:  # a broken memory bank must not stop the loop
+            self._emit("error", {"where": "memory", "message": f"retrieval failed: {_one_line(exc)}"})
+            return []
+        self.retrieved = list(hits)
+        self._emit("retrieved", {"stage": stage, "items": [_hit_dict(h) for h in hits]})
+        return hits
+
+    @property
+    def policy(self) -> Any:
+        if self._policy is None:
+            from memory import RetrievalPolicy
+
+            self._policy = RetrievalPolicy(**self.meta.get("settings", {}).get("retrieval", {}))
+        return self._policy
+
+    def _prompt_context(self, stage: str, hits: list[Any]) -> PromptContext:
+        t = self.meta["task"]
+        last = next((a for a in reversed(self.history) if a.stage == stage), None)
+        best = self.best
+        ctx = PromptContext(
+            task_name=t["name"], category=t.get("category") or "", level=t.get("level"),
+            description=t.get("description") or "", reference=t["source"], backend=self.backend, memories=hits,
+            feedback=self.feedback if last is not None or self.feedback else "",
+            previous_source=last.source if last is not None and not last.feasible else "",
+        )
+        if stage == "refine" and best is not None:
+            ctx.best_source = best.source
+            ctx.best_latency_ms = best.latency_ms
+            ctx.reference_ms = best.result.reference_ms if best.result else None
+            ctx.profile = best.result.profile if best.result else []
+            ctx.tried = [Tried(a.version, a.outcome, a.latency_ms, _failed_reason(a))
+                         for a in self.history if a.stage == "refine" and a is not best]
+            ctx.feedback = self.feedback if last is not None and not last.feasible else ""
+        return ctx
+
+    def _record_kernel(self, source: str, author: str, stage: str) -> Attempt:
+        version = max((a.version for a in self.history), default=0) + 1
+        rel = f"kernels/{version:04d}_{author}_{stage}.py"
+        _atomic_write(self.path / rel, source)
+        self._emit("kernel", {"version": version, "stage": stage, "author": author, "file": rel, "source": source})
+        return self.history[-1]
+
+    def _verify(self, attempt: Attempt, reverify: bool = False) -> VerificationResult | None:
+        def on_gate(name: str, status: str) -> None:
+            self._emit("gate", {"version": attempt.version, "name": name, "status": status})
+
+        try:
+            result = self.verify_fn(self.meta["task"]["source"], attempt.source, backend=self.backend,
+                                    config=self.verify_config, on_gate=on_gate)
+        except Exception as exc:  # the verifier is a seam to foreign code; report, don't crash the loop
+            self._emit("error", {"where": "verifier", "version": attempt.version, "message": f"verifier crashed: {_one_line(exc)}"})
+            return None
+        self._emit("verification", {"version": attempt.version, "reverify": reverify, "result": result.to_dict(),
+                                    "feedback": result.feedback()})
+        return result
+
+    def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None) -> None:
+        reward = reward_for(stage, result, best_ms)
+        self._emit("reward", {"version": attempt.version, "credited": ids, **reward.to_dict()})
+        if self.memory is None:
+            return
+        try:
+            if ids:
+                changes = self.memory.credit(ids, stage=stage, reward=reward.value)
+                self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
+            from memory.writing import trajectory_item
+
+            item = trajectory_item(self.signature, stage=stage, code=attempt.source, outcome=result.outcome,
+                                   feedback=result.feedback(), latency_ms=result.latency_ms, author=attempt.author)
+            self.memory.add(item)
+            self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version})
+        except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
+            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+
+    def _distil_insight(self, before: Attempt, after: Attempt) -> None:
+        """After an accepted improvement, ask the model for the lesson and store it as an insight."""
+        if self.memory is None:
+            return
+        if self.manual or self.client is None:
+            self._emit("insight", {"skipped": "manual mode: no model to summarise the improvement"})
+            return
+        speedup = (before.latency_ms / after.latency_ms) if before.latency_ms and after.latency_ms else 1.0
+
+        def summarise(prompt: str) -> str:
+            reply = self.client.complete([{"role": "user", "content": prompt}])
+            self._emit("model_reply", {"stage": "refine", "purpose": "insight", "model_call": True, **reply.to_dict()})
+            return reply.text
+
+        try:
+            from memory.writing import insight_from_refinement
+
+            item = insight_from_refinement(self.signature, before=before.source, after=after.source,
+                                           speedup=speedup, summarise=summarise)
+            self.memory.add(item)
+        except ModelError as exc:
+            self._emit("model_error", {"stage": "refine", "purpose": "insight", "reason": exc.reason,
+                                       "message": str(exc), "model_call": True})
+            self._emit("insight", {"skipped": f"model error: {exc}"})
+            return
+        except Exception as exc:
+            self._emit("insight", {"skipped": f"could not write the insight: {_one_line(exc)}"})
+            return
+        self._emit("insight", {"id": item.id, "title": item.title, "text": item.text,
+                               "before": before.version, "after": after.version, "speedup": speedup})
+
+    # ---------------------------------------------------------------- events
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> Event:
+        event = Event(kind, data, step=self.step_no)
+        self.log.append(event)
+        self._apply(event)
+        if kind in ("kernel", "accepted", "rejected"):
+            _atomic_write(self.kernel_path, self.current_source)
+        if self._collect is not None:
+            self._collect.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event
+
+    def _apply(self, ev: Event) -> None:
+        """Fold one event into the in-memory state (used live and by `open`)."""
+        d = ev.data
+        self.step_no = max(self.step_no, ev.step)
+        k = ev.kind
+        if k == "stage_changed":
+            self.stage = d["to"]
+            self.done_reason = d.get("reason", "") if d["to"] == "done" else ""
+        elif k == "retrieved":
+            self.onscreen_ids = [h["id"] for h in d.get("items", [])]
+        elif k == "model_reply":
+            self.tokens += int(d.get("prompt_tokens", 0)) + int(d.get("completion_tokens", 0))
+            if d.get("cost") is None:
+                self.cost_unknown = True
+            else:
+                self.cost_known += float(d["cost"])
+        elif k == "kernel":
+            self.history.append(Attempt(d["version"], d["stage"], d["author"], d["file"], d["source"], ev.step))
+            self.current_source = d["source"]
+        elif k == "verification" and not d.get("reverify"):
+            attempt = self.attempt(d["version"])
+            if attempt is not None:
+                attempt.result = VerificationResult.from_dict(d["result"])
+        elif k == "pending_refinement":
+            self.pending = self.attempt(d["version"])
+        elif k == "accepted":
+            self.best = self.attempt(d["version"])
+            if self.pending is not None and (self.pending.version == d["version"] or not _faster(self.pending, self.best)):
+                self.pending = None
+            if self.best is not None:
+                self.current_source = self.best.source
+        elif k == "rejected":
+            self.pending = None
+            if self.best is not None:
+                self.current_source = self.best.source
+        elif k == "step_done":
+            if d.get("counts"):
+                self.used[d["stage"]] += 1
+            self.elapsed_s += float(d.get("seconds", 0.0))
+            self.feedback = d.get("feedback", self.feedback) or ""
+        elif k == "budget_changed":
+            field_name = f"{d['stage']}_steps"
+            setattr(self.budgets, field_name, getattr(self.budgets, field_name) + int(d["add"]))
+        if d.get("model_call"):
+            self.model_calls += 1
+
+    def _make_client(self) -> ModelClient | None:
+        if self._model_override is not False:
+            return make_client(self._model_override)
+        meta = self.meta.get("model")
+        if meta is None:
+            return None
+        if meta["kind"] == "scripted":
+            return ScriptedModel(list(meta["replies"]), position=self.model_calls, source=meta.get("source"),
+                                 name=meta.get("name", "scripted"))
+        if meta["kind"] == "litellm":
+            return make_client(ModelConfig.from_dict(meta["config"]))
+        raise SessionError(f"session {self.id} records an unknown model kind {meta['kind']!r}")
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _exclusive(self):
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusy(f"session {self.id} is busy with another step")
+        return _Release(self._lock)
+
+    def _collecting(self, on_event: EventSink | None):
+        return _Collect(self, on_event)
+
+
+class _Release:
+    def __init__(self, lock: threading.Lock):
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lock.release()
+
+
+class _Collect:
+    def __init__(self, session: Session, on_event: EventSink | None):
+        self.session, self.on_event = session, on_event
+
+    def __enter__(self) -> list[Event]:
+        self.session._collect, self.session._on_event = [], self.on_event
+        return self.session._collect
+
+    def __exit__(self, *exc: Any) -> None:
+        self.session._collect, self.session._on_event = None, None
+
+
+# -------------------------------------------------------------------- listing, replay
+
+def load_meta(path: Path) -> dict[str, Any]:
+    meta_path = Path(path) / "session.json"
+    if not meta_path.exists():
+        raise SessionError(f"{path} is not a session folder (no session.json)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SessionError(f"cannot read {meta_path}: {exc}") from None
+    if meta.get("format", 0) > FORMAT_VERSION:
+        raise SessionError(f"{meta_path} was written by a newer evokernel (format {meta['format']}); upgrade to open it")
+    return meta
+
+
+def find_session(ref: str | Path, root: Path) -> Path:
+    """A session folder from a path, an id under `root`, or a unique id prefix."""
+    p = Path(ref)
+    if (p / "session.json").exists():
+        return p
+    if (root / str(ref) / "session.json").exists():
+        return root / str(ref)
+    matches = [d for d in root.glob(f"{ref}*") if (d / "session.json").exists()] if root.is_dir() else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise SessionError(f"'{ref}' matches {len(matches)} sessions under {root}; give more of the id")
+    raise SessionError(f"no session '{ref}' (looked in {root}); see `evokernel sessions`")
+
+
+def list_sessions(root: Path) -> list[dict[str, Any]]:
+    """Summaries of every readable session under `root`, newest first; unreadable ones are marked."""
+    rows: list[dict[str, Any]] = []
+    if not Path(root).is_dir():
+        return rows
+    for d in sorted(Path(root).iterdir()):
+        if not (d / "session.json").exists():
+            continue
+        try:
+            rows.append(Session.open(d).summary())
+        except SessionError as exc:
+            rows.append({"id": d.name, "path": str(d), "error": str(exc), "created": 0})
+    rows.sort(key=lambda r: r.get("created") or 0, reverse=True)
+    return rows
+
+
+def replay(path: Path, on_event: EventSink | None = None, delay_s: float = 0.0) -> list[Event]:
+    """Re-emit the recorded events in order (the app's replay mode); returns them."""
+    load_meta(Path(path))
+    try:
+        events = read_events(Path(path) / "events.jsonl")
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
+    for ev in events:
+        if on_event is not None:
+            on_event(ev)
+        if delay_s:
+            time.sleep(delay_s)
+    return events
+
+
+@dataclass
+class ReverifyRow:
+    """One recorded kernel verified again here, and whether the outcome moved."""
+
+    version: int
+    author: str
+    recorded_outcome: str
+    outcome: str
+    recorded_ms: float | None
+    latency_ms: float | None
+    recorded_device: str = ""
+    device: str = ""
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.error) or self.recorded_outcome != self.outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "differs": self.differs}
+
+
+def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: Any = None,
+                 on_row: Callable[[ReverifyRow], None] | None = None) -> list[ReverifyRow]:
+    """Run the verifier again on every recorded kernel (read-only: nothing is appended to the session)."""
+    session = Session.open(path)
+    verify_fn = verify_fn or default_verify
+    rows: list[ReverifyRow] = []
+    for a in session.history:
+        rec = a.result
+        row = ReverifyRow(a.version, a.author, a.outcome, "", a.latency_ms, None, rec.device if rec else "")
+        try:
+            res = verify_fn(session.meta["task"]["source"], a.source, backend=session.backend, config=verify_config, on_gate=None)
+            row.outcome, row.latency_ms, row.device = res.outcome, res.latency_ms, res.device
+        except Exception as exc:
+            row.outcome, row.error = "error", _one_line(exc)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return rows
+
+
+# -------------------------------------------------------------------- helpers
+
+def _model_meta(model: ModelConfig | ModelClient | None) -> dict[str, Any] | None:
+    if model is None:
+        return None
+    if isinstance(model, ModelConfig):
+        if model.model.startswith("scripted:"):
+            client = make_client(model)
+            return {"kind": "scripted", "name": client.name, "replies": client.replies, "source": client.source}
+        return {"kind": "litellm", "name": model.model, "config": model.to_dict()}
+    if isinstance(model, ScriptedModel):
+        return {"kind": "scripted", "name": model.name, "replies": model.replies, "source": model.source}
+    return {"kind": "custom", "name": getattr(model, "name", type(model).__name__)}
+
+
+def _policy_meta(policy: Any) -> dict[str, Any]:
+    if policy is None:
+        return {}
+    return {k: getattr(policy, k) for k in ("mode", "k", "seed") if hasattr(policy, k)}
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("evokernel-tui", "torch", "litellm"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40] or "task"
+
+
+def _hit_dict(hit: Any) -> dict[str, Any]:
+    item = hit.item
+    return {"id": item.id, "kind": item.kind, "title": item.title, "similarity": hit.similarity,
+            "value": hit.value, "exploration": hit.exploration, "score": hit.score}
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
+
+
+def _faster(a: Attempt, b: Attempt | None) -> bool:
+    if b is None or b.latency_ms is None:
+        return True
+    return a.latency_ms is not None and a.latency_ms < b.latency_ms
+
+
+def _failed_reason(a: Attempt) -> str:
+    gate = a.result.failed_gate if a.result else None
+    return gate.reason[:160] if gate else ""
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}"
