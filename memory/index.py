@@ -1,0 +1,161 @@
+"""Lexical recall: a BM25 index (bm25s) over item text, kept in memory and rebuilt lazily.
+
+Building BM25 over 100,000 items takes seconds, while the loop adds one trajectory per attempt.
+So items added since the last build live in a small second index ("delta") that is scored next to
+the main one; the main index is rebuilt when the delta or the removals grow past a fraction of the
+bank. Scores of the delta use its own statistics, an approximation that lasts until the next build.
+"""
+
+from __future__ import annotations
+
+import re
+
+import bm25s
+import numpy as np
+
+_TOKEN = re.compile(r"[a-z][a-z0-9]*|[0-9]+(?:x[0-9]+)*")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "with",
+        "when",
+        "you",
+        "your",
+        "use",
+        "using",
+        "not",
+        "no",
+        "do",
+        "does",
+        "can",
+    ]
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase words and numbers; snake_case and CamelCase are split so `softmax_rows` finds `softmax`."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " ").lower()
+    return [t for t in _TOKEN.findall(spaced) if t not in _STOP]
+
+
+def _build(docs: list[list[str]]) -> bm25s.BM25 | None:
+    if not docs:
+        return None
+    index = bm25s.BM25()
+    index.index(docs, show_progress=False)
+    return index
+
+
+def _score(index: bm25s.BM25 | None, query: list[str], size: int) -> np.ndarray:
+    if index is None or size == 0:
+        return np.zeros(size, dtype=np.float32)
+    known = [t for t in query if t in index.vocab_dict]
+    if not known:
+        return np.zeros(size, dtype=np.float32)
+    return np.asarray(index.get_scores(known), dtype=np.float32)
+
+
+class LexicalIndex:
+    """BM25 scores of every live item for a query; not thread-safe (the store serialises access)."""
+
+    def __init__(self, rebuild_fraction: float = 0.02, min_rebuild: int = 256) -> None:
+        self.rebuild_fraction = rebuild_fraction
+        self.min_rebuild = min_rebuild
+        self._texts: dict[str, str] = {}
+        self._main: bm25s.BM25 | None = None
+        self._main_ids: list[str] = []
+        self._main_rows: dict[str, int] = {}
+        self._dead = np.zeros(0, dtype=bool)
+        self._dead_count = 0
+        self._delta_ids: list[str] = []
+        self._delta: bm25s.BM25 | None = None
+        self._delta_stale = False
+        self.builds = 0
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def reset(self, texts: dict[str, str]) -> None:
+        """Replace everything (after a full reload); the build happens on the next query."""
+        self._texts = dict(texts)
+        self._main = None
+        self._main_ids, self._main_rows = [], {}
+        self._dead = np.zeros(0, dtype=bool)
+        self._dead_count = 0
+        self._delta_ids, self._delta, self._delta_stale = [], None, False
+
+    def put(self, item_id: str, text: str) -> None:
+        """Add an item or change its text (a value change never needs this)."""
+        if self._texts.get(item_id) == text:
+            return
+        self._kill(item_id)
+        self._texts[item_id] = text
+        if self._main is not None:
+            self._delta_ids.append(item_id)
+            self._delta_stale = True
+
+    def remove(self, item_id: str) -> None:
+        if self._texts.pop(item_id, None) is not None:
+            self._kill(item_id)
+
+    def _kill(self, item_id: str) -> None:
+        row = self._main_rows.pop(item_id, None)
+        if row is not None:
+            self._dead[row] = True
+            self._dead_count += 1
+        if item_id in self._delta_ids:
+            self._delta_ids.remove(item_id)
+            self._delta_stale = True
+
+    def _needs_rebuild(self) -> bool:
+        if self._main is None:
+            return bool(self._texts)
+        pending = self._dead_count + len(self._delta_ids)
+        return pending > max(self.min_rebuild, self.rebuild_fraction * len(self._texts))
+
+    def build(self) -> None:
+        """Rebuild the main index over all items now (otherwise done lazily on the next query)."""
+        self._main_ids = list(self._texts)
+        self._main_rows = {item_id: row for row, item_id in enumerate(self._main_ids)}
+        self._main = _build([tokenize(self._texts[i]) for i in self._main_ids])
+        self._dead = np.zeros(len(self._main_ids), dtype=bool)
+        self._dead_count = 0
+        self._delta_ids, self._delta, self._delta_stale = [], None, False
+        self.builds += 1
+
+    def scores(self, query: str) -> tuple[list[str], np.ndarray]:
+        """(ids, BM25 scores) over all live items; removed items score -1 so callers can drop them."""
+        if self._needs_rebuild():
+            self.build()
+        if self._delta_stale:
+            self._delta = _build([tokenize(self._texts[i]) for i in self._delta_ids])
+            self._delta_stale = False
+        tokens = tokenize(query)
+        main = _score(self._main, tokens, len(self._main_ids))
+        if self._dead_count:
+            main = np.where(self._dead, np.float32(-1.0), main)
+        if not self._delta_ids:
+            return self._main_ids, main
+        delta = _score(self._delta, tokens, len(self._delta_ids))
+        return self._main_ids + self._delta_ids, np.concatenate([main, delta])

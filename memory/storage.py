@@ -1,0 +1,226 @@
+"""On-disk layout of a memory bank: a tinydb snapshot plus an append-only journal of operations.
+
+- ``memory.json``: a tinydb database (tables ``meta`` and ``items``) written whole, atomically
+  (temp file, fsync, rename); the previous snapshot is kept as ``memory.json.bak`` for repair.
+- ``memory.json.journal``: one JSON operation per line (put / remove / credit) with a sequence
+  number, appended under the cross-process lock. A value update is one short append instead of a
+  rewrite of the whole bank; the journal is folded into the snapshot ("compaction") now and then.
+- ``memory.json.lock``: the cross-process lock file (filelock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tinydb import TinyDB
+from tinydb.middlewares import CachingMiddleware
+from tinydb.storages import Storage
+
+SCHEMA_VERSION = 2
+
+
+class MemoryCorrupt(Exception):
+    """A bank file cannot be read; `evokernel memory repair` restores the last good snapshot."""
+
+
+def journal_path(path: Path) -> Path:
+    return path.with_name(path.name + ".journal")
+
+
+def backup_path(path: Path) -> Path:
+    return path.with_name(path.name + ".bak")
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def atomic_write_bytes(path: Path, payload: bytes, fsync: bool = True) -> None:
+    """Write to a temp file in the same folder, fsync, rename over `path`: readers see old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _keep_backup(path: Path) -> None:
+    """Point `.bak` at the current snapshot (hard link, else copy) before it is replaced."""
+    if not path.exists():
+        return
+    bak = backup_path(path)
+    tmp = bak.with_name(bak.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(path, tmp)
+    except OSError:
+        shutil.copy2(path, tmp)
+    os.replace(tmp, bak)
+
+
+def read_json_file(path: Path) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MemoryCorrupt(f"{path} is not valid JSON ({exc})") from None
+
+
+class AtomicJSONStorage(Storage):
+    """tinydb storage that reads the whole file and writes it atomically, keeping one backup."""
+
+    def __init__(self, path: str | Path, fsync: bool = True, backup: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.backup = backup
+
+    def read(self) -> dict[str, Any] | None:
+        if not self.path.exists():
+            return None
+        data = read_json_file(self.path)
+        if not isinstance(data, dict):
+            raise MemoryCorrupt(f"{self.path} does not hold a tinydb database")
+        return data
+
+    def write(self, data: dict[str, Any]) -> None:
+        payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        if self.backup:
+            _keep_backup(self.path)
+        atomic_write_bytes(self.path, payload, fsync=self.fsync)
+
+    def close(self) -> None:
+        pass
+
+
+def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(meta, item dicts) of a snapshot, migrated to the current schema."""
+    db = TinyDB(path, storage=AtomicJSONStorage)
+    try:
+        metas = db.table("meta").all()
+        items = [dict(doc) for doc in db.table("items").all()]
+    except MemoryCorrupt:
+        raise
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise MemoryCorrupt(f"{path} does not have the memory bank layout ({exc})") from None
+    meta = dict(metas[0]) if metas else {"schema": 1, "seq": 0}
+    return migrate(meta, items, path)
+
+
+def write_snapshot(path: Path, meta: dict[str, Any], items: list[dict[str, Any]], fsync: bool = True) -> None:
+    """Replace the snapshot with `items` in one atomic write (tinydb batches through the cache)."""
+    db = TinyDB(path, fsync=fsync, storage=CachingMiddleware(AtomicJSONStorage))
+    db.storage.cache = {}
+    db.table("meta").insert({**meta, "schema": SCHEMA_VERSION})
+    db.table("items").insert_multiple(items)
+    db.close()
+
+
+def _v1_to_v2(item: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 kept one value `q` and one `visits` for both stages; schema 2 splits them per stage."""
+    out = dict(item)
+    q = float(out.pop("q", 0.5))
+    visits = int(out.pop("visits", 0))
+    out.setdefault("q1", q)
+    out.setdefault("visits1", visits)
+    out.setdefault("q2", 0.0)
+    out.setdefault("visits2", 0)
+    out.setdefault("data", {})
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+def migrate(
+    meta: dict[str, Any], items: list[dict[str, Any]], path: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Bring items from an older schema up to `SCHEMA_VERSION`, one step at a time."""
+    version = int(meta.get("schema", 1))
+    if version > SCHEMA_VERSION:
+        raise MemoryCorrupt(
+            f"{path} uses memory schema {version}, newer than this evokernel ({SCHEMA_VERSION}); upgrade evokernel"
+        )
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS[version]
+        items = [step(item) for item in items]
+        version += 1
+    return {**meta, "schema": version, "migrated_from": meta.get("schema", 1)}, items
+
+
+class Journal:
+    """Append-only JSON lines; reads resume from a byte offset, a torn last line is left for later."""
+
+    def __init__(self, path: Path, fsync: bool = True) -> None:
+        self.path = path
+        self.fsync = fsync
+
+    def key(self) -> tuple[int, int] | None:
+        """File identity (device, inode): it changes when the journal is rotated by a compaction."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+    def rotate(self, base_seq: int) -> None:
+        """Start a fresh journal whose header says the snapshot already holds ops up to `base_seq`."""
+        header = json.dumps({"base_seq": base_seq, "schema": SCHEMA_VERSION}) + "\n"
+        atomic_write_bytes(self.path, header.encode(), fsync=self.fsync)
+
+    def read_from(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """Complete records after `offset` and the offset just past the last complete line."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return [], offset
+        end = chunk.rfind(b"\n") + 1
+        records = []
+        for n, line in enumerate(chunk[:end].splitlines()):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise MemoryCorrupt(
+                    f"{self.path} has a damaged record (line {n + 1} after byte {offset})"
+                ) from None
+        return records, offset + end
+
+    def append(self, record: dict[str, Any]) -> int:
+        """Append one record (caller holds the lock); a torn tail from a crashed writer is cut first."""
+        line = (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        with open(self.path, "a+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    fh.seek(0)
+                    data = fh.read()
+                    fh.truncate(data.rfind(b"\n") + 1)
+                    fh.seek(0, os.SEEK_END)
+            fh.write(line)
+            fh.flush()
+            if self.fsync:
+                os.fsync(fh.fileno())
+            return fh.tell()

@@ -1,0 +1,563 @@
+"""The memory bank: items in memory, persisted as a tinydb snapshot plus an operation journal.
+
+Every change is one journal operation (put, remove, credit) appended under a cross-process file
+lock after first replaying what other processes appended, so concurrent writers never lose each
+other's updates. Threads of one process are serialised by a re-entrant lock. See `storage` for the
+file layout and `values` for the update rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import platformdirs
+from filelock import FileLock, Timeout
+
+from memory.index import LexicalIndex
+from memory.items import KINDS, MemoryItem, ValueChange, check_stage, now
+from memory.storage import (
+    SCHEMA_VERSION,
+    Journal,
+    MemoryCorrupt,
+    atomic_write_bytes,
+    backup_path,
+    journal_path,
+    lock_path,
+    migrate,
+    read_json_file,
+    read_snapshot,
+    write_snapshot,
+)
+from memory.values import DEFAULT_ALPHA, mc_update
+
+ENV_VAR = "EVOKERNEL_MEMORY"
+EXPORT_FORMAT = "evokernel-memory"
+
+
+def default_path() -> Path:
+    """`$EVOKERNEL_MEMORY`, else `memory.json` in the user data dir (e.g. ~/.local/share/evokernel)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("evokernel")) / "memory.json"
+
+
+def _file_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_header(path: Path) -> dict[str, Any] | None:
+    """The journal's first line ({"base_seq", "gen"}), or None when there is no journal yet."""
+    try:
+        with open(path, "rb") as fh:
+            line = fh.readline()
+    except FileNotFoundError:
+        return None
+    try:
+        header = json.loads(line)
+        return {"base_seq": int(header["base_seq"]), "gen": str(header["gen"]), "size": len(line)}
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise MemoryCorrupt(f"{path} has a damaged header") from None
+
+
+class MemoryStore:
+    """A memory bank on disk, safe to share between threads and processes.
+
+    `path=None` uses `default_path()`. A bank that does not exist yet is created, with the shipped
+    seed items unless `seed=False`. `alpha` is the learning rate of `credit`. `fsync=False` trades
+    durability of the last few operations for speed (simulations, benchmarks of the index).
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        alpha: float = DEFAULT_ALPHA,
+        seed: bool = True,
+        fsync: bool = True,
+        lock_timeout: float = 60.0,
+        compact_min_bytes: int = 1 << 20,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.alpha = alpha
+        self.fsync = fsync
+        self.compact_min_bytes = compact_min_bytes
+        self._journal = Journal(journal_path(self.path), fsync=fsync)
+        self._rlock = threading.RLock()
+        self._flock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
+        self._depth = 0
+        self._closed = False
+        self._items: dict[str, MemoryItem] = {}
+        self._index = LexicalIndex()
+        self._masks: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._seq = 0
+        self._snap_key: tuple[int, int, int, int] | None = None
+        self._gen = ""
+        self._offset = 0
+        self._snap_size = 0
+        self._created = now()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._rlock, self._acquire():
+            if self.path.exists() or self._journal.path.exists():
+                self._load_full()
+            else:
+                self._create(seed)
+
+    # ----------------------------------------------------------------- locking and syncing
+
+    @contextmanager
+    def _acquire(self) -> Iterator[None]:
+        try:
+            self._flock.acquire()
+        except Timeout:
+            raise TimeoutError(
+                f"memory bank {self.path} is locked by another process; try again when it finishes"
+            ) from None
+        try:
+            yield
+        finally:
+            self._flock.release()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold both locks and bring memory up to date with disk (once, at the outermost level)."""
+        with self._rlock:
+            if self._closed:
+                raise ValueError(f"memory bank {self.path} is closed")
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            with self._acquire():
+                self._depth = 1
+                try:
+                    self._sync()
+                    yield
+                finally:
+                    self._depth = 0
+
+    def _sync(self) -> None:
+        """Replay what other processes appended; reload fully only when we cannot catch up."""
+        header = _read_header(self._journal.path)
+        snap_key = _file_key(self.path)
+        if header is None or (snap_key is None and self._snap_key is not None):
+            self._load_full()
+            return
+        if header["gen"] != self._gen:
+            if snap_key != self._snap_key and header["base_seq"] <= self._seq:
+                # Another process compacted: the snapshot holds nothing we have not applied.
+                self._snap_key, self._gen, self._offset = snap_key, header["gen"], header["size"]
+                self._snap_size = snap_key[3] if snap_key else 0
+            else:
+                self._load_full()
+                return
+        elif snap_key != self._snap_key:
+            self._load_full()
+            return
+        records, self._offset = self._journal.read_from(self._offset)
+        for record in records:
+            self._apply(record)
+
+    def _load_full(self) -> None:
+        meta, dicts = read_snapshot(self.path) if self.path.exists() else ({"seq": 0}, [])
+        try:
+            items = [MemoryItem.from_dict(d) for d in dicts]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MemoryCorrupt(f"{self.path} holds an item that cannot be read ({exc})") from None
+        self._items = {item.id: item for item in items}
+        self._seq = int(meta.get("seq", 0))
+        self._created = float(meta.get("created", now()))
+        self._snap_key = _file_key(self.path)
+        self._snap_size = self._snap_key[3] if self._snap_key else 0
+        self._index.reset({item.id: item.lexical_text() for item in items})
+        self._masks.clear()
+        header = _read_header(self._journal.path)
+        if header is None:
+            self._rotate()
+        else:
+            self._gen, self._offset = header["gen"], header["size"]
+            records, self._offset = self._journal.read_from(self._offset)
+            for record in records:
+                self._apply(record)
+        if int(meta.get("migrated_from", SCHEMA_VERSION)) < SCHEMA_VERSION:
+            self._compact()
+
+    def _create(self, seed: bool) -> None:
+        from memory.seeds import seed_items
+
+        self._items = {item.id: item for item in (seed_items() if seed else [])}
+        self._index.reset({item.id: item.lexical_text() for item in self._items.values()})
+        self._compact()
+
+    def _rotate(self) -> None:
+        self._gen = uuid.uuid4().hex
+        header = {"base_seq": self._seq, "gen": self._gen, "schema": SCHEMA_VERSION}
+        payload = (json.dumps(header) + "\n").encode()
+        atomic_write_bytes(self._journal.path, payload, fsync=self.fsync)
+        self._offset = len(payload)
+
+    def _compact(self) -> None:
+        """Fold the journal into a new snapshot, then start an empty journal (caller holds the locks)."""
+        meta = {"seq": self._seq, "created": self._created, "updated": now()}
+        write_snapshot(self.path, meta, [item.to_dict() for item in self._items.values()], fsync=self.fsync)
+        self._snap_key = _file_key(self.path)
+        self._snap_size = self._snap_key[3] if self._snap_key else 0
+        self._rotate()
+
+    # ----------------------------------------------------------------- operations
+
+    def _apply(self, record: dict[str, Any]) -> list[ValueChange]:
+        """Apply one journal operation to memory (the same code replays other processes' records)."""
+        seq = int(record["seq"])
+        if seq <= self._seq:
+            return []
+        self._seq = seq
+        op = record["op"]
+        changes: list[ValueChange] = []
+        if op == "put":
+            for d in record["items"]:
+                item = MemoryItem.from_dict(d)
+                self._items[item.id] = item
+                self._index.put(item.id, item.lexical_text())
+            self._masks.clear()
+        elif op == "remove":
+            for item_id in record["ids"]:
+                if self._items.pop(item_id, None) is not None:
+                    self._index.remove(item_id)
+            self._masks.clear()
+        elif op == "credit":
+            stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
+            for item_id in record["ids"]:
+                item = self._items.get(item_id)
+                if item is None:
+                    continue
+                old = item.q(stage)
+                new = mc_update(old, reward, alpha)
+                item.set_value(stage, new, item.visits(stage) + 1, when)
+                changes.append(ValueChange(item_id, stage, old, new, item.visits(stage)))
+        else:
+            raise MemoryCorrupt(f"{self._journal.path} has an unknown operation {op!r}")
+        return changes
+
+    def _commit(self, record: dict[str, Any]) -> list[ValueChange]:
+        """Append one operation durably, apply it, and compact when the journal has grown large."""
+        record = {**record, "seq": self._seq + 1}
+        self._offset = self._journal.append(record)
+        changes = self._apply(record)
+        if self._offset > max(self.compact_min_bytes, self._snap_size // 2):
+            self._compact()
+        return changes
+
+    def add(self, item: MemoryItem) -> MemoryItem:
+        """Add a new item; its id must not be taken."""
+        return self.add_many([item])[0]
+
+    def add_many(self, items: Iterable[MemoryItem]) -> list[MemoryItem]:
+        items = list(items)
+        with self._locked():
+            for item in items:
+                if item.id in self._items:
+                    raise ValueError(f"memory item {item.id!r} already exists")
+            if items:
+                self._commit({"op": "put", "items": [item.to_dict() for item in items]})
+        return items
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Remove items by id; unknown ids are ignored. Returns how many were removed."""
+        with self._locked():
+            present = [i for i in dict.fromkeys(ids) if i in self._items]
+            if present:
+                self._commit({"op": "remove", "ids": present})
+            return len(present)
+
+    def credit(
+        self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None
+    ) -> list[ValueChange]:
+        """Monte-Carlo update of every item that was in an attempt's context: Q <- Q + alpha (G - Q).
+
+        Used alike for the verifier's reward and for a person's edit, acceptance or rejection.
+        Duplicate ids count once; ids no longer in the bank (pruned elsewhere) are skipped.
+        """
+        check_stage(stage)
+        alpha = self.alpha if alpha is None else alpha
+        mc_update(0.0, reward, alpha)  # validates alpha and reward before anything is written
+        with self._locked():
+            present = [i for i in dict.fromkeys(ids) if i in self._items]
+            if not present:
+                return []
+            record = {"op": "credit", "ids": present, "stage": stage, "reward": float(reward), "alpha": alpha}
+            return self._commit({**record, "t": now()})
+
+    def refresh(self) -> None:
+        """Pick up what other processes wrote."""
+        with self._locked():
+            pass
+
+    def flush(self) -> None:
+        """Fold the journal into the snapshot now (also happens automatically as the journal grows)."""
+        with self._locked():
+            self._compact()
+
+    def close(self) -> None:
+        """Stop using the bank; everything is already durable in the journal."""
+        with self._rlock:
+            self._closed = True
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- reading
+
+    def __len__(self) -> int:
+        with self._locked():
+            return len(self._items)
+
+    def __contains__(self, item_id: object) -> bool:
+        with self._locked():
+            return item_id in self._items
+
+    def get(self, item_id: str) -> MemoryItem:
+        """A copy of one item; KeyError names the id when it is not in the bank."""
+        with self._locked():
+            try:
+                return copy.deepcopy(self._items[item_id])
+            except KeyError:
+                raise KeyError(f"no memory item {item_id!r} in {self.path}") from None
+
+    def items(self, kind: str | None = None) -> list[MemoryItem]:
+        """Copies of all items (optionally of one kind), oldest first."""
+        with self._locked():
+            chosen = [i for i in self._items.values() if kind is None or i.kind == kind]
+            return sorted((copy.deepcopy(i) for i in chosen), key=lambda i: (i.created, i.id))
+
+    def recall(
+        self, query: str, n: int, backend: str | None = None, backend_boost: float = 0.0
+    ) -> list[tuple[MemoryItem, float]]:
+        """The `n` items most lexically similar to `query` (BM25), as (copy, similarity in 0..1).
+
+        Similarity is BM25 over the best match, plus `backend_boost` for items of `backend` (or of
+        every backend), rescaled by 1 / (1 + boost) so it stays within 0..1.
+        """
+        with self._locked():
+            if not self._items or n <= 0:
+                return []
+            ids, raw = self._index.scores(query)
+            top = float(raw.max()) if raw.size else 0.0
+            sims = raw / top if top > 0 else np.where(raw < 0, np.float32(-1.0), np.float32(0.0))
+            if backend and backend_boost:
+                sims = (sims + backend_boost * self._backend_mask(ids, backend)) / (1.0 + backend_boost)
+            sims = np.where(raw < 0, -np.inf, sims)
+            live = int(np.count_nonzero(raw >= 0))
+            n = min(n, live)
+            if n <= 0:
+                return []
+            part = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
+            order = part[np.lexsort((part, -sims[part]))]
+            return [(copy.deepcopy(self._items[ids[r]]), float(sims[r])) for r in order]
+
+    def _backend_mask(self, ids: list[str], backend: str) -> np.ndarray:
+        cached = self._masks.get(backend)
+        if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
+            return cached[1]
+        mask = np.fromiter(
+            ((not (it := self._items.get(i)) or not it.backends or backend in it.backends) for i in ids),
+            dtype=np.float32,
+            count=len(ids),
+        )
+        self._masks[backend] = (ids, mask)
+        return mask
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and value summaries for `evokernel memory stats` and the app."""
+        with self._locked():
+            items = list(self._items.values())
+            by_kind = Counter(i.kind for i in items)
+            by_backend = Counter(b for i in items for b in (i.backends or ["any"]))
+            by_category = Counter(i.category or "-" for i in items)
+
+            def mean(xs: list[float]) -> float | None:
+                return round(sum(xs) / len(xs), 4) if xs else None
+
+            return {
+                "path": str(self.path),
+                "schema": SCHEMA_VERSION,
+                "items": len(items),
+                "kinds": {k: by_kind.get(k, 0) for k in KINDS},
+                "backends": dict(by_backend.most_common()),
+                "categories": dict(by_category.most_common()),
+                "visited_draft": sum(1 for i in items if i.visits1),
+                "visited_refine": sum(1 for i in items if i.visits2),
+                "visits_draft": sum(i.visits1 for i in items),
+                "visits_refine": sum(i.visits2 for i in items),
+                "mean_q1_visited": mean([i.q1 for i in items if i.visits1]),
+                "mean_q2_visited": mean([i.q2 for i in items if i.visits2]),
+                "operations": self._seq,
+                "snapshot_bytes": self._snap_size,
+                "journal_bytes": self._offset,
+            }
+
+    # ----------------------------------------------------------------- sharing and upkeep
+
+    def export(self, path: str | Path) -> int:
+        """Write every item to a JSON file a team can share; returns the number written."""
+        with self._locked():
+            items = [i.to_dict() for i in self._items.values()]
+        payload = {"format": EXPORT_FORMAT, "schema": SCHEMA_VERSION, "exported": now(), "items": items}
+        atomic_write_bytes(Path(path), json.dumps(payload, indent=1, ensure_ascii=False).encode(), self.fsync)
+        return len(items)
+
+    def import_(self, path: str | Path) -> dict[str, int]:
+        """Merge an exported file (or another bank's snapshot) without duplicating.
+
+        An incoming item matches an existing one by id or by content (kind, title, text). A match
+        is replaced only when the incoming copy was updated later, so importing twice changes
+        nothing. Returns counts of added, updated and unchanged items.
+        """
+        incoming = _read_items_file(Path(path))
+        with self._locked():
+            by_print = {i.fingerprint(): i for i in self._items.values()}
+            puts: list[dict[str, Any]] = []
+            counts = {"added": 0, "updated": 0, "unchanged": 0}
+            seen: set[str] = set()
+            for item in incoming:
+                match = self._items.get(item.id) or by_print.get(item.fingerprint())
+                if match is None:
+                    if item.id in seen:
+                        counts["unchanged"] += 1
+                        continue
+                    puts.append(item.to_dict())
+                    counts["added"] += 1
+                elif item.updated > match.updated:
+                    puts.append({**item.to_dict(), "id": match.id})
+                    counts["updated"] += 1
+                else:
+                    counts["unchanged"] += 1
+                seen.add(item.id)
+            if puts:
+                self._commit({"op": "put", "items": puts})
+            return counts
+
+    def prune(
+        self,
+        below: float | None = None,
+        min_visits: int = 3,
+        max_trajectories: int | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Drop items that proved useless or crowd the bank; seeds are never pruned.
+
+        - `below`: a trajectory or insight whose every visited stage has Q under `below` after at
+          least `min_visits` visits;
+        - `max_trajectories`: keep only that many trajectories, dropping the lowest-valued, oldest.
+        Returns the ids removed (or that would be, with `dry_run`).
+        """
+        with self._locked():
+            doomed: list[str] = []
+            if below is not None:
+                for item in self._items.values():
+                    stages = [q for q, v in ((item.q1, item.visits1), (item.q2, item.visits2)) if v]
+                    visits = item.visits1 + item.visits2
+                    if item.kind != "seed" and visits >= min_visits and stages and max(stages) < below:
+                        doomed.append(item.id)
+            if max_trajectories is not None:
+                gone = set(doomed)
+                trajs = [i for i in self._items.values() if i.kind == "trajectory" and i.id not in gone]
+                trajs.sort(key=lambda i: (max(i.q1, i.q2), i.updated), reverse=True)
+                doomed.extend(i.id for i in trajs[max(0, max_trajectories) :])
+            if doomed and not dry_run:
+                self._commit({"op": "remove", "ids": doomed})
+                self._compact()
+            return doomed
+
+    @staticmethod
+    def repair(path: str | Path | None = None) -> str:
+        """Restore the last good snapshot when the bank cannot be read; returns what was done.
+
+        The damaged files are kept next to the bank with a `.corrupt` suffix. Journal operations that
+        still parse are replayed on top of the backup; a damaged journal is set aside.
+        """
+        path = Path(path).expanduser() if path is not None else default_path()
+        with FileLock(str(lock_path(path)), timeout=60):
+            problems = _diagnose(path)
+            if not problems:
+                return f"{path} is healthy; nothing to repair"
+            bak = backup_path(path)
+            notes = []
+            if "snapshot" in problems:
+                if not bak.exists() or _diagnose_snapshot(bak):
+                    raise MemoryCorrupt(
+                        f"{path} is damaged and there is no good backup; move it away to start a fresh bank"
+                    )
+                os.replace(path, path.with_name(path.name + ".corrupt"))
+                atomic_write_bytes(path, bak.read_bytes())
+                notes.append(f"restored {path.name} from {bak.name}")
+            if "journal" in problems:
+                jpath = journal_path(path)
+                os.replace(jpath, jpath.with_name(jpath.name + ".corrupt"))
+                notes.append(f"set aside the damaged journal as {jpath.name}.corrupt")
+            return "; ".join(notes) + " (damaged files kept with a .corrupt suffix)"
+
+
+def _diagnose_snapshot(path: Path) -> str | None:
+    try:
+        meta, dicts = read_snapshot(path)
+        for d in dicts:
+            MemoryItem.from_dict(d)
+    except (MemoryCorrupt, KeyError, TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _diagnose(path: Path) -> dict[str, str]:
+    problems: dict[str, str] = {}
+    if path.exists() and (why := _diagnose_snapshot(path)):
+        problems["snapshot"] = why
+    jpath = journal_path(path)
+    if jpath.exists():
+        try:
+            header = _read_header(jpath)
+            Journal(jpath).read_from(header["size"] if header else 0)
+        except MemoryCorrupt as exc:
+            problems["journal"] = str(exc)
+    return problems
+
+
+def _read_items_file(path: Path) -> list[MemoryItem]:
+    """Items from an export file or a bank snapshot, with clear errors for anything else."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    data = read_json_file(path)
+    if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT:
+        raw = data.get("items", [])
+        meta = {"schema": data.get("schema", SCHEMA_VERSION)}
+    elif isinstance(data, dict) and isinstance(data.get("items"), dict):
+        metas = list((data.get("meta") or {}).values())
+        meta = dict(metas[0]) if metas else {"schema": 1}
+        raw = list(data["items"].values())
+    else:
+        raise MemoryCorrupt(f"{path} is neither an evokernel memory export nor a memory bank")
+    _, raw = migrate(meta, [dict(d) for d in raw], path)
+    try:
+        return [MemoryItem.from_dict(d) for d in raw]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MemoryCorrupt(f"{path} holds an item that cannot be read ({exc})") from None
