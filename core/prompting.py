@@ -83,13 +83,6 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
     return [{"role": "system", "content": system_prompt(ctx.backend)}, {"role": "user", "content": user.strip() + "\n"}]
 
 
-def insight_prompt(task_name: str, category: str, backend: str, before: str, after: str, speedup: float | None) -> str:
-    text = f"{speedup:.2f}x" if speedup else "measurably"
-    return template("insight").safe_substitute(
-        task_name=task_name, category=category, backend=backend, before=before.strip(), after=after.strip(), speedup_text=text
-    )
-
-
 def render_memories(memories: list[Any]) -> str:
     if not memories:
         return ""

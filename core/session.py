@@ -29,6 +29,8 @@ from core.rewards import is_improvement, reward_for
 from verifier.result import VerificationResult
 
 FORMAT_VERSION = 1
+#: A refinement the person rejected earns its memories what "no gain" earns: ln(1) = 0.
+REJECTED_REWARD = 0.0
 STAGES = ("draft", "refine", "done")
 
 EventSink = Callable[[Event], None]
@@ -76,6 +78,7 @@ class Attempt:
     source: str
     step: int
     result: VerificationResult | None = None
+    credited: list[str] = field(default_factory=list)
 
     @property
     def feasible(self) -> bool:
@@ -360,7 +363,9 @@ class Session:
         with self._exclusive(), self._collecting(on_event) as events:
             if self.pending is None:
                 raise SessionError("there is no pending refinement to reject")
-            self._emit("rejected", {"version": self.pending.version, "by": "person"})
+            rejected = self.pending
+            self._emit("rejected", {"version": rejected.version, "by": "person"})
+            self._credit(rejected.credited, "refine", REJECTED_REWARD)
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:
@@ -558,11 +563,22 @@ class Session:
             from memory.writing import trajectory_item
 
             item = trajectory_item(self.signature, stage=stage, code=attempt.source, outcome=result.outcome,
-                                   feedback=result.feedback(), latency_ms=result.latency_ms, author=attempt.author)
+                                   feedback=result.feedback(), latency_ms=result.latency_ms, author=attempt.author,
+                                   gates={g.name: g.status for g in result.gates}, speedup=result.speedup)
             self.memory.add(item)
             self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version})
         except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
             self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+
+    def _credit(self, ids: list[str], stage: str, reward: float) -> None:
+        if self.memory is None or not ids:
+            return
+        try:
+            changes = self.memory.credit(ids, stage=stage, reward=reward)
+        except Exception as exc:
+            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+            return
+        self._emit("q_update", {"stage": stage, "reward": reward, "changes": [_as_dict(c) for c in changes]})
 
     def _distil_insight(self, before: Attempt, after: Attempt) -> None:
         """After an accepted improvement, ask the model for the lesson and store it as an insight."""
@@ -632,6 +648,10 @@ class Session:
             attempt = self.attempt(d["version"])
             if attempt is not None:
                 attempt.result = VerificationResult.from_dict(d["result"])
+        elif k == "reward":
+            attempt = self.attempt(d["version"])
+            if attempt is not None:
+                attempt.credited = list(d.get("credited", []))
         elif k == "pending_refinement":
             self.pending = self.attempt(d["version"])
         elif k == "accepted":

@@ -1,0 +1,243 @@
+"""The draft -> refine step machine, with a verifier double and a real temporary memory bank."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from session_fakes import fake_verify, kernel, reply  # noqa: E402
+
+from core.events import read_events  # noqa: E402
+from core.llm import ScriptedModel  # noqa: E402
+from core.session import Budgets, Session, SessionBusy, SessionError, list_sessions, replay  # noqa: E402
+from core.tasks import load_task  # noqa: E402
+from memory import MemoryStore  # noqa: E402
+
+
+@pytest.fixture
+def task():
+    return load_task("softmax_rows")
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = MemoryStore(tmp_path / "memory.json", fsync=False)
+    yield s
+    s.close()
+
+
+def make(tmp_path, task, replies, store=None, **kw):
+    kw.setdefault("budgets", Budgets(draft_steps=3, refine_steps=2))
+    return Session.create(task, model=ScriptedModel(replies), memory=store, root=tmp_path / "sessions",
+                          verify_fn=fake_verify, **kw)
+
+
+def kinds(events):
+    return [e.kind for e in events]
+
+
+def test_draft_reaches_feasible_then_refines(tmp_path, task, store):
+    lesson = "Vectorise the row loop\nKeeping the inner loop branch-free lets the compiler emit SIMD code."
+    s = make(tmp_path, task, [reply("compile_fail"), reply("feasible", 0.8), reply("feasible", 0.5), lesson],
+             store, auto_accept=True)
+    first = s.step()
+    assert s.stage == "draft" and s.best is None and s.used["draft"] == 1
+    assert "retrieved" in kinds(first) and "q_update" in kinds(first)
+    second = s.step()
+    assert s.best is not None and s.best.version == 2 and s.stage == "refine"
+    assert kinds(second)[-1] == "stage_changed"
+    third = s.step()
+    assert s.best.version == 3 and s.best.latency_ms == 0.5
+    assert "pending_refinement" in kinds(third) and "accepted" in kinds(third)
+    insight = next(e for e in third if e.kind == "insight")
+    assert insight.data["speedup"] == pytest.approx(0.8 / 0.5)
+    assert store.get(insight.data["id"]).title == "Vectorise the row loop"
+    assert [e.data["purpose"] for e in third if e.kind == "model_reply"] == ["kernel", "insight"]
+    assert s.kernel_path.read_text() == kernel("feasible", 0.5)
+    assert (s.path / "kernels" / "0001_model_draft.py").read_text() == kernel("compile_fail")
+
+
+def test_failing_gate_feedback_goes_into_next_prompt(tmp_path, task):
+    s = make(tmp_path, task, [reply("compile_fail"), reply("incorrect"), reply("feasible", 1.0)])
+    s.step()
+    prompt = next(e for e in s.step() if e.kind == "prompt")
+    user = prompt.data["messages"][-1]["content"]
+    assert "The Compile gate failed" in user and "kernel.cpp:3: error: expected ';'" in user
+    assert "# verdict: compile_fail" in user  # the previous attempt is shown
+    prompt3 = next(e for e in s.step() if e.kind == "prompt")
+    assert "max abs diff 0.3" in prompt3.data["messages"][-1]["content"]
+
+
+def test_draft_budget_exhaustion_ends_session(tmp_path, task):
+    s = make(tmp_path, task, [reply("hack_fail")] * 5, budgets=Budgets(draft_steps=2, refine_steps=2))
+    events = s.run()
+    assert s.stage == "done" and s.best is None and s.used == {"draft": 2, "refine": 0}
+    assert "without a feasible kernel" in s.done_reason
+    assert kinds(events).count("kernel") == 2
+    assert s.step() == []
+
+
+def test_refine_budget_and_token_cap(tmp_path, task):
+    s = make(tmp_path, task, [reply("feasible", 1.0)] + [reply("feasible", 2.0)] * 5,
+             budgets=Budgets(draft_steps=2, refine_steps=3))
+    s.run()
+    assert s.used == {"draft": 1, "refine": 3} and s.done_reason == "refine budget spent"
+    assert s.best.version == 1  # slower refinements never replace the best
+    capped = make(tmp_path, task, [reply("compile_fail")] * 5, budgets=Budgets(draft_steps=5, max_tokens=1))
+    capped.run()
+    assert capped.used["draft"] == 1 and "token budget" in capped.done_reason
+
+
+def test_pending_refinement_accept_and_reject(tmp_path, task, store):
+    replies = [reply("feasible", 1.0), reply("feasible", 0.5, "a"), reply("feasible", 0.25, "b")]
+    s = make(tmp_path, task, replies, store, budgets=Budgets(draft_steps=1, refine_steps=3))
+    s.step()
+    s.step()
+    assert s.pending is not None and s.pending.version == 2 and s.best.version == 1
+    assert s.kernel_path.read_text() == kernel("feasible", 0.5, "a")  # the candidate is on screen
+    rejected = s.reject_pending()
+    assert kinds(rejected)[:2] == ["rejected", "q_update"]
+    assert all(c["stage"] == "refine" for c in rejected[1].data["changes"])
+    assert s.pending is None and s.best.version == 1
+    assert s.kernel_path.read_text() == kernel("feasible", 1.0)
+    s.step()
+    accepted = s.accept_pending()
+    assert kinds(accepted)[0] == "accepted" and s.best.version == 3 and s.pending is None
+    with pytest.raises(SessionError, match="no pending"):
+        s.accept_pending()
+
+
+def test_no_code_reply_is_a_failed_step_with_reason(tmp_path, task):
+    s = make(tmp_path, task, ["Sorry, I can't help with that.", reply("feasible", 1.0)])
+    events = s.step()
+    err = next(e for e in events if e.kind == "model_error")
+    assert err.data["reason"] == "no_code" and "no code block" in err.data["message"]
+    assert "kernel" not in kinds(events) and s.used["draft"] == 1
+    nxt = next(e for e in s.step() if e.kind == "prompt")
+    assert "not usable" in nxt.data["messages"][-1]["content"]
+
+
+def test_model_error_and_verifier_crash_do_not_raise(tmp_path, task):
+    def broken_verify(*a, **k):
+        raise RuntimeError("segfault in build\nmore")
+
+    s = Session.create(task, model=ScriptedModel([{"error": "boom"}, reply("feasible", 1.0)]),
+                       root=tmp_path, verify_fn=broken_verify, budgets=Budgets(2, 0))
+    assert next(e for e in s.step() if e.kind == "model_error").data["message"] == "boom"
+    err = next(e for e in s.step() if e.kind == "error")
+    assert err.data["where"] == "verifier" and "segfault in build" in err.data["message"]
+    assert s.stage == "done"
+
+
+def test_human_edit_credits_on_screen_memories(tmp_path, task, store):
+    s = make(tmp_path, task, [reply("compile_fail")], store)
+    s.step()
+    onscreen = [h.item.id for h in s.retrieved]
+    assert onscreen and s.onscreen_ids == onscreen
+    before = {i: store.get(i).q1 for i in onscreen}
+    events = s.submit_human_edit(kernel("feasible", 0.9))
+    edit = next(e for e in events if e.kind == "human_edit")
+    assert edit.data["credited"] == onscreen
+    q = next(e for e in events if e.kind == "q_update")
+    assert {c["item_id"] for c in q.data["changes"]} == set(onscreen)
+    assert all(store.get(i).q1 > before[i] for i in onscreen)  # feasible reward 1.0 > initial q1
+    added = next(e for e in events if e.kind == "memory_added")
+    assert store.get(added.data["id"]).provenance == "person"
+    assert s.best.author == "person" and s.stage == "refine"
+    assert s.used["draft"] == 1  # a person's edit does not spend the model's budget
+
+
+def test_manual_mode_needs_a_person(tmp_path, task):
+    s = Session.create(task, model=None, root=tmp_path, verify_fn=fake_verify)
+    assert s.manual
+    events = s.run()
+    assert kinds(events) == ["needs_human"] and "No model configured" in events[0].data["message"]
+    s.submit_human_edit(kernel("feasible", 0.7))
+    assert s.stage == "refine" and s.best.speedup == pytest.approx(1 / 0.7)
+
+
+def test_busy_session_refuses_a_second_step(tmp_path, task):
+    holder = {}
+
+    def slow_verify(*a, **k):
+        with pytest.raises(SessionBusy):
+            holder["s"].submit_human_edit(kernel("feasible", 1.0))
+        return fake_verify(*a, **k)
+
+    s = Session.create(task, model=ScriptedModel([reply("feasible", 1.0)]), root=tmp_path, verify_fn=slow_verify)
+    holder["s"] = s
+    s.step()
+    assert not s.busy and s.best is not None
+
+
+def test_events_are_jsonl_and_fsynced_per_event(tmp_path, task, monkeypatch):
+    import core.events as events_mod
+
+    synced, sizes = [], []
+    real_fsync = events_mod.os.fsync
+
+    def spy(fd):
+        real_fsync(fd)
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).name == "events.jsonl":
+            synced.append(fd)
+
+    s = make(tmp_path, task, [reply("feasible", 1.0)])
+    monkeypatch.setattr(events_mod.os, "fsync", spy)
+    log = s.path / "events.jsonl"
+    seen = s.step(on_event=lambda e: sizes.append(log.stat().st_size))
+    assert len(synced) == len(seen)
+    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)  # the file grows with every event
+    lines = log.read_text().splitlines()
+    assert [json.loads(x)["kind"] for x in lines] == ["session_started"] + kinds(seen)
+
+
+def test_open_rebuilds_state_and_tolerates_a_torn_last_line(tmp_path, task):
+    s = make(tmp_path, task, [reply("compile_fail"), reply("feasible", 0.8), reply("feasible", 0.4)],
+             auto_accept=True)
+    s.run()
+    with open(s.path / "events.jsonl", "a") as f:
+        f.write('{"kind": "kernel", "data": {"vers')
+    again = Session.open(s.path)
+    assert again.summary() == s.summary()
+    assert [a.summary() for a in again.history] == [a.summary() for a in s.history]
+    again.add_steps("refine", 1)  # appending after a torn line starts a fresh line
+    assert [e.kind for e in read_events(s.path / "events.jsonl")][-2:] == ["budget_changed", "stage_changed"]
+
+
+def test_resume_continues_with_remaining_budget_and_next_reply(tmp_path, task):
+    s = make(tmp_path, task, [reply("compile_fail"), reply("incorrect"), reply("feasible", 1.0)])
+    s.step()
+    again = Session.open(s.path, verify_fn=fake_verify)
+    assert again.used["draft"] == 1 and again.client.position == 1
+    again.run()
+    assert again.best.version == 3 and again.used["draft"] == 3
+
+
+def test_replay_reemits_recorded_events_and_lists_sessions(tmp_path, task):
+    s = make(tmp_path, task, [reply("feasible", 0.5)], budgets=Budgets(1, 0))
+    live = [e.to_dict() for e in s.run()]
+    seen = []
+    replayed = replay(s.path, on_event=seen.append)
+    assert [e.to_dict() for e in replayed][1:] == live and seen == replayed
+    make(tmp_path, task, [], budgets=Budgets(1, 0))
+    rows = list_sessions(tmp_path / "sessions")
+    assert len(rows) == 2
+    done = next(r for r in rows if r["id"] == s.id)
+    assert done["best_speedup"] == pytest.approx(2.0) and done["steps"] == {"draft": 1, "refine": 0}
+
+
+def test_set_stage_and_reverify(tmp_path, task):
+    s = make(tmp_path, task, [reply("incorrect")])
+    with pytest.raises(SessionError, match="no feasible kernel"):
+        s.set_stage("refine")
+    s.step()
+    events = s.reverify()
+    v = next(e for e in events if e.kind == "verification")
+    assert v.data["reverify"] and v.data["version"] == 1
+    assert "reward" not in kinds(events)
