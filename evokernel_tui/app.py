@@ -1,0 +1,528 @@
+"""EvoKernelApp: the Textual face of a `core.session.Session`.
+
+The app talks to the session object only (its attributes, its methods and the `Event` records they
+return). Every session call runs in a thread worker and reports back with messages, so the screen
+stays live through a long build; a second call while one runs is refused, never queued.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SuspendNotSupported, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+
+from evokernel_tui.screens.main import MainScreen, SessionScreen
+from evokernel_tui.screens.prompts import NumberPrompt, PathPrompt
+from evokernel_tui.screens.replay import ReplayScreen
+from evokernel_tui.screens.task_picker import TaskPickerScreen
+from evokernel_tui.themes import TEXTUAL_THEMES, THEME_NAMES, load_theme_name, next_theme, save_theme_name
+from evokernel_tui.view import SessionView, apply_event, event_parts, memory_row, source_of
+from evokernel_tui.watcher import KernelFileWatcher
+from evokernel_tui.widgets.activity_log import ActivityLog
+from evokernel_tui.widgets.kernel_pane import KernelPane
+
+THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
+MAX_RUN_STEPS = 100
+
+
+def read_events(session_dir: Path) -> list[dict[str, Any]]:
+    """The recorded events of a session folder (`events.jsonl`), skipping a torn last line."""
+    import json
+
+    path = Path(session_dir) / "events.jsonl"
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def change_summary(before: str, after: str) -> str:
+    """`+3 −1 lines` between two versions of the kernel."""
+    added = removed = 0
+    for line in difflib.ndiff(before.splitlines(), after.splitlines()):
+        added += line.startswith("+ ")
+        removed += line.startswith("- ")
+    return f"+{added} −{removed} lines"
+
+
+class EvoKernelApp(App[None]):
+    """Live mode drives a session; replay mode (given `replay_events`) only reads a recording."""
+
+    TITLE = "EvoKernel"
+    CSS_PATH = [THEMES_DIR / "base.tcss"] + [THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES]
+    BINDINGS = [
+        Binding("t", "switch_theme", "Theme"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    class SessionEvent(Message):
+        def __init__(self, event: Any) -> None:
+            super().__init__()
+            self.event = event
+
+    class Token(Message):
+        def __init__(self, chunk: str) -> None:
+            super().__init__()
+            self.chunk = chunk
+
+    class KernelFileChanged(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class SessionReady(Message):
+        def __init__(self, session: Any) -> None:
+            super().__init__()
+            self.session = session
+
+    class CallFinished(Message):
+        def __init__(self, label: str, error: str | None) -> None:
+            super().__init__()
+            self.label = label
+            self.error = error
+
+    def __init__(
+        self,
+        session: Any = None,
+        *,
+        open_session: Callable[[str | None], Any] | None = None,
+        task: str | None = None,
+        replay_events: list[Any] | None = None,
+        theme_name: str | None = None,
+        watch_file: bool = True,
+        debounce: float = 0.3,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.view = SessionView()
+        self._open_session = open_session
+        self._initial_task = task
+        self._replay_events = replay_events
+        self._theme_name = theme_name or load_theme_name()
+        self._watch_file = watch_file
+        self._debounce = debounce
+        self._watcher: KernelFileWatcher | None = None
+        self.running: str | None = None
+        self._pause_requested = False
+        self._deferred_edit: str | None = None
+        for theme in TEXTUAL_THEMES.values():
+            self.register_theme(theme)
+
+    # ----- start-up -------------------------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen:
+        if self._replay_events is not None:
+            return ReplayScreen(self._replay_events)
+        return MainScreen()
+
+    def on_mount(self) -> None:
+        self.apply_theme(self._theme_name, remember=False)
+
+    def on_ready(self) -> None:
+        """After the first paint: attach the session, or start opening one in a worker."""
+        if self._replay_events is not None:
+            self.sub_title = "replay"
+            return
+        if self.session is not None:
+            self.attach(self.session)
+        elif self._open_session is not None:
+            self.activity.note(f"opening {self._initial_task or 'the default task'}…")
+            self.call_after_refresh(self._create_session, self._initial_task)
+        else:
+            self.activity.note("No session open: press o to open a task.")
+
+    @work(thread=True, exclusive=True, group="open")
+    def _create_session(self, task: str | None) -> None:
+        assert self._open_session is not None
+        try:
+            session = self._open_session(task)
+        except Exception as exc:  # any failure to open is shown as one line, never a traceback
+            self.call_from_thread(self._report, f"Could not open {task or 'the task'}: {exc}")
+            return
+        self.post_message(self.SessionReady(session))
+
+    def on_evo_kernel_app_session_ready(self, message: SessionReady) -> None:
+        self.attach(message.session)
+
+    def attach(self, session: Any) -> None:
+        """Show `session`: fold its recorded events, then start watching its kernel file."""
+        self._stop_watcher()
+        self.session = session
+        self.view = SessionView(task=_task_name(session), backend=str(getattr(session, "backend", "")))
+        recorded = read_events(Path(session.path)) if getattr(session, "path", None) else []
+        for event in recorded:
+            apply_event(self.view, event)
+        self.activity.replace(self.view.activity)
+        self._sync()
+        self.main_screen.show_manual(bool(session.manual))
+        if self._watch_file and getattr(session, "kernel_path", None):
+            self._watcher = KernelFileWatcher(
+                Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
+            ).start()
+            self._watcher.note_own_write(session.current_source)
+
+    def on_unmount(self) -> None:
+        self._stop_watcher()
+
+    def _stop_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+
+    # ----- state ------------------------------------------------------------------------------------
+
+    @property
+    def main_screen(self) -> MainScreen:
+        return self.get_screen_stack_member(MainScreen)
+
+    def get_screen_stack_member(self, kind: type) -> Any:
+        return next(s for s in reversed(self.screen_stack) if isinstance(s, kind))
+
+    @property
+    def activity(self) -> ActivityLog:
+        return self.get_screen_stack_member(SessionScreen).query_one(ActivityLog)
+
+    def _sync(self) -> None:
+        """Bring the view in line with the session's attributes (the truth once a call has finished)."""
+        s, v = self.session, self.view
+        if s is None:
+            return
+        v.stage = str(s.stage)
+        v.manual = bool(s.manual)
+        v.tokens = int(getattr(s, "tokens", 0) or 0)
+        v.cost = getattr(s, "cost", None)
+        if s.current_source != v.source:
+            v.previous, v.source = v.source, s.current_source
+        v.pending = source_of(s.pending)
+        rows = [memory_row(r) for r in (s.retrieved or [])]
+        if [r.item_id for r in rows] != [m.item_id for m in v.memories]:
+            v.memories = rows
+        if self._watcher is not None:
+            self._watcher.note_own_write(s.current_source)
+        self._show()
+
+    def _show(self) -> None:
+        screen = self.get_screen_stack_member(SessionScreen)
+        screen.show(self.view)
+        self.sub_title = f"{self.view.task} · {self.view.backend} · {self.view.stage}" + (
+            f" · {self.running}…" if self.running else ""
+        )
+
+    def on_evo_kernel_app_session_event(self, message: SessionEvent) -> None:
+        entry = apply_event(self.view, message.event)
+        kind = event_parts(message.event)[0]
+        if kind in ("prompt", "model_reply", "model_error"):
+            self.activity.end_stream()
+        if entry is not None:
+            self.activity.add(entry)
+        self._show()
+
+    def on_evo_kernel_app_token(self, message: Token) -> None:
+        self.activity.stream(message.chunk)
+
+    def _report(self, text: str, severity: str = "error") -> None:
+        self.activity.note(text)
+        self.notify(text, severity=severity)  # type: ignore[arg-type]
+
+    # ----- running session calls -------------------------------------------------------------------
+
+    def _busy_with(self) -> str | None:
+        if self.running:
+            return self.running
+        if self.session is not None and getattr(self.session, "busy", False):
+            return "a session step"
+        return None
+
+    def _start(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> bool:
+        """Run `call(session)` in a worker unless one is running (then refuse, saying so)."""
+        if self.session is None:
+            self._report("No session open: press o to open a task.", "warning")
+            return False
+        busy = self._busy_with()
+        if busy:
+            self._report(f"Refused: {label} not started while {busy} is still running.", "warning")
+            return False
+        self.running = label
+        self._show()
+        self._call_worker(label, call)
+        return True
+
+    def _emitter(self) -> tuple[Callable[[Any], None], Callable[[Iterable[Any] | None], None]]:
+        """(on_event for live events, flush for returned events not already seen); both thread-safe."""
+        seen: set[int] = set()
+
+        def on_event(event: Any) -> None:
+            seen.add(id(event))
+            self.post_message(self.SessionEvent(event))
+
+        def flush(events: Iterable[Any] | None) -> None:
+            for event in events or []:
+                if id(event) not in seen:
+                    on_event(event)
+
+        return on_event, flush
+
+    @work(thread=True, group="session", exit_on_error=False)
+    def _call_worker(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> None:
+        error = None
+        try:
+            call(self.session)
+        except Exception as exc:  # shown as one line in the activity pane and a toast
+            error = f"{label} failed: {exc}"
+        self.post_message(self.CallFinished(label, error))
+
+    def on_evo_kernel_app_call_finished(self, message: CallFinished) -> None:
+        self.running = None
+        self._pause_requested = False
+        self.activity.end_stream()
+        if message.error:
+            self._report(message.error)
+        self._sync()
+        if self._deferred_edit is not None:
+            text, self._deferred_edit = self._deferred_edit, None
+            self._take_file_edit(text)
+
+    def _model_step(self, session: Any) -> None:
+        on_event, flush = self._emitter()
+        flush(session.step(on_event=on_event, on_token=lambda chunk: self.post_message(self.Token(chunk))))
+
+    def _plain_call(self, method: str, *args: Any) -> Callable[[Any], None]:
+        def call(session: Any) -> None:
+            _, flush = self._emitter()
+            flush(getattr(session, method)(*args))
+
+        return call
+
+    def _needs_model(self, what: str) -> bool:
+        if self.session is not None and self.session.manual:
+            self._report(
+                f"{what} needs a model; none is configured (use --model, EVOKERNEL_MODEL or config.toml).", "warning"
+            )
+            return False
+        return True
+
+    # ----- actions (key bindings and command palette) ----------------------------------------------
+
+    def action_step(self) -> None:
+        if self._needs_model("A step"):
+            self._start("step", self._model_step)
+
+    def action_run_steps(self) -> None:
+        if not self._needs_model("Running steps") or self.session is None:
+            return
+        busy = self._busy_with()
+        if busy:
+            self._report(f"Refused: run not started while {busy} is still running.", "warning")
+            return
+        self.push_screen(NumberPrompt("Run how many steps?", 4, 1, MAX_RUN_STEPS), self.run_steps)
+
+    def run_steps(self, count: int | None) -> None:
+        if not count:
+            return
+
+        def run(session: Any) -> None:
+            for index in range(count):
+                if self._pause_requested:
+                    self.post_message(self.SessionEvent({"kind": "paused", "data": {}, "step": None}))
+                    return
+                if str(session.stage) == "done":
+                    return
+                self._model_step(session)
+                if index + 1 < count:
+                    self.call_from_thread(self._show)
+
+        self._start(f"run {count} steps", run)
+
+    def action_pause(self) -> None:
+        if self.running and self.running.startswith("run"):
+            self._pause_requested = True
+            self._report("Pausing after the current step.", "information")
+        elif self.running:
+            self._report(f"{self.running} cannot be paused midway; it will finish on its own.", "warning")
+        else:
+            self._report("Nothing is running.", "information")
+
+    def action_accept(self) -> None:
+        if self.session is not None and source_of(self.session.pending) is None:
+            self._report("No refinement is pending.", "warning")
+            return
+        self._start("accept", self._plain_call("accept_pending"))
+
+    def action_reject(self) -> None:
+        if self.session is not None and source_of(self.session.pending) is None:
+            self._report("No refinement is pending.", "warning")
+            return
+        self._start("reject", self._plain_call("reject_pending"))
+
+    def action_reverify(self) -> None:
+        self._start("reverify", self._plain_call("reverify"))
+
+    def action_switch_stage(self) -> None:
+        if self.session is None:
+            self._report("No session open: press o to open a task.", "warning")
+            return
+        target = "draft" if str(self.session.stage) == "refine" else "refine"
+        self._start(f"switch to {target}", self._plain_call("set_stage", target))
+
+    def submit_edit(self, source: str, origin: str) -> bool:
+        """Verify `source` as the person's edit; its own save of the file is not picked up again."""
+        if self._watcher is not None:
+            self._watcher.note_own_write(source)
+        started = self._start(f"verify your edit ({origin})", self._plain_call("submit_human_edit", source))
+        if started:
+            self.activity.note(f"Verifying your edit from {origin} ({change_summary(self.view.source, source)}).")
+        return started
+
+    def on_kernel_pane_submitted(self, message: KernelPane.Submitted) -> None:
+        self.submit_edit(message.source, "the kernel pane")
+
+    def action_edit_external(self) -> None:
+        if self.session is None or self._busy_with():
+            self._report("Wait for the running call to finish before editing." if self.session else
+                         "No session open: press o to open a task.", "warning")
+            return
+        path = Path(self.session.kernel_path)
+        before = path.read_text() if path.exists() else ""
+        command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi") + [str(path)]
+        try:
+            try:
+                with self.suspend():
+                    subprocess.run(command, check=False)
+            except SuspendNotSupported:
+                subprocess.run(command, check=False, stdin=subprocess.DEVNULL, capture_output=True)
+        except OSError as exc:
+            self._report(f"Could not start the editor {command[0]!r}: {exc}. Set $EDITOR to one that exists.")
+            return
+        after = path.read_text() if path.exists() else before
+        if after == before or after == self.session.current_source:
+            self._report("The editor closed without changing the kernel.", "information")
+            return
+        self.submit_edit(after, "$EDITOR")
+
+    def on_evo_kernel_app_kernel_file_changed(self, message: KernelFileChanged) -> None:
+        s = self.session
+        if s is None or message.text in (s.current_source, source_of(s.pending)):
+            return
+        if self._busy_with():
+            self._deferred_edit = message.text
+            self.activity.note(f"Picked up a save of {Path(s.kernel_path).name}; it is verified when {self.running} ends.")
+            return
+        self._take_file_edit(message.text)
+
+    def _take_file_edit(self, text: str) -> None:
+        if self.session is None or text == self.session.current_source:
+            return
+        name = Path(self.session.kernel_path).name
+        self.activity.note(f"Picked up a save of {name} from disk ({change_summary(self.session.current_source, text)}).")
+        self.submit_edit(text, f"a save of {name}")
+
+    def action_open_task(self) -> None:
+        if self._open_session is None:
+            self._report("Opening another task is not available here; start `evokernel tui TASK`.", "warning")
+            return
+        if self._busy_with():
+            self._report("Refused: wait for the running call to finish before opening a task.", "warning")
+            return
+        self.push_screen(TaskPickerScreen(_builtin_task_rows()), self.open_task)
+
+    def open_task(self, task: str | None) -> None:
+        if task:
+            self.activity.note(f"opening {task}…")
+            self._create_session(task)
+
+    def action_export(self) -> None:
+        if not self.view.source:
+            self._report("There is no kernel to save yet.", "warning")
+            return
+        default = f"{self.view.task or 'kernel'}_kernel.py"
+        self.push_screen(PathPrompt("Save the current kernel to", default), self.export_kernel)
+
+    def export_kernel(self, target: str | None) -> None:
+        if not target:
+            return
+        path = Path(target).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.view.source)
+        except OSError as exc:
+            self._report(f"Could not save to {path}: {exc.strerror or exc}. Pick another path.")
+            return
+        self._report(f"Saved the kernel to {path}.", "information")
+
+    def action_switch_theme(self) -> None:
+        self.apply_theme(next_theme(self._theme_name))
+
+    def apply_theme(self, name: str, remember: bool = True) -> None:
+        """Switch colours; Textual adds the `-theme-evokernel-NAME` class the theme's tcss is scoped by."""
+        self.theme = TEXTUAL_THEMES[name].name
+        self._theme_name = name
+        if remember:
+            try:
+                save_theme_name(name)
+            except OSError as exc:
+                self.notify(f"Theme not remembered: {exc}", severity="warning")
+
+    @property
+    def theme_name(self) -> str:
+        return self._theme_name
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, MainScreen):
+            for title, help_text, action in PALETTE:
+                yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
+            yield SystemCommand("Toggle diff", "Show the diff against the previous version or the pending refinement",
+                                screen.action_toggle_diff)
+        for name in THEME_NAMES:
+            yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme and remember it",
+                                lambda name=name: self.apply_theme(name))
+
+
+PALETTE = (
+    ("Step", "Run one draft or refine step with the model", "step"),
+    ("Run N steps", "Run several steps in a row (pause stops after the current one)", "run_steps"),
+    ("Pause", "Stop a run after the current step", "pause"),
+    ("Accept refinement", "Make the pending refinement the current kernel", "accept"),
+    ("Reject refinement", "Drop the pending refinement", "reject"),
+    ("Reverify", "Run all gates on the current kernel again", "reverify"),
+    ("Edit in $EDITOR", "Open the kernel in your editor, then verify your edit", "edit_external"),
+    ("Switch stage", "Switch between draft and refine", "switch_stage"),
+    ("Open task", "Open a built-in task or a task file", "open_task"),
+    ("Save kernel", "Export the current kernel to a file", "export"),
+    ("Switch theme", "Cycle dark → light → high-contrast", "switch_theme"),
+)
+
+
+def _task_name(session: Any) -> str:
+    task = getattr(session, "task", None)
+    return str(getattr(task, "name", task) or "")
+
+
+def _builtin_task_rows() -> list[tuple[str, str]]:
+    """(name, description) of the built-in tasks, or none when core cannot list them."""
+    try:
+        from core.tasks import builtin_tasks
+    except ImportError:
+        return []
+    tasks = builtin_tasks()
+    items = tasks.values() if isinstance(tasks, dict) else tasks
+    rows = []
+    for task in items:
+        name = getattr(task, "name", str(task))
+        rows.append((name, getattr(task, "description", "") or ""))
+    return rows

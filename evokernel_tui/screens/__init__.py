@@ -1,0 +1,1 @@
+"""The app's screens: the live session, replay, and the modals they open."""

@@ -1,0 +1,82 @@
+"""Modals with the full text behind one line: a gate's detail, a memory's text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from evokernel_tui.view import GateView, MemoryView
+
+
+def gate_detail_text(gate: GateView) -> str:
+    """Compiler diagnostics, the mismatch report, or the hack rule and line, then any other detail."""
+    seconds = f" in {gate.seconds:.2f}s" if gate.seconds is not None else ""
+    lines = [f"{gate.title}: {gate.state}{seconds}"]
+    if gate.reason:
+        lines += ["", gate.reason]
+    detail = dict(gate.detail)
+    diagnostics = detail.pop("diagnostics", None)
+    if diagnostics:
+        lines += ["", "Compiler diagnostics:"] + [f"  {d}" for d in diagnostics]
+    if "rule" in detail or "line" in detail:
+        lines += ["", f"Rule: {detail.pop('rule', '?')}", f"Line: {detail.pop('line', '?')}"]
+    mismatch = detail.pop("mismatch", None)
+    if mismatch:
+        lines += ["", "Mismatch:", str(mismatch)]
+    for key in ("max_abs", "max_rel"):
+        if key in detail:
+            lines.append(f"{key}: {detail.pop(key)}")
+    if detail:
+        lines += ["", "Detail:"] + [f"  {k}: {_short(v)}" for k, v in detail.items()]
+    if len(lines) == 1:
+        lines += ["", "No detail recorded for this gate yet."]
+    return "\n".join(lines)
+
+
+def memory_detail_text(memory: MemoryView) -> str:
+    header = (
+        f"{memory.kind} · {memory.item_id}\n"
+        f"Q1 {memory.q1:.3f} ({memory.visits1} visits) · Q2 {memory.q2:.3f} ({memory.visits2} visits) · "
+        f"similarity {memory.similarity:.3f} · score {memory.score:.3f}"
+    )
+    return f"{header}\n\n{memory.text or '(no text)'}"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) < 2000 else text[:2000] + "…"
+
+
+class TextModal(ModalScreen[None]):
+    """A scrollable block of text with a title; escape or q closes it."""
+
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("q", "dismiss", "Close", show=False)]
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self._title, self._body = title, body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal"):
+            yield Label(self._title, classes="modal-title")
+            with VerticalScroll():
+                yield Static(self._body, markup=False, classes="modal-body")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)
+
+
+class GateDetailScreen(TextModal):
+    def __init__(self, gate: GateView) -> None:
+        super().__init__(f"Gate · {gate.title}", gate_detail_text(gate))
+
+
+class MemoryDetailScreen(TextModal):
+    def __init__(self, memory: MemoryView) -> None:
+        super().__init__(f"Memory · {memory.title}", memory_detail_text(memory))

@@ -1,0 +1,80 @@
+"""The session screen: kernel, gates, memories, latency and activity panes at once."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from evokernel_tui.screens.detail import GateDetailScreen, MemoryDetailScreen
+from evokernel_tui.view import SessionView
+from evokernel_tui.widgets.activity_log import ActivityLog
+from evokernel_tui.widgets.gate_panel import GatePanel
+from evokernel_tui.widgets.kernel_pane import KernelPane
+from evokernel_tui.widgets.latency_plot import LatencyPlot
+from evokernel_tui.widgets.memory_table import MemoryTable
+from evokernel_tui.widgets.mode_banner import ModeBanner
+
+
+class SessionScreen(Screen):
+    """The five panes, filled from a `SessionView`; live and replay screens differ only in controls."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+
+    BINDINGS = [Binding("d", "toggle_diff", "Diff")]
+
+    def compose(self) -> ComposeResult:
+        yield ModeBanner(id="banner")
+        with Horizontal(id="top"):
+            yield KernelPane(id="kernel")
+            with Vertical(id="side"):
+                yield GatePanel(id="gates")
+                yield MemoryTable(id="memories")
+                yield LatencyPlot(id="latency")
+        yield ActivityLog(id="activity")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(GatePanel).focus()
+
+    def show(self, view: SessionView) -> None:
+        """Push one state down into every pane."""
+        self.query_one(KernelPane).load(view.source, view.previous, view.pending, view.author)
+        self.query_one(GatePanel).show(view.gate_list())
+        self.query_one(MemoryTable).show(view.memories, view.stage)
+        self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speedup, view.best_ms)
+        self.query_one(ActivityLog).set_totals(view.stage, view.tokens, view.cost, view.manual)
+        self.sub_title = f"{view.task} · {view.backend} · {view.stage}" if view.task else ""
+
+    def action_toggle_diff(self) -> None:
+        pane = self.query_one(KernelPane)
+        pane.show_diff = not pane.show_diff
+
+    def on_gate_panel_gate_selected(self, message: GatePanel.GateSelected) -> None:
+        self.app.push_screen(GateDetailScreen(message.gate))
+
+    def on_memory_table_memory_selected(self, message: MemoryTable.MemorySelected) -> None:
+        self.app.push_screen(MemoryDetailScreen(message.memory))
+
+
+class MainScreen(SessionScreen):
+    """The live session; every control is an app action so the command palette can offer it too."""
+
+    BINDINGS = [
+        Binding("s", "app.step", "Step"),
+        Binding("n", "app.run_steps", "Run N"),
+        Binding("p", "app.pause", "Pause"),
+        Binding("a", "app.accept", "Accept"),
+        Binding("r", "app.reject", "Reject"),
+        Binding("v", "app.reverify", "Reverify"),
+        Binding("e", "app.edit_external", "$EDITOR"),
+        Binding("g", "app.switch_stage", "Stage"),
+        Binding("o", "app.open_task", "Task"),
+        Binding("x", "app.export", "Save"),
+    ]
+
+    def show_manual(self, manual: bool) -> None:
+        self.query_one(ModeBanner).show_manual(manual)

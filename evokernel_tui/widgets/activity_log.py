@@ -1,0 +1,71 @@
+"""The activity pane: a log of steps, the model's output streaming in, and token/cost totals."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import RichLog, Static
+
+from evokernel_tui.view import ActivityEntry
+
+STREAM_TAIL = 400
+
+
+def totals_line(stage: str, tokens: int, cost: float | None, manual: bool) -> str:
+    """`stage draft · 1,234 tokens · $0.0123` (cost unknown shows as `cost n/a`)."""
+    cost_text = "cost n/a" if cost is None else f"${cost:.4f}"
+    mode = " · manual" if manual else ""
+    return f"stage {stage}{mode} · {tokens:,} tokens · {cost_text}"
+
+
+def entry_text(entry: ActivityEntry) -> Text:
+    step = f"[{entry.step:>3}] " if entry.step is not None else "      "
+    text = Text(step, style="dim")
+    text.append(entry.text, style="bold" if entry.kind in ("stage_changed", "needs_human", "error") else "")
+    return text
+
+
+class ActivityLog(Vertical):
+    """Log lines come in as events arrive; the last line shows the model's reply as it streams."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Activity"
+        self._stream = ""
+        self.lines: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield RichLog(id="activity-log", wrap=True, markup=False, auto_scroll=True)
+        yield Static("", id="activity-stream")
+
+    def add(self, entry: ActivityEntry) -> None:
+        self.lines.append(entry.text)
+        self.query_one(RichLog).write(entry_text(entry))
+
+    def note(self, text: str) -> None:
+        """A line from the app itself (not a session event): what it picked up, what it refused."""
+        self.add(ActivityEntry(step=None, kind="app", text=text))
+
+    def replace(self, entries: list[ActivityEntry]) -> None:
+        """Show exactly `entries` (replay moving through the timeline)."""
+        self.lines = []
+        self.query_one(RichLog).clear()
+        for entry in entries:
+            self.add(entry)
+
+    def stream(self, chunk: str) -> None:
+        self._stream = (self._stream + chunk)[-STREAM_TAIL:]
+        last = self._stream.rstrip().splitlines()[-1:] or [""]
+        self.query_one("#activity-stream", Static).update(Text(f"model ▸ {last[0]}", no_wrap=True, overflow="ellipsis"))
+
+    def end_stream(self) -> None:
+        self._stream = ""
+        self.query_one("#activity-stream", Static).update("")
+
+    @property
+    def streamed(self) -> str:
+        return self._stream
+
+    def set_totals(self, stage: str, tokens: int, cost: float | None, manual: bool) -> None:
+        self.border_subtitle = totals_line(stage, tokens, cost, manual)

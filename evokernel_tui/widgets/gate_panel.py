@@ -1,0 +1,84 @@
+"""The gate panel: one coloured light per verifier gate, with a spinner while a gate runs."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from evokernel_tui.view import GateView
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+STATE_LABELS = {"waiting": "waiting", "running": "running", "pass": "pass", "fail": "FAIL", "skip": "skipped"}
+
+
+def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
+    """`● Compile    pass   1.23s  reason` with the light's style left to the caller."""
+    light = SPINNER[frame % len(SPINNER)] if gate.state == "running" else "●"
+    seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
+    reason = gate.reason if gate.state == "fail" else ""
+    line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}  {reason}"
+    return Text(line[: max(width, 20)], no_wrap=True, overflow="ellipsis")
+
+
+class GatePanel(OptionList):
+    """Gate lines in verifier order; selecting one asks for its full detail."""
+
+    COMPONENT_CLASSES = {"gate--waiting", "gate--running", "gate--pass", "gate--fail", "gate--skip"}
+
+    class GateSelected(Message):
+        def __init__(self, gate: GateView) -> None:
+            super().__init__()
+            self.gate = gate
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Gates"
+        self._gates: list[GateView] = []
+        self._frame = 0
+
+    def on_mount(self) -> None:
+        self._spinner = self.set_interval(0.1, self._tick, pause=True)
+
+    def show(self, gates: list[GateView]) -> None:
+        """Replace the gate states; rebuilt in place so the highlight stays where it was."""
+        names = [g.name for g in gates]
+        known = [str(self.get_option_at_index(i).id) for i in range(self.option_count)]
+        self._gates = [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail)) for g in gates]
+        if names != known:
+            self.clear_options()
+            self.add_options(Option(self._prompt(g), id=g.name) for g in self._gates)
+            if self._gates and self.highlighted is None:
+                self.highlighted = 0
+        else:
+            self._repaint()
+        running = any(g.state == "running" for g in self._gates)
+        if running:
+            self._spinner.resume()
+        else:
+            self._spinner.pause()
+        failed = [g.title for g in self._gates if g.state == "fail"]
+        self.border_subtitle = f"failed: {', '.join(failed)}" if failed else ""
+
+    def gate(self, name: str) -> GateView | None:
+        return next((g for g in self._gates if g.name == name), None)
+
+    def _prompt(self, gate: GateView) -> Text:
+        text = gate_line(gate, self._frame, max(self.size.width - 2, 40))
+        text.stylize(self.get_component_rich_style(f"gate--{gate.state}", partial=True), 0, 1)
+        return text
+
+    def _repaint(self) -> None:
+        for gate in self._gates:
+            self.replace_option_prompt(gate.name, self._prompt(gate))
+
+    def _tick(self) -> None:
+        self._frame += 1
+        self._repaint()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        gate = self.gate(str(event.option.id))
+        if gate is not None:
+            self.post_message(self.GateSelected(gate))

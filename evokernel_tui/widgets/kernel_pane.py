@@ -1,0 +1,123 @@
+"""The kernel pane: the current kernel in an editable, highlighted editor, with a diff toggle."""
+
+from __future__ import annotations
+
+import difflib
+
+from rich.syntax import Syntax
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static, TextArea
+
+
+def unified_diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    """A unified diff of two kernel versions (empty when they are the same)."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name, n=3
+    )
+    return "".join(lines)
+
+
+class KernelPane(Vertical):
+    """Shows the session's kernel; the person can type in it and submit the edit with ctrl+s."""
+
+    BINDINGS = [
+        Binding("ctrl+s", "submit", "Submit edit"),
+        Binding("escape", "leave", "Leave editor", show=False),
+    ]
+
+    show_diff: reactive[bool] = reactive(False)
+
+    class Submitted(Message):
+        """The person submitted the text in the editor as their edit."""
+
+        def __init__(self, source: str) -> None:
+            super().__init__()
+            self.source = source
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._loaded = ""
+        self._previous = ""
+        self._pending: str | None = None
+        self._author = ""
+        self.border_title = "Kernel"
+
+    def compose(self) -> ComposeResult:
+        yield TextArea.code_editor("", language="python", id="kernel-editor", soft_wrap=False)
+        with VerticalScroll(id="kernel-diff-scroll"):
+            yield Static("", id="kernel-diff")
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda theme: self._match_theme(theme.dark))
+        self._match_theme(self.app.current_theme.dark)
+
+    def _match_theme(self, dark: bool) -> None:
+        self.editor.theme = "vscode_dark" if dark else "github_light"
+
+    @property
+    def editor(self) -> TextArea:
+        return self.query_one("#kernel-editor", TextArea)
+
+    @property
+    def edited(self) -> bool:
+        """Whether the person has typed changes that are not yet submitted."""
+        return self.editor.text != self._loaded
+
+    def load(self, source: str, previous: str = "", pending: str | None = None, author: str = "") -> None:
+        """Show a new session state; the editor text is replaced only when the kernel itself changed."""
+        if source != self._loaded:
+            self._loaded = source
+            self.editor.load_text(source)
+        self._previous, self._pending, self._author = previous, pending, author
+        self._refresh_labels()
+        if self.show_diff:
+            self._render_diff()
+
+    def diff_text(self) -> str:
+        """The diff the toggle shows: against the pending refinement if there is one, else the previous version."""
+        if self._pending is not None:
+            return unified_diff(self._loaded, self._pending, "current", "pending refinement")
+        return unified_diff(self._previous, self._loaded, "previous", "current")
+
+    def watch_show_diff(self, show: bool) -> None:
+        self.query_one("#kernel-diff-scroll").display = show
+        self.editor.display = not show
+        if show:
+            self._render_diff()
+        self._refresh_labels()
+
+    def _render_diff(self) -> None:
+        text = self.diff_text() or "(no differences)"
+        self.query_one("#kernel-diff", Static).update(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+
+    def _refresh_labels(self) -> None:
+        author = f" · {self._author}" if self._author else ""
+        self.border_title = f"Kernel{author}"
+        notes = []
+        if self.show_diff:
+            notes.append("diff vs pending" if self._pending is not None else "diff vs previous")
+        elif self._pending is not None:
+            notes.append("refinement pending")
+        if self._loaded and self.edited:
+            notes.append("edited · ctrl+s submits")
+        self.border_subtitle = " · ".join(notes)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        event.stop()
+        self._refresh_labels()
+
+    def action_submit(self) -> None:
+        if self.show_diff:
+            self.notify("Switch the diff off (d) to edit and submit.", severity="warning")
+            return
+        if not self.edited:
+            self.notify("Nothing to submit: the editor matches the current kernel.")
+            return
+        self.post_message(self.Submitted(self.editor.text))
+
+    def action_leave(self) -> None:
+        self.screen.focus_next()

@@ -1,0 +1,90 @@
+"""The memory table: what was retrieved for this step, its values updating in place as rewards arrive."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from evokernel_tui.view import STAGE_COLUMN, MemoryView
+
+COLUMNS = (("kind", "kind"), ("title", "title"), ("q1", "Q1"), ("q2", "Q2"), ("visits", "visits"), ("sim", "sim"), ("score", "score"))
+
+TITLE_WIDTH = 18
+
+
+def q_cell(value: float, delta: float | None) -> str:
+    """`0.52` or, right after a reward, `0.52 +0.12`."""
+    if delta is None or abs(delta) < 5e-4:
+        return f"{value:.2f}"
+    return f"{value:.2f} {delta:+.2f}"
+
+
+class MemoryTable(DataTable):
+    """Rows keyed by memory id; the current stage's Q column is highlighted."""
+
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"memory--stage", "memory--up", "memory--down"}
+
+    class MemorySelected(Message):
+        def __init__(self, memory: MemoryView) -> None:
+            super().__init__()
+            self.memory = memory
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.border_title = "Memories"
+        self._rows: dict[str, MemoryView] = {}
+        self._stage = "draft"
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        stage_key = STAGE_COLUMN.get(self._stage)
+        for key, label in COLUMNS:
+            marked = f"{label}◆" if key == stage_key else label
+            self.add_column(Text(marked, style="bold" if key == stage_key else ""), key=key)
+
+    def show(self, memories: list[MemoryView], stage: str) -> None:
+        """Update values in place when the same memories are shown, else rebuild the rows."""
+        if stage != self._stage:
+            self._stage = stage
+            self.clear(columns=True)
+            self._add_columns()
+            self._rows = {}
+        ids = [m.item_id for m in memories]
+        if ids != list(self._rows):
+            self.clear()
+            self._rows = {}
+            for memory in memories:
+                self._rows[memory.item_id] = memory
+                self.add_row(*self._cells(memory), key=memory.item_id)
+        else:
+            for memory in memories:
+                self._rows[memory.item_id] = memory
+                for (key, _), cell in zip(COLUMNS, self._cells(memory), strict=True):
+                    self.update_cell(memory.item_id, key, cell, update_width=True)
+        self.border_subtitle = f"{len(memories)} for {stage}" if memories else "none retrieved yet"
+
+    def memory(self, item_id: str) -> MemoryView | None:
+        return self._rows.get(item_id)
+
+    def _cells(self, m: MemoryView) -> list[Text | str]:
+        stage_key = STAGE_COLUMN.get(self._stage)
+        visits = m.visits2 if self._stage == "refine" else m.visits1
+        cells: list[Text | str] = [m.kind, Text(m.title[:TITLE_WIDTH], no_wrap=True)]
+        for key, value, delta in (("q1", m.q1, m.delta1), ("q2", m.q2, m.delta2)):
+            text = Text(q_cell(value, delta))
+            if key == stage_key:
+                text.stylize(self.get_component_rich_style("memory--stage", partial=True))
+            if delta is not None and abs(delta) >= 5e-4:
+                text.stylize(self.get_component_rich_style("memory--up" if delta > 0 else "memory--down", partial=True), 5)
+            cells.append(text)
+        cells += [str(visits), f"{m.similarity:.2f}", f"{m.score:.2f}"]
+        return cells
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        memory = self._rows.get(str(event.row_key.value))
+        if memory is not None:
+            self.post_message(self.MemorySelected(memory))
