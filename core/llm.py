@@ -298,7 +298,7 @@ class LiteLLMClient:
             return f"{m}: rate limited after {attempts} attempts; wait a minute or lower the request rate"
         if isinstance(exc, litellm.Timeout):
             return f"{m}: no reply within {self.config.timeout_s:g} s after {attempts} attempts"
-        if isinstance(exc, litellm.APIConnectionError) and not isinstance(exc, litellm.InternalServerError):
+        if _is_connection_error(litellm, exc):
             where = self.config.api_base or "the provider"
             return f"{m}: cannot reach {where} after {attempts} attempts ({_first_line(exc)})"
         return f"{m}: server error after {attempts} attempts ({_first_line(exc)})"
@@ -307,11 +307,22 @@ class LiteLLMClient:
         return self.complete([{"role": "user", "content": prompt}]).text
 
 
+def _is_connection_error(litellm, exc: Exception) -> bool:
+    """litellm reports a refused connection as an InternalServerError saying "Connection error"."""
+    if isinstance(exc, litellm.Timeout):
+        return False
+    if isinstance(exc, litellm.APIConnectionError) and not isinstance(exc, litellm.InternalServerError):
+        return True
+    return "connection error" in str(exc).lower()
+
+
 def _reason(litellm, exc: Exception) -> str:
     if isinstance(exc, litellm.RateLimitError):
         return "rate_limit"
     if isinstance(exc, litellm.Timeout):
         return "timeout"
+    if _is_connection_error(litellm, exc):
+        return "connection"
     if isinstance(exc, litellm.InternalServerError | litellm.ServiceUnavailableError | litellm.BadGatewayError):
         return "server_error"
     return "connection"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from session_fakes import fake_verify, reply  # noqa: E402
+from session_fakes import fake_verify  # noqa: E402
 
 from core.events import read_events  # noqa: E402
 from core.session import Session  # noqa: E402
