@@ -64,7 +64,9 @@ class RetrievalPolicy:
     - `value_weight`: w in the blend of value and similarity (value mode);
     - `exploration`: "ucb" (bonus `ucb_c * sqrt(ln(N + 1) / (n + 1))`), "epsilon" (each slot is a
       random candidate with probability `epsilon`) or "none";
-    - `backend_boost`: similarity bonus for items of the task's backend; other backends still count.
+    - `backend_boost`: similarity bonus for items of the task's backend; other backends still count;
+    - `min_similarity`: candidates below this share of the best match are dropped (the k best are
+      always kept), so a high value learnt on unrelated tasks cannot pull in an unrelated item.
     """
 
     mode: str = "value"
@@ -73,9 +75,10 @@ class RetrievalPolicy:
     candidates: int = 40
     value_weight: float = 0.7
     exploration: str = "ucb"
-    ucb_c: float = 0.3
+    ucb_c: float = 0.1
     epsilon: float = 0.1
     backend_boost: float = 0.25
+    min_similarity: float = 0.3
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -25,7 +25,7 @@ REFINE_CLIP = 1.0
 REFINE_INCORRECT = -REFINE_CLIP
 
 #: Default learning rate of the Monte-Carlo update.
-DEFAULT_ALPHA = 0.3
+DEFAULT_ALPHA = 0.15
 
 
 def draft_reward(outcome: str) -> float:
