@@ -64,6 +64,10 @@ def markdown(rows: list[tuple[Task, float, float]], repeats: int) -> str:
         f"{os.cpu_count()} CPUs ({platform.machine()}), median of {repeats} runs after 5 warm-up runs. "
         f"Target band: {LOW_MS:g}-{HIGH_MS:g} ms.",
         "",
+        "Memory-bound tasks with buffers of 16 MiB or more can swing several-fold between runs on this "
+        "sandbox: first-touch page faults are expensive here, and glibc's dynamic mmap threshold decides "
+        "whether a freed buffer is reused. The min column is the steadier figure.",
+        "",
         "| task | level | category | median ms | min ms | in band (median) |",
         "|---|---:|---|---:|---:|---|",
     ]
