@@ -115,3 +115,45 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, set | tuple):
         return list(obj)
     return repr(obj)
+
+
+def describe_event(ev: Event) -> str | None:
+    """One human line for an event (progress displays, replay); None for events too fine to show."""
+    d = ev.data
+    k = ev.kind
+    if k == "session_started":
+        return f"session for {d.get('task')} on {d.get('backend')} with {d.get('model') or 'no model (manual)'}"
+    if k == "stage_changed":
+        return f"stage {d.get('from')} -> {d.get('to')}: {d.get('reason', '')}"
+    if k == "retrieved":
+        return f"retrieved {len(d.get('items', []))} memories for {d.get('stage')}"
+    if k == "model_reply":
+        cost = "unknown cost" if d.get("cost") is None else f"${d['cost']:.4f}"
+        tokens = d.get("prompt_tokens", 0) + d.get("completion_tokens", 0)
+        return f"model replied ({d.get('purpose')}): {tokens} tokens, {cost}, {d.get('seconds', 0):.1f} s"
+    if k == "model_error":
+        return f"model step failed ({d.get('reason')}): {d.get('message')}"
+    if k == "kernel":
+        return f"kernel v{d.get('version')} by {d.get('author')} ({d.get('stage')}) -> {d.get('file')}"
+    if k == "verification":
+        r = d.get("result", {})
+        lat = f", {r['latency_ms']:.4f} ms" if r.get("latency_ms") is not None else ""
+        sp = f", {r['speedup']:.2f}x" if r.get("speedup") else ""
+        again = " (re-verified)" if d.get("reverify") else ""
+        return f"v{d.get('version')}{again}: {r.get('outcome')}{lat}{sp}"
+    if k == "reward":
+        return f"reward {d.get('value'):+.3f} ({d.get('stage')}, {len(d.get('credited', []))} memories credited)"
+    if k == "pending_refinement":
+        gain = f" ({d['gain']:.2f}x faster than the best)" if d.get("gain") else ""
+        return f"v{d.get('version')} is a pending refinement{gain}"
+    if k in ("accepted", "rejected"):
+        return f"v{d.get('version')} {k} by {d.get('by')}"
+    if k == "human_edit":
+        return f"person's edit v{d.get('version')} ({d.get('stage')})"
+    if k == "insight":
+        return f"insight skipped: {d['skipped']}" if "skipped" in d else f"insight stored: {d.get('title')}"
+    if k in ("needs_human", "error"):
+        return str(d.get("message"))
+    if k == "budget_changed":
+        return f"{d.get('add')} more {d.get('stage')} steps"
+    return None

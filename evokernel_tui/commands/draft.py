@@ -1,0 +1,228 @@
+"""`evokernel draft TASK`: draft (and optionally refine) one op headless, with progress per step.
+
+`--model scripted:FILE.json` replays a JSON list of canned replies instead of calling a model;
+it exists for demos and tests (no model is reachable from CI machines).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from core.config import ConfigError, sessions_root
+from core.events import Event, describe_event
+from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
+from core.session import Budgets, Session, SessionError
+from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
+
+BACKENDS = ("cpu", "cuda", "triton")
+STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "running": "yellow"}
+QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
+
+
+def interactive(as_json: bool) -> bool:
+    return not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def ask_task() -> str:
+    from prompt_toolkit import prompt
+    from prompt_toolkit.completion import WordCompleter
+
+    names = [m.name for m in builtin_index()]
+    return prompt("Task (built-in name or file, Tab completes): ", completer=WordCompleter(names, sentence=True)).strip()
+
+
+def ask_model() -> str:
+    from prompt_toolkit import prompt
+
+    return prompt("Model (litellm name, e.g. openai/gpt-4o-mini; empty = manual mode): ").strip()
+
+
+def resolve_task(task: str | None, kernelbench: str | None, level: int | None, problem: int | None,
+                 as_json: bool) -> Task:
+    if kernelbench:
+        return load_task(kernelbench=kernelbench, level=level, problem=problem)
+    if not task and interactive(as_json):
+        task = ask_task()
+    if not task:
+        raise TaskError("no task given; pass a built-in task name (see `evokernel tasks`), a task file, "
+                        "or --kernelbench DIR --level L --problem N")
+    return load_task(task)
+
+
+def open_memory(path: str | None, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from memory import MemoryStore
+
+    try:
+        return MemoryStore(path)
+    except Exception as exc:  # a damaged or locked bank: say so and offer a way around it
+        raise SessionError(f"cannot open the memory bank ({exc}); fix it or pass --no-memory") from None
+
+
+def task_shapes(task: Task) -> str:
+    """Input shapes for retrieval; running the reference once in a child costs a few seconds."""
+    try:
+        return task_signature_text(task, validate_task(task, timeout_s=60))
+    except TaskError:
+        return ""
+
+
+class Progress:
+    """Prints one line per meaningful event and a live status while the model streams."""
+
+    def __init__(self, console: Console, session: Session):
+        self.console, self.session = console, session
+        self.status = None
+        self.chars = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == "gate" and self.status is not None:
+            self.status.update(f"verifying v{ev.data['version']}: {ev.data['name']} {ev.data['status']}")
+        if ev.kind in QUIET_KINDS:
+            return
+        line = describe_event(ev)
+        if line:
+            style = "red" if ev.kind in ("model_error", "error") else ("green" if ev.kind == "accepted" else None)
+            self.console.print(f"[dim]step {ev.step:>2}[/] {line}", style=style, highlight=False, markup=True)
+
+    def on_token(self, text: str) -> None:
+        self.chars += len(text)
+        if self.status is not None:
+            self.status.update(f"model writing... {self.chars} chars")
+
+    def step(self) -> list[Event]:
+        s = self.session
+        budget = s.budgets.draft_steps if s.stage == "draft" else s.budgets.refine_steps
+        label = f"{s.stage} {s.used.get(s.stage, 0) + 1}/{budget}: asking the model"
+        self.chars = 0
+        with self.console.status(label) as status:
+            self.status = status
+            try:
+                return s.step(on_event=self.on_event, on_token=self.on_token)
+            finally:
+                self.status = None
+
+    def run(self) -> list[Event]:
+        out: list[Event] = []
+        while self.session.stage != "done":
+            events = self.step()
+            out += events
+            if not events or any(e.kind == "needs_human" for e in events):
+                break
+        return out
+
+
+def gate_table(result: Any) -> Table:
+    table = Table(title="Gates", title_justify="left")
+    for col in ("gate", "status", "seconds", "reason"):
+        table.add_column(col)
+    for g in result.gates:
+        table.add_row(g.name, f"[{STATUS_STYLE.get(g.status, '')}]{g.status}[/]", f"{g.seconds:.2f}", g.reason)
+    return table
+
+
+def final_report(session: Session, console: Console, out: Path | None) -> None:
+    best = session.best
+    shown = best or (session.history[-1] if session.history else None)
+    if shown is None:
+        console.print(f"No kernel was produced ({session.done_reason or session.stage}).")
+        return
+    title = "Best kernel" if best else "Last kernel (not feasible)"
+    console.rule(f"{title}: v{shown.version} by {shown.author}")
+    console.print(Syntax(shown.source, "python", line_numbers=False))
+    if shown.result is not None:
+        console.print(gate_table(shown.result))
+    if best is not None:
+        sp = f"{best.speedup:.2f}x vs eager PyTorch" if best.speedup else "speedup unknown"
+        console.print(f"[bold green]feasible[/]: {best.latency_ms or 0:.4f} ms, {sp}")
+        if out is not None:
+            console.print(f"kernel written to {out}")
+    cost = "unknown" if session.cost is None else f"${session.cost:.4f}"
+    console.print(f"session {session.path} ({session.tokens} tokens, cost {cost})")
+
+
+def finish(session: Session, out: Path | None, as_json: bool, console: Console) -> None:
+    if session.best is not None and out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(session.best.source, encoding="utf-8")
+    if as_json:
+        summary = session.summary()
+        shown = session.best or (session.history[-1] if session.history else None)
+        summary["kernel_file"] = str(out) if session.best is not None and out is not None else None
+        summary["gates"] = [g.to_dict() for g in shown.result.gates] if shown and shown.result else []
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        final_report(session, console, out)
+    sys.exit(0 if session.best is not None else 1)
+
+
+def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_json: bool) -> ModelConfig:
+    try:
+        cfg = resolve_model(model, api_base)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if cfg is None and interactive(as_json):
+        answer = ask_model()
+        cfg = ModelConfig(answer, api_base=api_base) if answer else None
+    if cfg is None:
+        Console(stderr=True).print(manual_mode_message(), highlight=False, soft_wrap=True)
+        sys.exit(2)
+    cfg.timeout_s = timeout
+    return cfg
+
+
+@click.command(name="draft")
+@click.argument("task", required=False)
+@click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True)
+@click.option("--model", default=None, help="litellm model name (or scripted:FILE.json for canned replies).")
+@click.option("--api-base", default=None, help="Base URL of a local OpenAI-compatible server (vLLM, Ollama, llama.cpp).")
+@click.option("--steps", type=click.IntRange(1, 100), default=4, show_default=True, help="Drafting steps.")
+@click.option("--refine", type=click.IntRange(0, 100), default=0, show_default=True, help="Refining steps.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the final kernel (default: <task>_<backend>.py).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of the report.")
+@click.option("--sessions-dir", default=None, help="Folder for session folders (default: ./sessions).")
+@click.option("--memory", "memory_path", default=None, help="Memory bank file (default: EVOKERNEL_MEMORY or user data dir).")
+@click.option("--no-memory", is_flag=True, help="Run without the memory bank.")
+@click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="KernelBench checkout (with --level, --problem).")
+@click.option("--level", type=int, default=None)
+@click.option("--problem", type=int, default=None)
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
+@click.option("--wall", type=float, default=None, help="Wall-time budget in seconds.")
+@click.option("--max-tokens", type=int, default=None, help="Token budget for the session.")
+@click.option("--max-cost", type=float, default=None, help="Cost budget in dollars (known prices only).")
+def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_dir, memory_path, no_memory,
+          kernelbench, level, problem, timeout, wall, max_tokens, max_cost) -> None:
+    """Draft a kernel for TASK (a built-in name, a task file, or --kernelbench) and optionally refine it.
+
+    Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
+    """
+    console = Console(stderr=as_json)
+    try:
+        the_task = resolve_task(task, kernelbench, level, problem, as_json)
+        cfg = model_or_exit(model, api_base, timeout, as_json)
+        memory = open_memory(memory_path, not no_memory)
+        shapes = task_shapes(the_task) if memory is not None else ""
+        session = Session.create(
+            the_task, backend=backend, model=cfg, memory=memory, root=sessions_root(sessions_dir),
+            budgets=Budgets(draft_steps=steps, refine_steps=refine, wall_s=wall, max_tokens=max_tokens, max_cost=max_cost),
+            auto_accept=True, shapes=shapes,
+        )
+    except (TaskError, SessionError, ModelError, ConfigError) as exc:
+        raise click.ClickException(str(exc)) from None
+    console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)
+    try:
+        Progress(console, session).run()
+    except KeyboardInterrupt:
+        console.print(f"interrupted; continue with `evokernel resume {session.id}`")
+        sys.exit(130)
+    finish(session, out or Path(f"{the_task.name}_{backend}.py"), as_json, console)

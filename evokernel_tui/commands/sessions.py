@@ -1,0 +1,147 @@
+"""`evokernel sessions`, `resume SESSION` and `replay SESSION`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from core.config import sessions_root
+from core.events import describe_event
+from core.llm import ModelError, resolve_model
+from core.session import Session, SessionError, find_session, list_sessions, reverify_all
+from core.session import replay as replay_events
+from evokernel_tui.commands.draft import Progress, finish, open_memory
+
+DIR_OPTION = click.option("--sessions-dir", default=None, help="Folder holding session folders (default: ./sessions).")
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def _cost(row: dict) -> str:
+    return "unknown" if row.get("cost") is None else f"${row['cost']:.4f}"
+
+
+@click.command(name="sessions")
+@DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def sessions(sessions_dir: str | None, as_json: bool) -> None:
+    """List saved sessions: task, backend, model, steps, best speedup and cost."""
+    root = sessions_root(sessions_dir)
+    rows = list_sessions(root)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"No sessions under {root}.")
+        return
+    table = Table(title=f"Sessions in {root}", title_justify="left")
+    for col in ("id", "task", "backend", "model", "stage", "steps", "best", "cost"):
+        table.add_column(col, no_wrap=col == "id")
+    for r in rows:
+        if "error" in r:
+            table.add_row(r["id"], f"[red]{r['error']}[/]", "", "", "", "", "", "")
+            continue
+        steps = f"{r['steps']['draft']}+{r['steps']['refine']}"
+        table.add_row(r["id"], r["task"], r["backend"], r["model"] or "manual", r["stage"], steps,
+                      _speedup(r["best_speedup"]), _cost(r))
+    Console().print(table)
+
+
+@click.command(name="resume")
+@click.argument("session_ref")
+@DIR_OPTION
+@click.option("--model", default=None, help="Use this model instead of the one the session was created with.")
+@click.option("--api-base", default=None)
+@click.option("--add-draft", type=click.IntRange(0, 100), default=0, help="Grant more drafting steps.")
+@click.option("--add-refine", type=click.IntRange(0, 100), default=0, help="Grant more refining steps.")
+@click.option("--memory", "memory_path", default=None, help="Memory bank file.")
+@click.option("--no-memory", is_flag=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, memory_path, no_memory, out, as_json) -> None:
+    """Continue SESSION (a path, an id, or an id prefix) headless with its remaining budget."""
+    console = Console(stderr=as_json)
+    try:
+        path = find_session(session_ref, sessions_root(sessions_dir))
+        override = resolve_model(model, api_base) if model else False
+        session = Session.open(path, model=override, memory=open_memory(memory_path, not no_memory), auto_accept=True)
+        if add_draft:
+            session.add_steps("draft", add_draft)
+        if add_refine:
+            session.add_steps("refine", add_refine)
+    except (SessionError, ModelError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if session.stage == "done":
+        console.print(f"session {session.id} is finished ({session.done_reason}); grant steps with --add-draft/--add-refine")
+    else:
+        console.print(f"resuming {session.id} at {session.stage} (draft {session.used['draft']}/{session.budgets.draft_steps}, "
+                      f"refine {session.used['refine']}/{session.budgets.refine_steps})", highlight=False)
+        try:
+            Progress(console, session).run()
+        except KeyboardInterrupt:
+            console.print(f"interrupted; continue with `evokernel resume {session.id}`")
+            sys.exit(130)
+    task_name = session.meta["task"]["name"]
+    finish(session, out or Path(f"{task_name}_{session.backend}.py"), as_json, console)
+
+
+@click.command(name="replay")
+@click.argument("session_ref")
+@DIR_OPTION
+@click.option("--reverify", is_flag=True, help="Verify every recorded kernel again on this machine and report differences.")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines, then a summary line.")
+def replay(session_ref, sessions_dir, reverify, as_json) -> None:
+    """Re-emit SESSION's recorded events in order and print a summary."""
+    console = Console()
+    try:
+        path = find_session(session_ref, sessions_root(sessions_dir))
+        if as_json:
+            replay_events(path, on_event=lambda ev: click.echo(json.dumps(ev.to_dict(), default=str)))
+        else:
+            replay_events(path, on_event=lambda ev: _print_event(console, ev))
+        summary = Session.open(path).summary()
+    except SessionError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"summary": summary}, default=str))
+    else:
+        best = summary["best"]
+        best_text = f"v{best['version']} {_speedup(best['speedup'])}" if best else "none"
+        console.print(f"[bold]{summary['task']}[/] on {summary['backend']} with {summary['model'] or 'no model'}: "
+                      f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}")
+    if reverify:
+        differs = _reverify(console, path, as_json)
+        sys.exit(1 if differs else 0)
+
+
+def _print_event(console: Console, ev) -> None:
+    line = describe_event(ev)
+    if line:
+        console.print(f"[dim]step {ev.step:>2} {ev.kind:<18}[/] {line}", highlight=False)
+
+
+def _reverify(console: Console, path: Path, as_json: bool) -> int:
+    rows = reverify_all(path)
+    if as_json:
+        click.echo(json.dumps({"reverify": [r.to_dict() for r in rows]}, default=str))
+    else:
+        table = Table(title="Re-verified on this machine", title_justify="left")
+        for col in ("version", "author", "recorded", "now", "recorded ms", "now ms", "differs"):
+            table.add_column(col)
+        for r in rows:
+            now = r.outcome if not r.error else f"error: {r.error}"
+            table.add_row(str(r.version), r.author, r.recorded_outcome, now, _ms(r.recorded_ms), _ms(r.latency_ms),
+                          "[red]yes[/]" if r.differs else "no")
+        console.print(table)
+    return sum(r.differs for r in rows)
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"

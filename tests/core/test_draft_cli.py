@@ -1,0 +1,120 @@
+"""`evokernel draft`, `sessions`, `replay` and `resume` from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from session_fakes import fake_verify, reply, write_replies  # noqa: E402
+
+from evokernel_tui.cli import cli  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """An isolated cwd and config, and the verifier double in place of the real one."""
+    import core.session
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVOKERNEL_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("EVOKERNEL_MODEL", raising=False)
+    monkeypatch.setenv("EVOKERNEL_SESSIONS", str(tmp_path / "sessions"))
+    monkeypatch.setattr(core.session, "default_verify", fake_verify)
+    return tmp_path
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_draft_json_finds_and_refines(env):
+    replies = write_replies(env / "r.json", [reply("incorrect"), reply("feasible", 0.8), reply("feasible", 0.4)])
+    res = invoke("draft", "softmax_rows", "--model", f"scripted:{replies}", "--no-memory", "--steps", "3",
+                 "--refine", "1", "--json", "--out", str(env / "k.py"))
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["feasible"] and summary["best"]["version"] == 3 and summary["best_speedup"] == pytest.approx(2.5)
+    assert summary["steps"] == {"draft": 2, "refine": 1} and summary["kernel_file"] == str(env / "k.py")
+    assert "feasible 0.4" in (env / "k.py").read_text()
+    assert [g["status"] for g in summary["gates"]] == ["pass"] * 5
+    assert (Path(summary["path"]) / "events.jsonl").exists()
+
+
+def test_draft_without_feasible_kernel_exits_1(env):
+    replies = write_replies(env / "r.json", [reply("compile_fail"), "no code at all"])
+    res = invoke("draft", "softmax_rows", "--model", f"scripted:{replies}", "--no-memory", "--steps", "2", "--json")
+    assert res.exit_code == 1
+    summary = json.loads(res.stdout)
+    assert not summary["feasible"] and summary["kernel_file"] is None
+    assert summary["done_reason"] == "draft budget spent without a feasible kernel"
+    assert not (env / "softmax_rows_cpu.py").exists()
+
+
+def test_manual_mode_says_how_to_configure(env):
+    res = invoke("draft", "softmax_rows", "--no-memory")
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No model configured" in lines[0] and "EVOKERNEL_MODEL" in lines[0]
+
+
+def test_bad_task_is_one_clear_line(env):
+    res = invoke("draft", "no_such_task", "--model", "openai/x", "--no-memory")
+    assert res.exit_code == 1 and "unknown task 'no_such_task'" in res.stderr and "Traceback" not in res.output
+
+
+def test_sessions_replay_and_resume(env):
+    replies = write_replies(env / "r.json", [reply("compile_fail"), reply("feasible", 0.5), reply("feasible", 0.25)])
+    first = invoke("draft", "softmax_rows", "--model", f"scripted:{replies}", "--no-memory", "--steps", "1", "--json")
+    assert first.exit_code == 1
+    sid = json.loads(first.stdout)["id"]
+    listed = json.loads(invoke("sessions", "--json").stdout)
+    assert [r["id"] for r in listed] == [sid] and listed[0]["steps"] == {"draft": 1, "refine": 0}
+    table = invoke("sessions")
+    assert sid[:15] in table.stdout and "softmax_rows" in table.stdout
+
+    resumed = invoke("resume", sid[:20], "--add-draft", "1", "--add-refine", "1", "--no-memory", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads(resumed.stdout)
+    assert summary["steps"] == {"draft": 2, "refine": 1} and summary["best"]["latency_ms"] == 0.25
+
+    replayed = invoke("replay", sid, "--json")
+    lines = [json.loads(x) for x in replayed.stdout.splitlines()]
+    recorded = [json.loads(x) for x in (Path(summary["path"]) / "events.jsonl").read_text().splitlines()]
+    assert lines[:-1] == recorded and lines[-1]["summary"]["best_speedup"] == pytest.approx(4.0)
+
+    again = invoke("replay", sid, "--reverify", "--json")
+    rows = json.loads(again.stdout.splitlines()[-1])["reverify"]
+    assert [r["outcome"] for r in rows] == ["compile_fail", "feasible", "feasible"] and again.exit_code == 0
+
+
+def test_replay_unknown_session(env):
+    res = invoke("replay", "nope")
+    assert res.exit_code == 1 and "no session 'nope'" in res.stderr
+
+
+@pytest.mark.slow
+def test_draft_json_end_to_end_with_real_verifier(tmp_path):
+    """The real CPU verifier builds the scripted C++ kernel (about 20 s)."""
+    good = (REPO / "tests" / "core" / "data" / "relu_cpu_kernel.py").read_text()
+    replies = write_replies(tmp_path / "r.json", ["no code here", f"```python\n{good}```"])
+    proc = subprocess.run(
+        [sys.executable, "-m", "evokernel_tui.cli", "draft", "relu", "--model", f"scripted:{replies}", "--no-memory",
+         "--steps", "2", "--json", "--sessions-dir", str(tmp_path / "s"), "--out", str(tmp_path / "k.py")],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+        env={**os.environ, "EVOKERNEL_CONFIG": str(tmp_path / "none.toml")},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["feasible"] and summary["steps"]["draft"] == 2
+    assert [g["name"] for g in summary["gates"]][:3] == ["anti_hacking", "compile", "correctness"]
+    assert (tmp_path / "k.py").read_text() == good
