@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import threading
+
+import pytest
+
+from memory import MemoryCorrupt, MemoryItem, MemoryStore, TaskSignature
+from memory.storage import backup_path, journal_path
+from memory.writing import trajectory_item
+
+
+def _item(i: int, **kw) -> MemoryItem:
+    return MemoryItem(id=f"t-{i}", kind="trajectory", backends=["cpu"], category="softmax",
+                      title=f"attempt {i}", text=f"softmax attempt number {i}", **kw)
+
+
+def test_new_bank_is_seeded_and_reopens(bank):
+    store = MemoryStore(bank)
+    seeds = store.items("seed")
+    assert len(seeds) >= 30
+    assert {b for s in seeds for b in s.backends} >= {"cpu", "cuda", "triton"}
+    assert all(s.q1 == 0.5 and s.q2 == 0.0 and s.visits1 == 0 for s in seeds)
+    contracts = [s for s in seeds if s.category == "contract"]
+    assert {c.backends[0] for c in contracts} == {"cpu", "cuda", "triton"}
+    assert all("ModelNew" in c.text and "torch.compile" in c.text for c in contracts)
+    assert len(MemoryStore(bank)) == len(seeds)
+
+
+def test_env_var_sets_default_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOKERNEL_MEMORY", str(tmp_path / "env.json"))
+    store = MemoryStore(seed=False)
+    assert store.path == tmp_path / "env.json" and store.path.exists()
+
+
+def test_add_get_credit_persist(bank):
+    store = MemoryStore(bank, seed=False, alpha=0.5)
+    store.add(_item(1))
+    with pytest.raises(ValueError, match="already exists"):
+        store.add(_item(1))
+    changes = store.credit(["t-1", "t-1", "missing"], "refine", 1.0)
+    assert [(c.item_id, c.old, c.new, c.visits) for c in changes] == [("t-1", 0.0, 0.5, 1)]
+    again = MemoryStore(bank, seed=False)
+    got = again.get("t-1")
+    assert (got.q2, got.visits2, got.q1, got.visits1) == (0.5, 1, 0.5, 0)
+    with pytest.raises(KeyError, match="no memory item"):
+        again.get("nope")
+    with pytest.raises(ValueError, match="stage"):
+        again.credit(["t-1"], "drafting", 1.0)
+
+
+def test_compaction_keeps_state_and_backup(bank):
+    store = MemoryStore(bank, seed=False)
+    store.add(_item(1))
+    store.credit(["t-1"], "draft", 1.0)
+    store.flush()
+    assert json.loads(journal_path(bank).read_text().splitlines()[0])["base_seq"] == 2
+    assert backup_path(bank).exists()
+    reopened = MemoryStore(bank, seed=False)
+    assert reopened.get("t-1").visits1 == 1
+    store.credit(["t-1"], "draft", 1.0)  # the first instance keeps working after its own compaction
+    assert MemoryStore(bank, seed=False).get("t-1").visits1 == 2
+
+
+def test_other_instance_sees_writes_and_compactions(bank):
+    a = MemoryStore(bank, seed=False)
+    b = MemoryStore(bank, seed=False)
+    a.add(_item(1))
+    b.credit(["t-1"], "draft", 1.0)
+    a.flush()
+    b.credit(["t-1"], "draft", 1.0)
+    a.credit(["t-1"], "draft", 1.0)
+    assert a.get("t-1").visits1 == 3 and b.get("t-1").visits1 == 3
+
+
+def test_threads_do_not_lose_updates(bank):
+    store = MemoryStore(bank, seed=False, fsync=False)
+    store.add(_item(1))
+
+    def work():
+        for _ in range(25):
+            store.credit(["t-1"], "draft", 1.0)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert MemoryStore(bank, seed=False).get("t-1").visits1 == 100
+
+
+def _credit_many(path: str, n: int) -> None:
+    store = MemoryStore(path, seed=False, fsync=False, compact_min_bytes=2000)
+    for _ in range(n):
+        store.credit(["t-1", "t-2"], "draft", 1.0)
+        store.add(trajectory_item(TaskSignature("x", "softmax"), "draft", "code", "incorrect"))
+
+
+def test_processes_do_not_lose_updates(bank):
+    store = MemoryStore(bank, seed=False)
+    store.add_many([_item(1), _item(2)])
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_credit_many, args=(str(bank), 30)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    final = MemoryStore(bank, seed=False)
+    assert final.get("t-1").visits1 == 90 and final.get("t-2").visits1 == 90
+    assert len(final.items("trajectory")) == 2 + 90
+
+
+def test_corrupt_snapshot_errors_then_repair_restores_backup(bank):
+    store = MemoryStore(bank, seed=False)
+    store.add(_item(1))
+    store.flush()
+    store.add(_item(2))
+    store.flush()
+    bank.write_text('{"meta": {"1": {')
+    with pytest.raises(MemoryCorrupt, match="not valid JSON"):
+        MemoryStore(bank, seed=False)
+    note = MemoryStore.repair(bank)
+    assert "restored" in note
+    repaired = MemoryStore(bank, seed=False)
+    assert "t-1" in repaired
+    assert bank.with_name(bank.name + ".corrupt").exists()
+    assert "healthy" in MemoryStore.repair(bank)
+
+
+def test_torn_journal_tail_is_ignored_and_cut(bank):
+    store = MemoryStore(bank, seed=False)
+    store.add(_item(1))
+    with open(journal_path(bank), "ab") as fh:
+        fh.write(b'{"seq": 99, "op": "cre')
+    again = MemoryStore(bank, seed=False)
+    assert "t-1" in again
+    again.credit(["t-1"], "draft", 1.0)
+    assert MemoryStore(bank, seed=False).get("t-1").visits1 == 1
+
+
+def test_damaged_journal_line_is_reported_and_repairable(bank):
+    store = MemoryStore(bank, seed=False)
+    store.add(_item(1))
+    with open(journal_path(bank), "ab") as fh:
+        fh.write(b"garbage\n")
+    with pytest.raises(MemoryCorrupt, match="damaged record"):
+        MemoryStore(bank, seed=False)
+    assert "journal" in MemoryStore.repair(bank)
+    MemoryStore(bank, seed=False)
+
+
+def test_schema_1_is_migrated(bank):
+    bank.parent.mkdir(parents=True)
+    old = {"meta": {"1": {"schema": 1, "seq": 0}},
+           "items": {"1": {"id": "old", "kind": "insight", "title": "t", "text": "x", "q": 0.8, "visits": 3}}}
+    bank.write_text(json.dumps(old))
+    store = MemoryStore(bank, seed=False)
+    item = store.get("old")
+    assert (item.q1, item.visits1, item.q2, item.visits2) == (0.8, 3, 0.0, 0)
+    assert json.loads(bank.read_text())["meta"]["1"]["schema"] == 2
+
+
+def test_newer_schema_is_refused(bank):
+    bank.parent.mkdir(parents=True)
+    bank.write_text(json.dumps({"meta": {"1": {"schema": 99, "seq": 0}}, "items": {}}))
+    with pytest.raises(MemoryCorrupt, match="newer"):
+        MemoryStore(bank, seed=False)
+
+
+def test_export_import_merges_without_duplicates(tmp_path):
+    a = MemoryStore(tmp_path / "a.json")
+    a.add(_item(1))
+    a.credit(["t-1", "seed-cpu-contract"], "draft", 1.0)
+    a.export(tmp_path / "share.json")
+    b = MemoryStore(tmp_path / "b.json")
+    first = b.import_(tmp_path / "share.json")
+    assert first == {"added": 1, "updated": 1, "unchanged": len(a) - 2}  # t-1 new, the credited seed newer
+    assert b.get("seed-cpu-contract").visits1 == 1
+    assert b.import_(tmp_path / "share.json") == {"added": 0, "updated": 0, "unchanged": len(a)}
+    assert len(b) == len(a)
+
+
+def test_prune_removes_low_value_but_keeps_seeds(bank):
+    store = MemoryStore(bank, alpha=0.5)
+    store.add_many([_item(1), _item(2), _item(3)])
+    for _ in range(3):
+        store.credit(["t-1", "seed-cpu-contract"], "draft", 0.0)
+    store.credit(["t-2"], "draft", 1.0)
+    assert store.prune(below=0.3, dry_run=True) == ["t-1"]
+    assert "t-1" in store
+    assert store.prune(below=0.3) == ["t-1"]
+    assert "t-1" not in MemoryStore(bank) and "seed-cpu-contract" in store
+    assert set(store.prune(max_trajectories=1)) == {"t-3"}
