@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evokernel_tui.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path):
+    bank = tmp_path / "m.json"
+
+    def invoke(*args):
+        return CliRunner().invoke(cli, ["memory", *args, "--memory", str(bank)])
+
+    return invoke
+
+
+def test_list_show_search_stats_json(run):
+    listed = run("list", "--json", "--limit", "100")
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert len(rows) >= 30
+    shown = json.loads(run("show", "seed-cuda-contract", "--json").output)
+    assert shown["kind"] == "seed" and "ModelNew" in shown["text"]
+    hits = json.loads(run("search", "softmax rows", "--backend", "triton", "--json", "-k", "3").output)
+    assert len(hits) == 3 and {"similarity", "value", "exploration", "score"} <= set(hits[0])
+    assert "softmax" in hits[0]["title"].lower()
+    stats = json.loads(run("stats", "--json").output)
+    assert stats["items"] == len(rows) and stats["kinds"]["seed"] == len(rows)
+    table = run("stats")
+    assert table.exit_code == 0 and "items" in table.output
+
+
+def test_missing_id_and_bad_prune_are_one_line_errors(run):
+    missing = run("show", "nope")
+    assert missing.exit_code == 1 and "no memory item 'nope'" in missing.output
+    assert "Traceback" not in missing.output
+    prune = run("prune")
+    assert prune.exit_code == 1 and "--below" in prune.output
+
+
+def test_export_import_round_trip(run, tmp_path):
+    out = tmp_path / "share.json"
+    assert run("export", str(out)).exit_code == 0
+    merged = json.loads(run("import", str(out), "--json").output)
+    assert merged["added"] == 0 and merged["updated"] == 0
+    missing = run("import", str(tmp_path / "nothing.json"))
+    assert missing.exit_code == 1 and "does not exist" in missing.output
+
+
+def test_corrupt_bank_points_to_repair(run, tmp_path):
+    assert run("stats").exit_code == 0
+    (tmp_path / "m.json").write_text("{broken")
+    res = run("list")
+    assert res.exit_code == 1 and "evokernel memory repair" in res.output
+    no_backup = run("repair")
+    assert no_backup.exit_code == 1 and "no good backup" in no_backup.output
+
+
+def test_group_level_memory_option(tmp_path):
+    bank = tmp_path / "g.json"
+    res = CliRunner().invoke(cli, ["memory", "--memory", str(bank), "stats", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["path"] == str(bank)
