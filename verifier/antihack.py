@@ -1,0 +1,426 @@
+"""Static anti-hacking rules: read the candidate's Python AST and its embedded C++ without running it.
+
+Every rule names itself and the line, so a person (or the model's next prompt) knows what to remove.
+Dynamic checks (profiler, tripwires, clocks, threads) run in the sandbox; see `verifier.harness`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    line: int
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"line {self.line}: [{self.rule}] {self.message}"
+
+
+RULES = {
+    "syntax": "the candidate is not valid Python",
+    "no-modelnew": "the candidate must define class ModelNew(nn.Module)",
+    "torch-op": "a torch operator does the work instead of the custom kernel",
+    "indirection": "dynamic code (exec/eval/importlib/getattr/base64) can hide torch calls",
+    "reference-model": "the reference Model must not be imported or instantiated",
+    "try-fallback": "try/except can fall back to torch when the kernel fails",
+    "compiler-standin": "a compiler or another library stands in for the kernel",
+    "output-cache": "state kept across forward calls can replay cached outputs",
+    "monkey-patch": "patching torch, comparison functions or clocks",
+    "introspection": "reading other objects through gc, frames or sys.modules",
+    "concurrency": "threads or processes can finish the work after forward returns",
+    "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
+    "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
+    "cpp-escape": "the C++ code starts threads, processes or runs Python",
+}
+
+# torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
+ALLOWED_TORCH = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "tensor", "as_tensor", "from_numpy", "arange", "manual_seed", "no_grad", "inference_mode", "device", "dtype",
+    "Size", "Tensor", "is_tensor", "is_floating_point", "get_default_dtype", "float32", "float16", "bfloat16",
+    "float64", "float", "half", "double", "int8", "uint8", "int16", "int32", "int64", "long", "int", "bool",
+    "contiguous_format", "channels_last", "preserve_format", "finfo", "iinfo", "set_grad_enabled",
+    "get_num_threads", "set_num_threads", "strided", "cdiv",
+}
+ALLOWED_TORCH_PREFIXES = (
+    "torch.nn.Module", "torch.nn.Parameter", "torch.nn.init", "torch.nn.ParameterList", "torch.nn.ModuleList",
+    "torch.utils.cpp_extension", "torch.cuda.is_available", "torch.cuda.current_device", "torch.cuda.device",
+    "torch.cuda.get_device", "torch.cuda.synchronize", "torch.backends.cpu", "torch.version", "torch.Size",
+)
+# nn layers may hold parameters (built in __init__) but calling them runs torch's kernel.
+NN_LAYER_PREFIX = "torch.nn."
+
+COMPUTE_METHODS = {
+    "matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "dot", "einsum", "softmax", "log_softmax", "relu", "relu_",
+    "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sum", "mean", "max", "min", "amax", "amin", "argmax",
+    "argmin", "var", "std", "norm", "layer_norm", "batch_norm", "group_norm", "conv1d", "conv2d", "conv3d",
+    "conv_transpose2d", "linear", "clamp", "clamp_min", "clamp_max", "pow", "sqrt", "rsqrt", "mul", "add", "sub",
+    "div", "addcmul", "cumsum", "prod", "abs", "neg", "where", "maximum", "minimum", "logsumexp", "erf",
+    "softplus", "hardtanh", "leaky_relu", "elu", "dropout", "scaled_dot_product_attention", "matmul_", "mul_",
+    "add_", "div_", "sub_", "exp_", "sigmoid_", "tanh_", "t_", "topk", "sort", "cumprod", "tril", "triu",
+}
+COMPILER_MODULES = {"numba", "jax", "jaxlib", "tvm", "tensorflow", "cupy", "numpy", "scipy", "numexpr",
+                    "torch_tensorrt", "tensorrt", "onnxruntime", "taichi", "mlx", "sklearn", "pandas"}
+COMPILER_TORCH = ("torch.compile", "torch.jit", "torch._dynamo", "torch._inductor", "torch.fx", "torch.export",
+                  "torch._C", "torch.ops", "torch.library", "torch._prims", "torch._refs", "torch._decomp",
+                  "torch.func", "torch.vmap", "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.graph",
+                  "torch.cuda.make_graphed_callables", "torch.backends.cudnn", "torch.backends.cuda")
+INDIRECTION_MODULES = {"importlib", "base64", "codecs", "marshal", "pickle", "zlib", "binascii", "runpy", "dill",
+                       "cloudpickle", "types", "builtins", "operator", "functools", "copyreg", "zipimport", "lzma",
+                       "bz2", "gzip"}
+INDIRECTION_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals", "setattr", "delattr",
+                     "memoryview", "breakpoint", "open"}
+INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "cffi", "traceback", "weakref", "tracemalloc", "dis",
+                         "faulthandler"}
+INTROSPECTION_ATTRS = {"__globals__", "__builtins__", "__subclasses__", "__code__", "f_back", "f_locals",
+                       "f_globals", "gi_frame", "__closure__", "_getframe", "modules", "settrace", "setprofile",
+                       "__dict__", "__class__", "__bases__", "__mro__", "__reduce__", "__reduce_ex__",
+                       "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames"}
+CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "signal",
+                       "pty", "socket", "sched", "os", "shutil", "sys", "time", "resource", "atexit"}
+PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
+
+CPP_ALLOWED = {
+    "Tensor", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "empty_strided", "TensorOptions", "ScalarType", "Device", "DeviceType", "kFloat", "kFloat32", "kHalf",
+    "kBFloat16", "kDouble", "kInt", "kLong", "kBool", "kCPU", "kCUDA", "IntArrayRef", "Scalar", "Half",
+    "BFloat16", "MemoryFormat", "Layout", "kStrided", "dtype", "device", "TensorAccessor",
+    "PackedTensorAccessor32", "PackedTensorAccessor64", "RestrictPtrTraits", "DefaultPtrTraits", "get_num_threads",
+    "parallel_for", "cuda", "OptionalDeviceGuard", "DeviceGuard", "TensorArg", "checkDim", "opmath_type",
+    "acc_type", "native", "detail", "vec", "Vectorized", "getCurrentCUDAStream", "CUDAStream", "Generator",
+    "TORCH_CHECK", "IntList", "optional", "nullopt", "kInt32", "kInt64", "kFloat16", "kByte", "kChar",
+    "MaybeOwned", "ArrayRef", "cuda::getCurrentCUDAStream", "full_like", "scalar_type", "zeros_like",
+}
+CPP_METHODS = {"matmul", "mm", "bmm", "addmm", "softmax", "log_softmax", "relu", "gelu", "sigmoid", "tanh",
+               "sum", "mean", "amax", "amin", "var", "std", "norm", "layer_norm", "conv1d", "conv2d", "linear",
+               "clamp", "clamp_min", "pow", "sqrt", "rsqrt", "exp", "log", "mul", "add", "sub", "div", "einsum",
+               "max", "min", "argmax", "matmul_", "mul_", "add_", "copy_", "logsumexp", "baddbmm", "cumsum", "abs",
+               "maximum", "minimum", "transpose", "permute", "t"}
+CPP_LIBRARIES = re.compile(
+    r"\b(cblas_\w+|sgemm_?|dgemm_?|mkl_\w+|dnnl\w*|mkldnn\w*|cublas\w*|cublasLt\w*|cudnn\w*|cutlass::\w+|cute::\w+|"
+    r"openblas\w*|Eigen::\w+|at::native::\w+|at::cpu::\w+|at::cuda::blas\w*|at::_\w+)"
+)
+CPP_INCLUDES = re.compile(r"#\s*include\s*[<\"](cblas|mkl|dnnl|oneapi|cublas|cudnn|cutlass|cute|Eigen|openblas|"
+                          r"ATen/native|ATen/ops|ATen/cpu|torch/torch\.h|thread|future|pthread|Python\.h)")
+CPP_ESCAPE = re.compile(r"\b(std::thread|std::async|pthread_create|fork\s*\(|vfork\s*\(|system\s*\(|popen\s*\(|"
+                        r"execv\w*\s*\(|dlopen\s*\(|dlsym\s*\(|PyRun_\w+|PyImport_\w+|PyEval_\w+|py::module|"
+                        r"py::eval|py::exec|getenv\s*\(|std::getenv)")
+CPP_OPS = re.compile(r"\b(?:torch|at)::((?:\w+::)*\w+)\s*\(")
+CPP_METHOD_CALL = re.compile(r"[\w\)\]]\s*\.\s*(\w+)\s*\(")
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Scanner(ast.NodeVisitor):
+    """One pass over the module; collects violations with line numbers."""
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.aliases: dict[str, str] = {}
+        self.violations: list[Violation] = []
+        self.ext_names: set[str] = set()
+        self.self_ext: set[str] = set()
+        self.self_layers: dict[str, str] = {}
+        self.func_stack: list[str] = []
+        self.class_stack: list[str] = []
+        self.has_modelnew = False
+        self.allowed_modules = {"triton", "triton.language", "tl"} if backend == "triton" else set()
+
+    def add(self, rule: str, node: ast.AST, message: str) -> None:
+        self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
+
+    # names --------------------------------------------------------------------------------------
+    def resolve(self, node: ast.AST) -> str | None:
+        name = _dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            full = self.aliases[head]
+            return f"{full}.{rest}" if rest else full
+        return name
+
+    def in_forward(self) -> bool:
+        return "ModelNew" in self.class_stack and bool(self.func_stack) and self.func_stack[-1] != "__init__"
+
+    # imports ------------------------------------------------------------------------------------
+    def _check_module(self, node: ast.AST, module: str) -> None:
+        root = module.split(".")[0]
+        if module in self.allowed_modules or root in self.allowed_modules:
+            return
+        if root == "triton" and self.backend != "triton":
+            self.add("compiler-standin", node, "triton is only allowed with --backend triton")
+        elif root in COMPILER_MODULES:
+            self.add("compiler-standin", node, f"import of {module}: the work must be done by the custom kernel")
+        elif root in INDIRECTION_MODULES:
+            self.add("indirection", node, f"import of {module} is not allowed in a candidate")
+        elif root in INTROSPECTION_MODULES:
+            self.add("introspection", node, f"import of {module} is not allowed in a candidate")
+        elif root in CONCURRENCY_MODULES and module not in {"os.path"}:
+            self.add("concurrency", node, f"import of {module} is not allowed in a candidate")
+        elif module.startswith(COMPILER_TORCH):
+            self.add("compiler-standin", node, f"import of {module}: compilers cannot stand in for the kernel")
+        elif root not in {"torch", "math", "typing", "__future__", "dataclasses", "collections", "triton", "os"}:
+            self.add("indirection", node, f"import of {module}: only torch (and the backend's toolchain) may be imported")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_module(node, alias.name)
+            self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:
+            self.add("reference-model", node, "relative imports can reach the reference task")
+        self._check_module(node, module)
+        for alias in node.names:
+            if alias.name == "Model":
+                self.add("reference-model", node, f"imports Model from {module}")
+            if alias.name == "*":
+                self.add("indirection", node, f"`from {module} import *` hides what is called")
+            self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+            if module:
+                self._check_module(node, f"{module}.{alias.name}")
+        self.generic_visit(node)
+
+    # structure ----------------------------------------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if node.name == "ModelNew":
+            self.has_modelnew = True
+            for base in node.bases:
+                if _dotted(base) in {"Model"}:
+                    self.add("reference-model", node, "ModelNew must not inherit from the reference Model")
+        self.class_stack.append(node.name)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for dec in node.decorator_list:
+            name = self.resolve(dec.func if isinstance(dec, ast.Call) else dec) or ""
+            if name.split(".")[-1] in {"lru_cache", "cache", "cached_property"}:
+                self.add("output-cache", dec, f"@{name} caches results across calls")
+            if name.startswith(COMPILER_TORCH):
+                self.add("compiler-standin", dec, f"@{name}: compilers cannot stand in for the kernel")
+        self.func_stack.append(node.name)
+        self.generic_visit(node)
+        self.func_stack.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.generic_visit(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self.add("try-fallback", node, "try/except is not allowed: a kernel must not fall back to torch on failure")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try  # type: ignore[assignment]
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.func_stack:
+            self.add("output-cache", node, f"`global {', '.join(node.names)}` inside a function keeps state across calls")
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.add("output-cache", node, "`nonlocal` keeps state across calls")
+
+    # assignments --------------------------------------------------------------------------------
+    def _check_target(self, target: ast.AST, value: ast.AST | None) -> None:
+        if isinstance(target, ast.Attribute):
+            base = _dotted(target.value)
+            full = self.resolve(target.value) or ""
+            if base == "self":
+                if self.in_forward():
+                    self.add("output-cache", target, f"forward assigns self.{target.attr}: state kept across calls can replay outputs")
+                elif value is not None:
+                    vname = self.resolve(value.func) if isinstance(value, ast.Call) else self.resolve(value)
+                    if vname and vname in self.ext_names:
+                        self.self_ext.add(target.attr)
+                    elif vname and vname.startswith(NN_LAYER_PREFIX) and not vname.startswith(
+                        ("torch.nn.Parameter", "torch.nn.ParameterList")
+                    ):
+                        self.self_layers[target.attr] = vname
+            elif full.split(".")[0] in PATCHABLE_ROOTS or (base or "").split(".")[0] in PATCHABLE_ROOTS:
+                self.add("monkey-patch", target, f"assigns {base}.{target.attr}: patching modules is not allowed")
+            elif base and base in self.aliases:
+                self.add("monkey-patch", target, f"assigns {base}.{target.attr}: patching imported modules is not allowed")
+        elif isinstance(target, ast.Subscript):
+            base = _dotted(target.value) or ""
+            if self.in_forward() and base and not base.startswith("self"):
+                self.add("output-cache", target, f"forward writes into {base}[...]: state kept across calls")
+            if base.startswith("self") and self.in_forward():
+                self.add("output-cache", target, f"forward writes into {base}[...]: state kept across calls")
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_target(elt, None)
+        elif isinstance(target, ast.Name) and not self.func_stack and value is not None and isinstance(value, ast.Call):
+            fname = self.resolve(value.func) or ""
+            if fname.endswith(("load_inline", "cpp_extension.load")) or fname in {"load_inline", "load"}:
+                self.ext_names.add(target.id)
+        if isinstance(target, ast.Name) and target.id in {"Model"}:
+            self.add("reference-model", target, "rebinding the name Model is not allowed")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for t in node.targets:
+            self._check_target(t, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target, None)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and (self.resolve(t.value) or "").split(".")[0] in PATCHABLE_ROOTS:
+                self.add("monkey-patch", t, "deleting module attributes is not allowed")
+        self.generic_visit(node)
+
+    # expressions --------------------------------------------------------------------------------
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "Model" and isinstance(node.ctx, ast.Load):
+            self.add("reference-model", node, "the reference Model is referenced")
+        if node.id in {"__builtins__", "__loader__", "__spec__"}:
+            self.add("introspection", node, f"{node.id} is not allowed")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in INTROSPECTION_ATTRS:
+            self.add("introspection", node, f".{node.attr} is not allowed in a candidate")
+        full = self.resolve(node) or ""
+        if full.startswith(COMPILER_TORCH):
+            self.add("compiler-standin", node, f"{full}: compilers and torch internals cannot stand in for the kernel")
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            self.add("torch-op", node, "the @ operator runs torch's matmul")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = self.resolve(func)
+        if isinstance(func, ast.Name):
+            if func.id in INDIRECTION_CALLS:
+                self.add("indirection", node, f"{func.id}() is not allowed in a candidate")
+            if func.id == "getattr" and (len(node.args) < 2 or not isinstance(node.args[1], ast.Constant)):
+                self.add("indirection", node, "getattr with a computed name can hide torch calls")
+            if func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                target = self.resolve(node.args[0]) or ""
+                self._check_torch_name(node, f"{target}.{node.args[1].value}")
+            if func.id == "Model":
+                self.add("reference-model", node, "instantiates the reference Model")
+        if name:
+            self._check_torch_name(node, name)
+        if isinstance(func, ast.Attribute) and self.in_forward():
+            base = _dotted(func.value) or ""
+            ext_call = base in self.ext_names or (base.startswith("self.") and base[5:] in self.self_ext)
+            if base.startswith("self.") and base[5:] in self.self_ext:
+                ext_call = True
+            if not ext_call and func.attr in COMPUTE_METHODS and not (name or "").startswith(("math.", "triton", "tl.")):
+                self.add("torch-op", node, f".{func.attr}() runs a torch operator; compute it in the custom kernel")
+        if isinstance(func, ast.Attribute) and _dotted(func.value) == "self" and self.in_forward():
+            layer = self.self_layers.get(func.attr)
+            if layer:
+                self.add("torch-op", node, f"calling self.{func.attr} ({layer}) runs torch's kernel, not a custom one")
+        self.generic_visit(node)
+
+    def _check_torch_name(self, node: ast.AST, name: str) -> None:
+        if not name.startswith("torch"):
+            return
+        if name.startswith(COMPILER_TORCH):
+            self.add("compiler-standin", node, f"{name}: compilers cannot stand in for the kernel")
+            return
+        if name.startswith(ALLOWED_TORCH_PREFIXES):
+            return
+        parts = name.split(".")
+        if len(parts) == 2 and parts[1] in ALLOWED_TORCH:
+            return
+        if name.startswith(NN_LAYER_PREFIX) and len(parts) == 3 and parts[2][:1].isupper():
+            if self.in_forward():
+                self.add("torch-op", node, f"{name} built inside forward runs torch's kernel")
+            return
+        if name.startswith("torch.cuda.") and parts[2] in {"Stream", "Event", "stream", "set_stream", "current_stream",
+                                                             "default_stream", "synchronize"}:
+            return
+        self.add("torch-op", node, f"{name} does the work in torch; compute it in the custom kernel")
+
+
+def _embedded_sources(tree: ast.Module) -> list[tuple[int, str]]:
+    """String constants that look like C/C++/CUDA code, with the line where each starts."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 30:
+            text = node.value
+            if any(tok in text for tok in ("{", "#include", "__global__", "torch::", "at::")):
+                found.append((node.lineno, text))
+    return found
+
+
+def _cpp_line(base_line: int, text: str, pos: int) -> int:
+    return base_line + text.count("\n", 0, pos)
+
+
+def scan_cpp(base_line: int, code: str) -> list[Violation]:
+    """Regex rules over embedded C++: torch/ATen operators, vendor libraries, escapes."""
+    clean = re.sub(r"//[^\n]*", "", code)
+    out: list[Violation] = []
+    for m in CPP_INCLUDES.finditer(clean):
+        rule = "cpp-escape" if m.group(1) in {"thread", "future", "pthread", "Python.h"} else "cpp-library"
+        out.append(Violation(rule, _cpp_line(base_line, clean, m.start()), f"#include of {m.group(1)} is not allowed"))
+    for m in CPP_LIBRARIES.finditer(clean):
+        out.append(Violation("cpp-library", _cpp_line(base_line, clean, m.start()),
+                             f"{m.group(1)} does the work in a vendor library"))
+    for m in CPP_ESCAPE.finditer(clean):
+        out.append(Violation("cpp-escape", _cpp_line(base_line, clean, m.start()), f"{m.group(1).strip('( ')} is not allowed"))
+    for m in CPP_OPS.finditer(clean):
+        op = m.group(1)
+        leaf = op.split("::")[-1]
+        if op in CPP_ALLOWED or leaf in CPP_ALLOWED or op.split("::")[0] in {"cuda", "Tensor"}:
+            continue
+        out.append(Violation("cpp-torch-op", _cpp_line(base_line, clean, m.start()),
+                             f"{m.group(0).rstrip('( ')} is a torch operator; compute it in the kernel"))
+    for m in CPP_METHOD_CALL.finditer(clean):
+        if m.group(1) in CPP_METHODS:
+            out.append(Violation("cpp-torch-op", _cpp_line(base_line, clean, m.start(1)),
+                                 f".{m.group(1)}() on a tensor runs a torch operator; compute it in the kernel"))
+    return out
+
+
+def scan(source: str, backend: str = "cpu") -> list[Violation]:
+    """All static violations, sorted by line; an empty list means the gate's static part passes."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [Violation("syntax", exc.lineno or 0, f"{exc.msg}")]
+    scanner = _Scanner(backend)
+    scanner.visit(tree)
+    violations = list(scanner.violations)
+    if not scanner.has_modelnew:
+        violations.append(Violation("no-modelnew", 1, "define class ModelNew(nn.Module) with the same __init__ arguments as Model"))
+    for line, code in _embedded_sources(tree):
+        violations.extend(scan_cpp(line, code))
+    unique: dict[tuple[str, int], Violation] = {}
+    for v in violations:
+        unique.setdefault((v.rule, v.line), v)
+    return sorted(unique.values(), key=lambda v: (v.line, v.rule))

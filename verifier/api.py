@@ -1,0 +1,240 @@
+"""`verify()`: the one entry point the loop, the app and the command line call."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from verifier.backends import Backend, get_backend
+from verifier.config import VerifyConfig
+from verifier.gates import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, LatencyGate, ProfileGate
+from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
+from verifier.sandbox import Limits, run_sandboxed
+
+GateCallback = Callable[[str, str], None]
+_PHASE_TO_GATE = {"build": "compile", "correctness": "correctness", "latency": "latency", "profile": "profile"}
+
+
+class VerifierError(Exception):
+    """The verification could not run at all (bad task, unusable backend); one line saying what to do."""
+
+
+def _digest(*parts: object) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:24]
+
+
+def _job(mode: str, ref_path: Path, cand_path: Path | None, backend: Backend, config: VerifyConfig, root: Path) -> dict:
+    return {
+        "mode": mode,
+        "reference_path": str(ref_path),
+        "candidate_path": str(cand_path) if cand_path else None,
+        "backend": backend.name,
+        "device": backend.device,
+        "installer": backend.installer,
+        "seeds": config.seeds(),
+        "warmup": config.warmup,
+        "min_reps": config.min_reps,
+        "max_reps": config.max_reps,
+        "min_time_s": config.min_time_s,
+        "time": config.time_kernels,
+        "compare_compile": config.compare_compile and mode == "reference",
+        "build_root": str(root),
+        "build_timeout_s": config.build_timeout_s,
+        "threads": config.threads,
+        **backend.job_fields(),
+    }
+
+
+def _limits(config: VerifyConfig, wall_s: float) -> Limits:
+    return Limits(wall_s=wall_s, memory_bytes=int(config.memory_gb * 1024**3), max_processes=config.max_processes)
+
+
+def _harness_argv(job_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "verifier.harness", str(job_dir)]
+
+
+def reference_run(reference_source: str, backend: Backend, config: VerifyConfig) -> tuple[dict, Path]:
+    """Reference outputs, inputs and timings for these seeds, computed once per machine and cached on disk."""
+    root = config.root()
+    key = _digest("ref-v1", reference_source, config.seeds(), backend.name, backend.device, config.warmup,
+                  config.min_reps, config.max_reps, config.min_time_s, config.compare_compile, config.time_kernels,
+                  config.threads, sys.version_info[:2])
+    final = root / "reference" / key
+    report_path = final / "out" / "report.json"
+    if report_path.exists():
+        return json.loads(report_path.read_text()), final / "out"
+    (root / "reference").mkdir(parents=True, exist_ok=True)
+    with open(root / "reference" / f"{key}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if report_path.exists():
+            return json.loads(report_path.read_text()), final / "out"
+        work = root / "reference" / f"{key}.tmp{uuid.uuid4().hex[:8]}"
+        work.mkdir(parents=True)
+        ref_path = work / "reference.py"
+        ref_path.write_text(reference_source)
+        (work / "job.json").write_text(json.dumps(_job("reference", ref_path, None, backend, config, root)))
+        outcome = run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s * 3),
+                                env={**_base_env(), **backend.child_env()})
+        try:
+            report = json.loads((work / "out" / "report.json").read_text())
+        except (OSError, ValueError):
+            shutil.rmtree(work, ignore_errors=True)
+            raise VerifierError(f"the reference task {outcome.describe()}; check the task file with `evokernel tasks`") from None
+        if report.get("phase") != "done":
+            shutil.rmtree(work, ignore_errors=True)
+            raise VerifierError(f"the reference task failed: {report.get('error_type')}: {report.get('error', '')[:200]}")
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        work.rename(final)
+    return report, final / "out"
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.pop("EVK_PROGRESS_FD", None)
+    return env
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def verify(
+    reference_source: str,
+    candidate_source: str,
+    backend: str = "cpu",
+    config: VerifyConfig | None = None,
+    on_gate: GateCallback | None = None,
+) -> VerificationResult:
+    """Run the gates in order and stop at the first failure. Never raises for a bad candidate."""
+    config = config or VerifyConfig()
+    notify = on_gate or (lambda name, state: None)
+    started = time.monotonic()
+    be = get_backend(backend)
+    be.check_available()
+    result = VerificationResult(backend=be.name, gates=[], source_hash=source_hash(candidate_source))
+
+    hack = AntiHackingGate()
+    notify("anti_hacking", "running")
+    static = hack.static(candidate_source, be.name)
+    if static.status == FAIL:
+        notify("anti_hacking", FAIL)
+        return _finish(result, [static], notify, started)
+    notify("anti_hacking", PASS)
+
+    ref_report, ref_dir = reference_run(reference_source, be, config)
+    result.reference_ms = _median(ref_report.get("times_ms"))
+    result.compiled_ms = _median(ref_report.get("compiled_times_ms"))
+    result.device = ref_report.get("device_name", "")
+
+    root = config.root()
+    work = root / "runs" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    try:
+        cand_path = work / "candidate.py"
+        cand_path.write_text(candidate_source)
+        ref_path = work / "reference.py"
+        ref_path.write_text(reference_source)
+        (work / "job.json").write_text(json.dumps(_job("candidate", ref_path, cand_path, be, config, root)))
+        current: list[str] = []
+
+        def on_mark(mark: dict) -> None:
+            gate = _PHASE_TO_GATE.get(mark.get("phase", ""))
+            if gate and gate not in current:
+                if current:
+                    notify(current[-1], PASS)
+                current.append(gate)
+                notify(gate, "running")
+
+        outcome = run_sandboxed(_harness_argv(work), work,
+                                _limits(config, config.build_timeout_s + config.run_timeout_s),
+                                env={**_base_env(), **be.child_env()}, on_mark=on_mark)
+        try:
+            cand_report = json.loads((work / "out" / "report.json").read_text())
+            if not isinstance(cand_report, dict):
+                cand_report = {}
+        except (OSError, ValueError):
+            cand_report = {}
+        ev = Evidence(candidate_source, be.name, config, ref_report, ref_dir, cand_report, work / "out", outcome,
+                      outcome.marks, be.counts_kernel_calls)
+        from verifier.harness import IGNORED_OPS
+
+        gates = [static]
+        compile_gate = CompileGate().evaluate(ev)
+        gates.append(compile_gate)
+        if compile_gate.passed:
+            correct = _safe(CorrectnessGate(), ev)
+            dyn = hack.dynamic(ev, IGNORED_OPS) if correct.passed or "trials" in cand_report else None
+            if dyn is not None and dyn.status == FAIL:
+                dyn.seconds += static.seconds
+                gates[0] = dyn
+                gates.append(correct if correct.status == FAIL else GateResult("correctness", SKIP, 0.0, "anti-hacking failed"))
+            else:
+                if dyn is not None:
+                    static.detail.update(dyn.detail)
+                gates.append(correct)
+                if correct.passed:
+                    gates.append(LatencyGate().evaluate(ev))
+                    gates.append(ProfileGate().evaluate(ev))
+        lat = next((g for g in gates if g.name == "latency" and g.passed), None)
+        if lat is not None:
+            result.latency_ms = lat.detail.get("median_ms")
+        prof = next((g for g in gates if g.name == "profile" and g.passed), None)
+        if prof is not None:
+            result.profile = prof.detail.get("top_ops", [])
+        if be.interpreted:
+            result.notes.append("interpreted: no latency")
+        return _finish(result, gates, notify, started)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _safe(gate, ev: Evidence) -> GateResult:
+    """A malformed report (a hostile child can write anything) fails the gate instead of raising."""
+    try:
+        return gate.evaluate(ev)
+    except (KeyError, TypeError, ValueError, OSError, IndexError) as exc:
+        return GateResult(gate.name, FAIL, 0.0, f"the candidate's results were malformed ({type(exc).__name__}: {exc})")
+
+
+def _median(times: list[float] | None) -> float | None:
+    if not times:
+        return None
+    from verifier.compare import median_and_spread
+
+    return median_and_spread(times)[0]
+
+
+def _finish(result: VerificationResult, gates: list[GateResult], notify: GateCallback, started: float) -> VerificationResult:
+    """Fill in skipped gates after the first failure, in gate order."""
+    by_name = {g.name: g for g in gates}
+    failed = False
+    ordered = []
+    for name in GATE_ORDER:
+        g = by_name.get(name)
+        if g is None or failed:
+            if g is None or g.status != FAIL:
+                g = GateResult(name, SKIP, 0.0, "an earlier gate failed" if failed or any(
+                    x.status == FAIL for x in gates) else "not run")
+        ordered.append(g)
+        if g.status == FAIL:
+            failed = True
+    result.gates = ordered
+    for g in ordered:
+        with contextlib.suppress(Exception):
+            notify(g.name, g.status)
+    result.seconds = time.monotonic() - started
+    return result

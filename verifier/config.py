@@ -1,0 +1,48 @@
+"""Verifier settings: one dataclass, JSON-able, with defaults as in KernelBench where it has them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def default_build_root() -> Path:
+    """EVOKERNEL_BUILD_DIR, else the user's cache dir: builds and reference results are shared by all sessions."""
+    env = os.environ.get("EVOKERNEL_BUILD_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("evokernel")) / "builds"
+
+
+@dataclass
+class VerifyConfig:
+    trials: int = 5
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    seed: int = 42
+    build_root: str | None = None
+    build_timeout_s: float = 300.0
+    run_timeout_s: float = 120.0
+    memory_gb: float = 8.0
+    max_processes: int = 512
+    warmup: int = 3
+    min_reps: int = 5
+    max_reps: int = 50
+    min_time_s: float = 0.3
+    compare_compile: bool = False
+    time_kernels: bool = True
+    threads: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def seeds(self) -> list[int]:
+        """Distinct seeds, one per trial: fresh inputs each time."""
+        return [self.seed + 1009 * i for i in range(max(1, self.trials))]
+
+    def root(self) -> Path:
+        return Path(self.build_root) if self.build_root else default_build_root()
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,41 @@
+"""Parse compiler output into short `file:line: message` diagnostics for people and models."""
+
+from __future__ import annotations
+
+import re
+
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?P<kind>fatal error|error|warning)\s*:\s*(?P<msg>.*)$"
+)
+_NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?P<kind>error|warning)\s*:?\s*(?P<msg>.*)$")
+_LINKER = re.compile(r"(undefined reference to .*|cannot find -l\S+|multiple definition of .*)")
+
+
+def parse_diagnostics(output: str, line_offset: int = 0, limit: int = 30) -> list[str]:
+    """Errors first, then warnings; `line_offset` maps generated-file lines back to the person's source."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for raw in output.splitlines():
+        line = raw.strip()
+        m = _GCC.match(line) or _NVCC.match(line)
+        if m:
+            file = m.group("file").rsplit("/", 1)[-1]
+            lineno = max(1, int(m.group("line")) - line_offset)
+            text = f"{file}:{lineno}: {m.group('kind')}: {m.group('msg').strip()}"
+            (warnings if m.group("kind") == "warning" else errors).append(text)
+            continue
+        lm = _LINKER.search(line)
+        if lm:
+            errors.append(f"link: error: {lm.group(1).strip()}")
+    seen: set[str] = set()
+    unique = [d for d in errors + warnings if not (d in seen or seen.add(d))]
+    return unique[:limit]
+
+
+def first_error(diagnostics: list[str], output: str) -> str:
+    """The one line to show when a build fails."""
+    for d in diagnostics:
+        if ": error:" in d or ": fatal error:" in d:
+            return d
+    tail = [ln for ln in output.strip().splitlines() if ln.strip()]
+    return tail[-1][:300] if tail else "the compiler failed without output"

@@ -1,0 +1,253 @@
+"""The five gates. Each reads the evidence of one run and returns a `GateResult`; none runs candidate code."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from verifier.antihack import RULES, Violation, scan
+from verifier.compare import compare_tensor, inputs_unchanged, median_and_spread
+from verifier.result import FAIL, PASS, SKIP, GateResult
+
+OP_FAMILIES = {
+    "matmul": re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_addmm_activation|addbmm)$"),
+    "softmax": re.compile(r"aten::(_?softmax|_?log_softmax|_safe_softmax)$"),
+    "conv": re.compile(r"aten::(_?convolution|conv\w*|mkldnn_convolution|_slow_conv2d_forward|slow_conv\w*|_nnpack\w*|cudnn_convolution\w*)$"),
+    "layer_norm": re.compile(r"aten::(native_layer_norm|layer_norm)$"),
+    "batch_norm": re.compile(r"aten::(native_batch_norm|batch_norm|_batch_norm_impl_index|_native_batch_norm_legit\w*|cudnn_batch_norm)$"),
+    "group_norm": re.compile(r"aten::(native_group_norm|group_norm)$"),
+    "rms_norm": re.compile(r"aten::(_fused_rms_norm|rms_norm)$"),
+    "attention": re.compile(r"aten::(scaled_dot_product_attention|_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*)$"),
+}
+DOMINANT_SHARE = 0.10
+
+
+def op_family(name: str) -> str:
+    for family, pattern in OP_FAMILIES.items():
+        if pattern.match(name):
+            return family
+    return name
+
+
+def dominant_ops(profile: list[dict], ignored: set[str]) -> list[str]:
+    """The reference's aten ops that take at least 10% of its self time: a candidate must not run them."""
+    rows = [r for r in profile if r["name"].startswith("aten::") and r["name"] not in ignored]
+    total = sum(r["self_ms"] for r in rows) or 1.0
+    return [r["name"] for r in rows if r["self_ms"] / total >= DOMINANT_SHARE]
+
+
+@dataclass
+class Evidence:
+    """What the parent knows after the runs: the candidate's source, both reports, files and marks."""
+
+    source: str
+    backend: str
+    config: object
+    reference: dict = field(default_factory=dict)
+    reference_dir: Path | None = None
+    candidate: dict = field(default_factory=dict)
+    candidate_dir: Path | None = None
+    outcome: object | None = None
+    marks: list = field(default_factory=list)
+    counts_kernel_calls: bool = True
+
+
+class Gate:
+    name = "gate"
+
+    def _result(self, status: str, start: float, reason: str = "", **detail) -> GateResult:
+        return GateResult(self.name, status, time.monotonic() - start, reason, detail)
+
+
+class AntiHackingGate(Gate):
+    """Static AST/C++ rules before anything runs; dynamic checks from the sandboxed run afterwards."""
+
+    name = "anti_hacking"
+
+    def static(self, source: str, backend: str) -> GateResult:
+        start = time.monotonic()
+        violations = scan(source, backend)
+        if violations:
+            return self._fail(start, violations)
+        return self._result(PASS, start, "", checks="static")
+
+    def _fail(self, start: float, violations: list[Violation]) -> GateResult:
+        first = violations[0]
+        reason = f"line {first.line}: [{first.rule}] {first.message}" if first.line else f"[{first.rule}] {first.message}"
+        return self._result(FAIL, start, reason, rule=first.rule, line=first.line,
+                            rule_help=RULES.get(first.rule, ""), violations=[v.to_dict() for v in violations])
+
+    def dynamic(self, ev: Evidence, ignored_ops: set[str]) -> GateResult:
+        start = time.monotonic()
+        cand = ev.candidate
+        found: list[Violation] = []
+        patched = sorted(set(cand.get("patched", [])) | set(cand.get("patched_after_forward", [])))
+        if patched:
+            found.append(Violation("monkey-patch", 0, f"the candidate replaced {', '.join(patched[:5])}"))
+        if cand.get("reference_tripwire"):
+            found.append(Violation("reference-model", 0, "the candidate instantiated the reference Model at run time"))
+        if cand.get("threads_after_forward", 0) > 0:
+            found.append(Violation("concurrency", 0, f"{cand['threads_after_forward']} thread(s) still ran after forward returned"))
+        if ev.counts_kernel_calls and "kernel_calls" in cand:
+            if not cand.get("builds"):
+                found.append(Violation("no-custom-kernel", 0, "no custom kernel was built: call load_inline with your kernel"))
+            elif not any(cand["kernel_calls"]):
+                found.append(Violation("custom-kernel-unused", 0, "forward never called the custom kernel"))
+        ref_ops = dominant_ops(ev.reference.get("profile", []), ignored_ops)
+        families = {op_family(op): op for op in ref_ops}
+        ran = [op for op in cand.get("ops_run", []) if op_family(op) in families]
+        if ran:
+            found.append(Violation("reference-op-at-runtime", 0,
+                                   f"{ran[0]} ran inside ModelNew.forward; the reference's {families[op_family(ran[0])]} must be replaced by the custom kernel"))
+        clock = _clock_check(cand, ev.marks)
+        if clock:
+            found.append(Violation("clock", 0, clock))
+        if found:
+            return self._fail(start, found)
+        return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops)
+
+
+def _clock_check(cand: dict, marks: list) -> str | None:
+    """The candidate's reported timing total must agree with the wall time the parent saw."""
+    ts = {m.get("phase"): t for t, m in marks if isinstance(m, dict)}
+    if "timing_start" not in ts or "timing_end" not in ts or "times_ms" not in cand:
+        return None
+    window_ms = (ts["timing_end"] - ts["timing_start"]) * 1000.0
+    reported = float(sum(cand["times_ms"]))
+    if window_ms > 50 and reported < 0.4 * window_ms:
+        return f"timed runs reported {reported:.1f} ms but took {window_ms:.1f} ms of wall time (clock tampering?)"
+    return None
+
+
+class CompileGate(Gate):
+    """Passes when the candidate module imported and its kernels built; fails with parsed diagnostics."""
+
+    name = "compile"
+
+    def evaluate(self, ev: Evidence) -> GateResult:
+        start = time.monotonic()
+        cand = ev.candidate
+        builds = cand.get("builds", [])
+        seconds = sum(b.get("seconds", 0) for b in builds)
+        if cand.get("phase") == "error" and cand.get("failed_phase") in ("build", "start"):
+            if "build_error" in cand:
+                be = cand["build_error"]
+                return GateResult(self.name, FAIL, seconds, f"compile error: {be['message']}",
+                                  {"diagnostics": be.get("diagnostics", []), "log": be.get("log", "")[-4000:]})
+            return GateResult(self.name, FAIL, seconds,
+                              f"importing the candidate failed: {cand.get('error_type')}: {cand.get('error', '')[:300]}",
+                              {"traceback": cand.get("traceback", "")})
+        if not cand:
+            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), {})
+        if cand.get("phase") in ("build",):
+            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), {})
+        hits = sum(1 for b in builds if b.get("cache_hit"))
+        return GateResult(self.name, PASS, seconds, "", {"builds": builds, "cache_hits": hits,
+                                                         "import_seconds": cand.get("import_seconds")})
+
+
+def _no_report_reason(ev: Evidence, when: str) -> str:
+    out = ev.outcome
+    if out is None:
+        return f"the candidate stopped {when} without a result"
+    if out.timed_out:
+        return f"the candidate {out.describe()} {when}"
+    if out.signal is not None or out.exit_code not in (0, 3, None):
+        return f"the candidate process {out.describe()} {when}"
+    return f"the candidate exited {when} without a result (os._exit or sys.exit in the candidate?)"
+
+
+class CorrectnessGate(Gate):
+    """Every trial's outputs against the reference's, compared here, outside the candidate's process."""
+
+    name = "correctness"
+
+    def evaluate(self, ev: Evidence) -> GateResult:
+        start = time.monotonic()
+        cand, ref = ev.candidate, ev.reference
+        atol, rtol = ev.config.atol, ev.config.rtol
+        if "trials" not in cand:
+            if cand.get("phase") == "error":
+                where = {"construct": "constructing ModelNew", "correctness": "running forward"}.get(
+                    cand.get("failed_phase"), cand.get("failed_phase", "running"))
+                return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
+                                    traceback=cand.get("traceback", ""))
+            return self._result(FAIL, start, _no_report_reason(ev, "during the correctness trials"))
+        ref_trials, cand_trials = ref["trials"], cand["trials"]
+        if len(cand_trials) != len(ref_trials):
+            return self._result(FAIL, start, f"ran {len(cand_trials)} trials, expected {len(ref_trials)}")
+        worst_abs = worst_rel = 0.0
+        for i, (rt, ct) in enumerate(zip(ref_trials, cand_trials, strict=True)):
+            if len(ct["outputs"]) != len(rt["outputs"]):
+                return self._result(FAIL, start, f"trial {i}: forward returned {len(ct['outputs'])} outputs, expected {len(rt['outputs'])}",
+                                    trial=i)
+            for j, (ro, co) in enumerate(zip(rt["outputs"], ct["outputs"], strict=True)):
+                got = _load(ev.candidate_dir, co["file"], ev.config)
+                want = _load(ev.reference_dir, ro["file"], ev.config)
+                cmp = compare_tensor(got, want, co["dtype"], ro["dtype"], atol, rtol, f"output {j}")
+                worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
+                if not cmp.ok:
+                    return self._result(FAIL, start, f"trial {i} (seed {rt['seed']}): {cmp.reason}", trial=i,
+                                        mismatch=cmp.mismatch, max_abs=cmp.max_abs, max_rel=cmp.max_rel)
+                if co.get("aliases_input") and not ro.get("aliases_input"):
+                    return self._result(FAIL, start, f"trial {i}: output {j} aliases an input; return a new tensor", trial=i)
+            for j, (ri, ci) in enumerate(zip(rt["inputs"], ct["inputs"], strict=True)):
+                if not inputs_unchanged(_load(ev.candidate_dir, ci["file"], ev.config),
+                                        _load(ev.reference_dir, ri["file"], ev.config)):
+                    return self._result(FAIL, start, f"trial {i}: input {j} was modified by forward; inputs must stay unchanged",
+                                        trial=i)
+        return self._result(PASS, start, "", trials=len(ref_trials), max_abs=worst_abs, max_rel=worst_rel,
+                            atol=atol, rtol=rtol)
+
+
+def _load(directory: Path | None, name: str, config) -> np.ndarray:
+    if directory is None or "/" in name or name.startswith("."):
+        raise ValueError(f"bad output file name {name!r}")
+    path = directory / name
+    if path.stat().st_size > config.memory_gb * 1024**3:
+        raise ValueError(f"{name} is larger than the memory limit")
+    return np.load(path, allow_pickle=False)
+
+
+class LatencyGate(Gate):
+    """Median and spread of timed runs, against the eager reference (and torch.compile when measured)."""
+
+    name = "latency"
+
+    def evaluate(self, ev: Evidence) -> GateResult:
+        start = time.monotonic()
+        times = ev.candidate.get("times_ms")
+        if not ev.config.time_kernels:
+            return self._result(SKIP, start, "timing disabled")
+        if not times:
+            reason = _no_report_reason(ev, "while timing") if ev.candidate.get("phase") != "error" else (
+                f"timing raised {ev.candidate.get('error_type')}: {ev.candidate.get('error', '')[:200]}")
+            return self._result(FAIL, start, reason)
+        med, spread = median_and_spread(times)
+        detail = {"median_ms": med, "iqr_ms": spread, "runs": len(times), "times_ms": times[:200]}
+        ref_times = ev.reference.get("times_ms")
+        if ref_times:
+            ref_med, ref_spread = median_and_spread(ref_times)
+            detail.update(reference_ms=ref_med, reference_iqr_ms=ref_spread, speedup=ref_med / med if med > 0 else None)
+        comp = ev.reference.get("compiled_times_ms")
+        if comp:
+            comp_med, _ = median_and_spread(comp)
+            detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / med if med > 0 else None)
+        return self._result(PASS, start, "", **detail)
+
+
+class ProfileGate(Gate):
+    """Top ops by self time from torch.profiler: feedback for the refine stage, never a failure."""
+
+    name = "profile"
+
+    def evaluate(self, ev: Evidence) -> GateResult:
+        start = time.monotonic()
+        prof = ev.candidate.get("profile")
+        if not prof:
+            return self._result(SKIP, start, "no profile was recorded")
+        return self._result(PASS, start, "", top_ops=prof[:10], reference_top_ops=ev.reference.get("profile", [])[:10])

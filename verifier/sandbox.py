@@ -1,0 +1,232 @@
+"""Run untrusted code in a fresh child process with time, memory, file-size and process limits.
+
+Layout: the caller starts a small *supervisor* (`python -m verifier.sandbox`) in a new session. The
+supervisor makes itself a child subreaper (so double-forked grandchildren stay its descendants), starts
+the job with resource limits, waits with a deadline, then kills every descendant and reaps them. The
+caller also kills the supervisor's whole process group on its own deadline. Nothing is left running,
+and the caller never shares an address space with the candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass
+class Limits:
+    """Per-run limits; memory is address space (RLIMIT_AS) in bytes."""
+
+    wall_s: float = 300.0
+    memory_bytes: int = 8 * 1024**3
+    file_bytes: int = 2 * 1024**3
+    max_processes: int = 512
+    cpu_s: int | None = None
+
+
+@dataclass
+class SandboxOutcome:
+    """How the child ended, as seen from outside."""
+
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    seconds: float
+    stderr_tail: str = ""
+    marks: list[tuple[float, dict]] = field(default_factory=list)
+
+    @property
+    def crashed(self) -> bool:
+        return self.signal is not None and not self.timed_out
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.seconds:.1f} s and was killed"
+        if self.signal is not None:
+            name = signal.Signals(self.signal).name if self.signal in signal.Signals._value2member_map_ else str(self.signal)
+            hint = " (out of memory?)" if self.signal in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT) else ""
+            return f"crashed with {name}{hint}"
+        return f"exited with code {self.exit_code}"
+
+
+def _descendants(root: int) -> list[int]:
+    """All live descendants of `root`, read from /proc (no psutil needed in the supervisor)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def _kill_tree(root: int) -> None:
+    for _ in range(5):
+        pids = _descendants(root)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        time.sleep(0.02)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _apply_limits(limits: dict) -> None:
+    """Runs in the job process just before exec (the supervisor is single-threaded, so this is safe)."""
+    os.setpgrp()
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    nproc = limits["max_processes"]
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    if limits.get("cpu_s"):
+        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
+
+
+def supervise(argv: list[str], limits: dict, status_path: Path) -> int:
+    """Supervisor main: start the job, enforce the deadline, kill all descendants, write the status."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, preexec_fn=lambda: _apply_limits(limits), pass_fds=tuple(limits.get("pass_fds", ())))
+    timed_out = False
+    try:
+        code = proc.wait(timeout=limits["wall_s"])
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
+        code = proc.wait()
+    seconds = time.monotonic() - start
+    _kill_tree(os.getpid())
+    status = {"exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None,
+              "timed_out": timed_out, "seconds": seconds}
+    tmp = status_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status))
+    os.replace(tmp, status_path)
+    return 0
+
+
+def run_sandboxed(
+    argv: list[str],
+    workdir: Path,
+    limits: Limits,
+    env: dict[str, str] | None = None,
+    on_mark: Callable[[dict], None] | None = None,
+) -> SandboxOutcome:
+    """Run `argv` under a supervisor in `workdir`; `on_mark` receives the job's progress marks live.
+
+    The job gets a pipe on EVK_PROGRESS_FD for phase marks (JSON lines); its stdout and stderr are kept
+    only as a tail for error messages, never parsed as a verdict.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    status_path = workdir / "sandbox_status.json"
+    with contextlib.suppress(FileNotFoundError):
+        status_path.unlink()
+    read_fd, write_fd = os.pipe()
+    lim = {
+        "wall_s": limits.wall_s, "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
+        "max_processes": limits.max_processes, "cpu_s": limits.cpu_s, "pass_fds": [write_fd],
+    }
+    child_env = dict(os.environ if env is None else env)
+    child_env["EVK_PROGRESS_FD"] = str(write_fd)
+    child_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    root = str(Path(__file__).resolve().parent.parent)
+    child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
+    stderr_path = workdir / "stderr.txt"
+    marks: list[tuple[float, dict]] = []
+    start = time.monotonic()
+    with open(stderr_path, "wb") as err:
+        sup = subprocess.Popen(
+            [sys.executable, "-m", "verifier.sandbox", json.dumps(lim), str(status_path), "--", *argv],
+            cwd=workdir, env=child_env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, pass_fds=(write_fd,),
+        )
+        os.close(write_fd)
+        reader = threading.Thread(target=_read_marks, args=(read_fd, marks, on_mark), daemon=True)
+        reader.start()
+        try:
+            sup.wait(timeout=limits.wall_s + 30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(sup.pid, signal.SIGKILL)
+            sup.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sup.pid, signal.SIGKILL)
+        reader.join(timeout=2)
+    seconds = time.monotonic() - start
+    tail = stderr_path.read_bytes()[-3000:].decode(errors="replace") if stderr_path.exists() else ""
+    try:
+        status = json.loads(status_path.read_text())
+    except (OSError, ValueError):
+        status = {"exit_code": None, "signal": signal.SIGKILL, "timed_out": seconds >= limits.wall_s, "seconds": seconds}
+    return SandboxOutcome(
+        exit_code=status.get("exit_code"), signal=status.get("signal"), timed_out=bool(status.get("timed_out")),
+        seconds=float(status.get("seconds", seconds)), stderr_tail=tail, marks=marks,
+    )
+
+
+def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None) -> None:
+    buf = b""
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        while True:
+            chunk = fh.read(4096)
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > 1_000_000:
+                buf = b""
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    mark = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(mark, dict):
+                    continue
+                marks.append((time.monotonic(), mark))
+                if on_mark is not None:
+                    with contextlib.suppress(Exception):
+                        on_mark(mark)
+
+
+if __name__ == "__main__":
+    _limits = json.loads(sys.argv[1])
+    _status = Path(sys.argv[2])
+    _argv = sys.argv[sys.argv.index("--") + 1 :]
+    sys.exit(supervise(_argv, _limits, _status))
