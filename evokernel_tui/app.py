@@ -205,16 +205,34 @@ class EvoKernelApp(App[None]):
         v.stage = str(s.stage)
         v.manual = bool(s.manual)
         v.tokens = int(getattr(s, "tokens", 0) or 0)
-        v.cost = getattr(s, "cost", None)
+        cost = getattr(s, "cost", None)
+        v.cost_unknown, v.cost_known = cost is None, float(cost or 0.0)
         if s.current_source != v.source:
             v.previous, v.source = v.source, s.current_source
         v.pending = source_of(s.pending)
-        rows = [memory_row(r) for r in (s.retrieved or [])]
-        if [r.item_id for r in rows] != [m.item_id for m in v.memories]:
-            v.memories = rows
+        self._fill_memories()
         if self._watcher is not None:
             self._watcher.note_own_write(s.current_source)
         self._show()
+
+    def _fill_memories(self) -> None:
+        """Take the full rows (text, Q values, visits) from `session.retrieved` when it holds what is on screen.
+
+        The `retrieved` event names the items and their scores; values arrive later as `q_update`
+        changes, so rows already on screen keep their values and deltas.
+        """
+        rows = [memory_row(r) for r in (getattr(self.session, "retrieved", None) or [])]
+        shown = self.view.memories
+        if [r.item_id for r in rows] != [m.item_id for m in shown]:
+            if not shown:
+                self.view.memories = rows
+            return
+        for row, full in zip(shown, rows, strict=True):
+            row.text = row.text or full.text
+            if row.q1 is None:
+                row.q1, row.visits1 = full.q1, full.visits1
+            if row.q2 is None:
+                row.q2, row.visits2 = full.q2, full.visits2
 
     def _show(self) -> None:
         screen = self.get_screen_stack_member(SessionScreen)
@@ -226,6 +244,8 @@ class EvoKernelApp(App[None]):
     def on_evo_kernel_app_session_event(self, message: SessionEvent) -> None:
         entry = apply_event(self.view, message.event)
         kind = event_parts(message.event)[0]
+        if kind == "retrieved":
+            self._fill_memories()
         if kind in ("prompt", "model_reply", "model_error"):
             self.activity.end_stream()
         if entry is not None:
@@ -303,8 +323,8 @@ class EvoKernelApp(App[None]):
 
     def _plain_call(self, method: str, *args: Any) -> Callable[[Any], None]:
         def call(session: Any) -> None:
-            _, flush = self._emitter()
-            flush(getattr(session, method)(*args))
+            on_event, flush = self._emitter()
+            flush(getattr(session, method)(*args, on_event=on_event))
 
         return call
 
@@ -319,8 +339,12 @@ class EvoKernelApp(App[None]):
     # ----- actions (key bindings and command palette) ----------------------------------------------
 
     def action_step(self) -> None:
-        if self._needs_model("A step"):
-            self._start("step", self._model_step)
+        if not self._needs_model("A step"):
+            return
+        if self.session is not None and str(self.session.stage) == "done":
+            self._report("The session is done; switch stage (g) to keep working on it.", "warning")
+            return
+        self._start("step", self._model_step)
 
     def action_run_steps(self) -> None:
         if not self._needs_model("Running steps") or self.session is None:
@@ -514,15 +538,12 @@ def _task_name(session: Any) -> str:
 
 
 def _builtin_task_rows() -> list[tuple[str, str]]:
-    """(name, description) of the built-in tasks, or none when core cannot list them."""
+    """(name, description) of the built-in tasks from their index (no task file is read)."""
     try:
-        from core.tasks import builtin_tasks
+        from core.tasks import TaskError, builtin_index
     except ImportError:
         return []
-    tasks = builtin_tasks()
-    items = tasks.values() if isinstance(tasks, dict) else tasks
-    rows = []
-    for task in items:
-        name = getattr(task, "name", str(task))
-        rows.append((name, getattr(task, "description", "") or ""))
-    return rows
+    try:
+        return [(meta.name, meta.description) for meta in builtin_index()]
+    except TaskError:
+        return []

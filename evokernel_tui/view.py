@@ -35,14 +35,17 @@ class GateView:
 
 @dataclass
 class MemoryView:
-    """One retrieved memory row; `delta1`/`delta2` hold the last change of Q1/Q2 from a reward."""
+    """One retrieved memory row; `delta1`/`delta2` hold the last change of Q1/Q2 from a reward.
+
+    Q values are None when unknown (a recorded `retrieved` event carries ids and scores, not values).
+    """
 
     item_id: str
     kind: str = ""
     title: str = ""
     text: str = ""
-    q1: float = 0.0
-    q2: float = 0.0
+    q1: float | None = None
+    q2: float | None = None
     visits1: int = 0
     visits2: int = 0
     similarity: float = 0.0
@@ -86,8 +89,19 @@ class SessionView:
     activity: list[ActivityEntry] = field(default_factory=list)
     streaming: str = ""
     tokens: int = 0
-    cost: float | None = None
+    cost_known: float = 0.0
+    cost_unknown: bool = False
     step: int = 0
+    versions: dict[int, str] = field(default_factory=dict)
+    best_version: int | None = None
+
+    @property
+    def best_source(self) -> str | None:
+        return self.versions.get(self.best_version) if self.best_version is not None else None
+
+    @property
+    def cost(self) -> float | None:
+        return None if self.cost_unknown else self.cost_known
 
     @property
     def best_ms(self) -> float | None:
@@ -144,13 +158,17 @@ def memory_row(retrieved: Any) -> MemoryView:
         kind=str(item.get("kind", "")),
         title=str(item.get("title", "")),
         text=str(item.get("text", "")),
-        q1=float(item.get("q1", 0.0) or 0.0),
-        q2=float(item.get("q2", 0.0) or 0.0),
+        q1=_maybe_float(item.get("q1")),
+        q2=_maybe_float(item.get("q2")),
         visits1=int(item.get("visits1", 0) or 0),
         visits2=int(item.get("visits2", 0) or 0),
         similarity=float(r.get("similarity", 0.0) or 0.0),
         score=float(r.get("score", 0.0) or 0.0),
     )
+
+
+def _maybe_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def apply_value_change(view: SessionView, change: Any) -> MemoryView | None:
@@ -222,89 +240,114 @@ def apply_event(view: SessionView, event: Any) -> ActivityEntry | None:
     return entry
 
 
+def _version_source(view: SessionView, data: Mapping[str, Any]) -> str | None:
+    version = data.get("version")
+    return view.versions.get(int(version)) if version is not None else source_of(data)
+
+
 def _fold(view: SessionView, kind: str, data: dict[str, Any], step: int | None) -> str | None:
     """The per-kind update; returns the activity text (None for events that only change panes)."""
     if kind == "session_started":
         view.task = str(data.get("task", view.task))
         view.backend = str(data.get("backend", view.backend))
-        view.stage = str(data.get("stage", view.stage))
         view.manual = bool(data.get("manual", view.manual))
         view.model = str(data.get("model") or "")
-        _set_source(view, source_of(data), str(data.get("author", "seed")))
-        return f"session started: {view.task} on {view.backend}" + (" (manual mode)" if view.manual else "")
+        who = "manual mode" if view.manual else f"model {view.model}"
+        return f"session started: {view.task} on {view.backend} ({who})"
     if kind == "stage_changed":
-        view.stage = str(data.get("stage", data.get("new", view.stage)))
-        return f"stage → {view.stage}"
+        view.stage = str(data.get("to", data.get("stage", view.stage)))
+        reason = data.get("reason")
+        return f"stage → {view.stage}" + (f" ({reason})" if reason else "")
     if kind == "retrieved":
-        items = data.get("items", data.get("retrieved", []))
-        view.memories = [memory_row(r) for r in items]
+        view.memories = [memory_row(r) for r in data.get("items", [])]
         return f"retrieved {len(view.memories)} memories for {data.get('stage', view.stage)}"
     if kind == "prompt":
         view.streaming = ""
-        return f"prompt sent ({len(str(data.get('text', '')))} chars)"
+        return f"prompt sent for {data.get('stage', view.stage)}"
     if kind == "model_reply":
         view.streaming = ""
         _add_usage(view, data)
-        text = str(data.get("text", ""))
-        return f"model replied ({len(text)} chars)"
+        tokens = int(data.get("prompt_tokens", 0) or 0) + int(data.get("completion_tokens", 0) or 0)
+        purpose = data.get("purpose", "kernel")
+        return f"model replied ({purpose}, {tokens:,} tokens)"
     if kind == "model_error":
         view.streaming = ""
-        return f"model error: {data.get('message', data.get('error', ''))}"
+        return f"model error: {data.get('message', data.get('reason', ''))}"
     if kind == "kernel":
         _reset_gates(view)
-        _set_source(view, source_of(data), str(data.get("author", "model")))
-        return f"new kernel from {data.get('author', 'model')}"
+        source = source_of(data)
+        if source is not None and data.get("version") is not None:
+            view.versions[int(data["version"])] = source
+        _set_source(view, source, str(data.get("author", "model")))
+        version = f" v{data['version']}" if data.get("version") is not None else ""
+        return f"kernel{version} from {data.get('author', 'model')}"
     if kind == "gate":
-        name = str(data.get("name", data.get("gate", "")))
+        name = str(data.get("name", ""))
         status = str(data.get("status", "running"))
         if name == "anti_hacking" and status == "running":
             _reset_gates(view)
-        gate = view.gates.setdefault(name, GateView(name))
-        gate.state = "waiting" if status not in GATE_STATES else status
+        view.gates.setdefault(name, GateView(name)).state = status if status in GATE_STATES else "waiting"
         return None
     if kind == "verification":
-        result = data.get("result", data)
-        return apply_verification(view, result, step)
+        text = apply_verification(view, data.get("result", data), None if data.get("reverify") else step)
+        return ("re" + text) if data.get("reverify") else text
     if kind == "reward":
-        value = data.get("reward", data.get("value"))
-        return f"reward {float(value):+.2f} ({data.get('stage', view.stage)})" if value is not None else "reward"
+        value = data.get("value", data.get("reward"))
+        return f"reward {float(value):+.2f} ({data.get('stage', view.stage)})" if value is not None else None
     if kind == "q_update":
-        changes = data.get("changes", [data] if "item_id" in data else [])
+        changes = data.get("changes", [])
         for change in changes:
             apply_value_change(view, change)
-        return f"updated {len(changes)} memory value{'s' if len(changes) != 1 else ''}"
+        return f"updated {len(changes)} memory value{'s' if len(changes) != 1 else ''}" if changes else None
+    if kind == "memory_added":
+        return f"memory added: {data.get('title', data.get('id', ''))}"
     if kind == "pending_refinement":
-        view.pending = source_of(data)
-        return "refinement pending: accept (a) or reject (r)"
+        view.pending = _version_source(view, data)
+        gain = data.get("gain")
+        extra = f" ({gain:.2f}× faster)" if gain else ""
+        return f"refinement pending{extra}: accept (a) or reject (r)"
     if kind == "accepted":
-        _set_source(view, source_of(data) or view.pending, str(data.get("author", view.author or "model")))
-        view.pending = None
-        return "refinement accepted"
+        source = _version_source(view, data)
+        if data.get("version") is not None:
+            view.best_version = int(data["version"])
+        _set_source(view, source, view.author)
+        if view.pending is not None and view.pending == source:
+            view.pending = None
+        return f"accepted v{data.get('version', '?')} ({data.get('reason', data.get('by', ''))})"
     if kind == "rejected":
         view.pending = None
-        return "refinement rejected"
+        if view.best_version is not None:
+            _set_source(view, view.versions.get(view.best_version), view.author)
+        return f"rejected v{data.get('version', '?')}"
     if kind == "human_edit":
-        _set_source(view, source_of(data), "person")
-        origin = data.get("origin") or data.get("via")
-        return "person's edit recorded" + (f" ({origin})" if origin else "")
+        view.author = "person"
+        credited = data.get("credited") or []
+        return f"person's edit recorded; credits {len(credited)} memor{'y' if len(credited) == 1 else 'ies'}"
+    if kind == "step_done":
+        seconds = data.get("seconds")
+        took = f" in {float(seconds):.1f}s" if seconds is not None else ""
+        return f"step done: {data.get('outcome', '')}{took}"
     if kind == "insight":
-        return f"insight saved: {data.get('title', '')}".rstrip(": ")
+        if data.get("skipped"):
+            return f"no insight: {data['skipped']}"
+        return f"insight saved: {data.get('title', '')}"
     if kind == "needs_human":
-        return f"needs you: {data.get('message', data.get('reason', ''))}"
+        return f"needs you: {data.get('message', '')}"
+    if kind == "budget_changed":
+        return f"{data.get('add', '?')} more {data.get('stage', '')} steps"
     if kind == "error":
-        return f"error: {data.get('message', data.get('error', ''))}"
+        where = data.get("where")
+        return f"error{f' in {where}' if where else ''}: {data.get('message', '')}"
     return kind.replace("_", " ") if kind else None
 
 
 def _add_usage(view: SessionView, data: Mapping[str, Any]) -> None:
-    if "tokens_total" in data:
-        view.tokens = int(data["tokens_total"])
-    elif data.get("tokens") is not None:
-        view.tokens += int(data["tokens"])
-    if "cost_total" in data:
-        view.cost = data["cost_total"]
-    elif data.get("cost") is not None:
-        view.cost = (view.cost or 0.0) + float(data["cost"])
+    """Token and cost totals the way the session counts them (an unknown price makes the cost unknown)."""
+    view.tokens += int(data.get("prompt_tokens", 0) or 0) + int(data.get("completion_tokens", 0) or 0)
+    if data.get("cost") is None:
+        view.cost_unknown = True
+    else:
+        view.cost_known += float(data["cost"])
 
 
 def fold(events: Iterable[Any], view: SessionView | None = None) -> SessionView:

@@ -42,10 +42,14 @@ def gate_detail_text(gate: GateView) -> str:
 def memory_detail_text(memory: MemoryView) -> str:
     header = (
         f"{memory.kind} · {memory.item_id}\n"
-        f"Q1 {memory.q1:.3f} ({memory.visits1} visits) · Q2 {memory.q2:.3f} ({memory.visits2} visits) · "
+        f"Q1 {_q(memory.q1)} ({memory.visits1} visits) · Q2 {_q(memory.q2)} ({memory.visits2} visits) · "
         f"similarity {memory.similarity:.3f} · score {memory.score:.3f}"
     )
     return f"{header}\n\n{memory.text or '(no text)'}"
+
+
+def _q(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3f}"
 
 
 def _short(value: Any) -> str:

@@ -42,7 +42,7 @@ class SessionScreen(Screen):
 
     def show(self, view: SessionView) -> None:
         """Push one state down into every pane."""
-        self.query_one(KernelPane).load(view.source, view.previous, view.pending, view.author)
+        self.query_one(KernelPane).load(view.source, view.previous, view.pending, view.author, view.best_source)
         self.query_one(GatePanel).show(view.gate_list())
         self.query_one(MemoryTable).show(view.memories, view.stage)
         self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speedup, view.best_ms)

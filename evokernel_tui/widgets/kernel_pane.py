@@ -43,6 +43,7 @@ class KernelPane(Vertical):
         self._loaded = ""
         self._previous = ""
         self._pending: str | None = None
+        self._best: str | None = None
         self._author = ""
         self.border_title = "Kernel"
 
@@ -67,20 +68,22 @@ class KernelPane(Vertical):
         """Whether the person has typed changes that are not yet submitted."""
         return self.editor.text != self._loaded
 
-    def load(self, source: str, previous: str = "", pending: str | None = None, author: str = "") -> None:
+    def load(
+        self, source: str, previous: str = "", pending: str | None = None, author: str = "", best: str | None = None
+    ) -> None:
         """Show a new session state; the editor text is replaced only when the kernel itself changed."""
         if source != self._loaded:
             self._loaded = source
             self.editor.load_text(source)
-        self._previous, self._pending, self._author = previous, pending, author
+        self._previous, self._pending, self._author, self._best = previous, pending, author, best
         self._refresh_labels()
         if self.show_diff:
             self._render_diff()
 
     def diff_text(self) -> str:
-        """The diff the toggle shows: against the pending refinement if there is one, else the previous version."""
+        """The diff the toggle shows: best kernel → pending refinement if one waits, else previous → current."""
         if self._pending is not None:
-            return unified_diff(self._loaded, self._pending, "current", "pending refinement")
+            return unified_diff(self._best or self._loaded, self._pending, "best", "pending refinement")
         return unified_diff(self._previous, self._loaded, "previous", "current")
 
     def watch_show_diff(self, show: bool) -> None:

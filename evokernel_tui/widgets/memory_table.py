@@ -13,8 +13,10 @@ COLUMNS = (("kind", "kind"), ("title", "title"), ("q1", "Q1"), ("q2", "Q2"), ("v
 TITLE_WIDTH = 18
 
 
-def q_cell(value: float, delta: float | None) -> str:
-    """`0.52` or, right after a reward, `0.52 +0.12`."""
+def q_cell(value: float | None, delta: float | None) -> str:
+    """`0.52` or, right after a reward, `0.52 +0.12`; `–` when the value is not known."""
+    if value is None:
+        return "–"
     if delta is None or abs(delta) < 5e-4:
         return f"{value:.2f}"
     return f"{value:.2f} {delta:+.2f}"

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-MANUAL_TEXT = (
-    "Manual mode: no model is configured. Configure one with --model, EVOKERNEL_MODEL or config.toml; "
-    "edit, verify and accept still work."
-)
+MANUAL_TEXT = "Manual mode: no model configured (set --model, EVOKERNEL_MODEL or config.toml). Edit and verify work."
 
 
 def replay_text(step: int, index: int, total: int) -> str:

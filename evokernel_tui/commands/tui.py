@@ -1,0 +1,103 @@
+"""`evokernel tui [TASK]`: open the app (also what `evokernel` with no subcommand runs).
+
+Only click and the app module are imported here; the task, model, memory and session layers are
+imported inside the worker that opens the session, after the first paint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def session_opener(
+    backend: str, model: str | None, api_base: str | None, sessions_dir: str | None, draft_steps: int, refine_steps: int
+):
+    """A function the app calls (in a worker) to turn a task name or path into a new `Session`."""
+
+    def open_session(task_ref: str | None) -> Any:
+        from core.config import sessions_root
+        from core.llm import resolve_model
+        from core.session import Budgets, Session
+        from core.tasks import load_task
+        from memory import MemoryStore
+
+        task = load_task(task_ref or "relu")
+        return Session.create(
+            task,
+            backend=backend,
+            model=resolve_model(model, api_base),
+            memory=MemoryStore(),
+            budgets=Budgets(draft_steps=draft_steps, refine_steps=refine_steps),
+            root=sessions_root(sessions_dir),
+        )
+
+    return open_session
+
+
+def resume_opener(path: Path, model: str | None, api_base: str | None):
+    def open_session(_task_ref: str | None) -> Any:
+        from core.llm import resolve_model
+        from core.session import Session
+        from memory import MemoryStore
+
+        return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=MemoryStore())
+
+    return open_session
+
+
+def load_replay_events(path: Path) -> list[Any]:
+    """The recorded events of a session folder; a clear error when it is not one."""
+    from core.session import SessionError, replay
+
+    try:
+        return replay(path)
+    except SessionError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def run_replay(path: Path) -> None:
+    """Open a recorded session read-only (used by `evokernel tui --replay` and `evokernel replay --tui`)."""
+    from evokernel_tui.app import EvoKernelApp
+
+    EvoKernelApp(replay_events=load_replay_events(path)).run()
+
+
+@click.command(name="tui")
+@click.argument("task", required=False)
+@click.option("--backend", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda", "triton"]))
+@click.option("--model", default=None, help="Model name for litellm (or scripted:FILE.json); default: manual mode.")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
+@click.option("--sessions-dir", default=None, help="Where session folders go (default ./sessions).")
+@click.option("--draft-steps", default=4, show_default=True, type=click.IntRange(0, 100))
+@click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
+@click.option("--session", "session_path", default=None, type=click.Path(path_type=Path, file_okay=False),
+              help="Resume a saved session folder instead of starting one.")
+@click.option("--replay", "replay_path", default=None, type=click.Path(path_type=Path, file_okay=False),
+              help="Replay a saved session folder (no model calls).")
+def tui(
+    task: str | None,
+    backend: str,
+    model: str | None,
+    api_base: str | None,
+    sessions_dir: str | None,
+    draft_steps: int,
+    refine_steps: int,
+    session_path: Path | None,
+    replay_path: Path | None,
+) -> None:
+    """Open the app on TASK (a built-in name or a task file; default relu)."""
+    if replay_path is not None:
+        run_replay(replay_path)
+        return
+    from evokernel_tui.app import EvoKernelApp
+
+    if session_path is not None:
+        if not (session_path / "session.json").exists():
+            raise click.ClickException(f"{session_path} is not a session folder (no session.json); see `evokernel sessions`.")
+        opener = resume_opener(session_path, model, api_base)
+    else:
+        opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps)
+    EvoKernelApp(open_session=opener, task=task).run()
