@@ -8,18 +8,21 @@ from textual.widgets import DataTable
 
 from evokernel_tui.view import STAGE_COLUMN, MemoryView
 
-COLUMNS = (("kind", "kind"), ("title", "title"), ("q1", "Q1"), ("q2", "Q2"), ("visits", "visits"), ("sim", "sim"), ("score", "score"))
+COLUMNS = (("kind", "kind"), ("title", "title"), ("q1", "Q1"), ("q2", "Q2"), ("visits", "n"), ("sim", "sim"), ("score", "score"))
+KIND_LABELS = {"seed": "seed", "insight": "ins", "trajectory": "traj"}
 
-TITLE_WIDTH = 18
+TITLE_WIDTH = 14
 
 
 def q_cell(value: float | None, delta: float | None) -> str:
-    """`0.52` or, right after a reward, `0.52 +0.12`; `–` when the value is not known."""
+    """`0.52` or, right after a reward, `0.52+.12` (compact: the pane is narrow); `–` when unknown."""
     if value is None:
         return "–"
-    if delta is None or abs(delta) < 5e-4:
+    if delta is None or abs(delta) < 5e-3:
         return f"{value:.2f}"
-    return f"{value:.2f} {delta:+.2f}"
+    sign = "+" if delta > 0 else "-"
+    magnitude = f"{abs(delta):.2f}".removeprefix("0")
+    return f"{value:.2f}{sign}{magnitude}"
 
 
 class MemoryTable(DataTable):
@@ -74,13 +77,13 @@ class MemoryTable(DataTable):
     def _cells(self, m: MemoryView) -> list[Text | str]:
         stage_key = STAGE_COLUMN.get(self._stage)
         visits = m.visits2 if self._stage == "refine" else m.visits1
-        cells: list[Text | str] = [m.kind, Text(m.title[:TITLE_WIDTH], no_wrap=True)]
+        cells: list[Text | str] = [KIND_LABELS.get(m.kind, m.kind), Text(m.title[:TITLE_WIDTH], no_wrap=True)]
         for key, value, delta in (("q1", m.q1, m.delta1), ("q2", m.q2, m.delta2)):
             text = Text(q_cell(value, delta))
             if key == stage_key:
                 text.stylize(self.get_component_rich_style("memory--stage", partial=True))
-            if delta is not None and abs(delta) >= 5e-4:
-                text.stylize(self.get_component_rich_style("memory--up" if delta > 0 else "memory--down", partial=True), 5)
+            if delta is not None and abs(delta) >= 5e-3:
+                text.stylize(self.get_component_rich_style("memory--up" if delta > 0 else "memory--down", partial=True), 4)
             cells.append(text)
         cells += [str(visits), f"{m.similarity:.2f}", f"{m.score:.2f}"]
         return cells

@@ -1,0 +1,28 @@
+"""The main layout in each theme at 80×24 and 120×40, from a frozen session (stable across runs)."""
+
+from __future__ import annotations
+
+import pytest
+from support import StaticSession
+
+from evokernel_tui.app import EvoKernelApp
+from evokernel_tui.themes import THEME_NAMES
+
+SIZES = [(80, 24), (120, 40)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEME_NAMES)
+def test_main_layout(snap_compare, tmp_path, theme, size):
+    app = EvoKernelApp(StaticSession(tmp_path / "session"), theme_name=theme, watch_file=False)
+
+    async def settle(pilot):
+        await pilot.pause()
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=size, run_before=settle)
+
+
+def test_manual_mode_layout(snap_compare, tmp_path):
+    app = EvoKernelApp(StaticSession(tmp_path / "session", manual=True), theme_name="dark", watch_file=False)
+    assert snap_compare(app, terminal_size=(120, 40))
