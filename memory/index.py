@@ -9,6 +9,7 @@ bank. Scores of the delta use its own statistics, an approximation that lasts un
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import bm25s
 import numpy as np
@@ -59,6 +60,10 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _TOKEN.findall(spaced) if t not in _STOP]
 
 
+def _text(doc: Any) -> str:
+    return doc if isinstance(doc, str) else doc.lexical_text()
+
+
 def _build(docs: list[list[str]]) -> bm25s.BM25 | None:
     if not docs:
         return None
@@ -96,8 +101,9 @@ class LexicalIndex:
     def __len__(self) -> int:
         return len(self._texts)
 
-    def reset(self, texts: dict[str, str]) -> None:
-        """Replace everything (after a full reload); the build happens on the next query."""
+    def reset(self, texts: dict[str, Any]) -> None:
+        """Replace everything (after a full reload); values are strings or objects with
+        `lexical_text()`, turned into text only when the index is built, to keep loading fast."""
         self._texts = dict(texts)
         self._main = None
         self._main_ids, self._main_rows = [], {}
@@ -107,7 +113,8 @@ class LexicalIndex:
 
     def put(self, item_id: str, text: str) -> None:
         """Add an item or change its text (a value change never needs this)."""
-        if self._texts.get(item_id) == text:
+        old = self._texts.get(item_id)
+        if old is not None and _text(old) == text:
             return
         self._kill(item_id)
         self._texts[item_id] = text
@@ -138,18 +145,22 @@ class LexicalIndex:
         """Rebuild the main index over all items now (otherwise done lazily on the next query)."""
         self._main_ids = list(self._texts)
         self._main_rows = {item_id: row for row, item_id in enumerate(self._main_ids)}
-        self._main = _build([tokenize(self._texts[i]) for i in self._main_ids])
+        self._main = _build([tokenize(_text(self._texts[i])) for i in self._main_ids])
         self._dead = np.zeros(len(self._main_ids), dtype=bool)
         self._dead_count = 0
         self._delta_ids, self._delta, self._delta_stale = [], None, False
         self.builds += 1
+
+    @property
+    def main_ids(self) -> list[str]:
+        return self._main_ids
 
     def scores(self, query: str) -> tuple[list[str], np.ndarray]:
         """(ids, BM25 scores) over all live items; removed items score -1 so callers can drop them."""
         if self._needs_rebuild():
             self.build()
         if self._delta_stale:
-            self._delta = _build([tokenize(self._texts[i]) for i in self._delta_ids])
+            self._delta = _build([tokenize(_text(self._texts[i])) for i in self._delta_ids])
             self._delta_stale = False
         tokens = tokenize(query)
         main = _score(self._main, tokens, len(self._main_ids))

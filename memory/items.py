@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 KINDS = ("seed", "trajectory", "insight")
@@ -113,6 +113,8 @@ class MemoryItem:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryItem:
+        if d.keys() == _FIELDS:
+            return cls(**d)  # fast path for records we wrote ourselves (bank loads of 100k items)
         return cls(
             id=str(d["id"]),
             kind=d["kind"],
@@ -130,6 +132,9 @@ class MemoryItem:
             provenance=d.get("provenance", "seed"),
             data=dict(d.get("data", {})),
         )
+
+
+_FIELDS = frozenset(f.name for f in fields(MemoryItem))
 
 
 @dataclass

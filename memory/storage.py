@@ -106,13 +106,17 @@ class AtomicJSONStorage(Storage):
 
 
 def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(meta, item dicts) of a snapshot, migrated to the current schema."""
-    db = TinyDB(path, storage=AtomicJSONStorage)
+    """(meta, item dicts) of a snapshot, migrated to the current schema.
+
+    The tables are taken straight from the tinydb storage rather than through `Table.all()`,
+    which would wrap every one of possibly 100,000 items in a Document first.
+    """
+    data = TinyDB(path, storage=AtomicJSONStorage).storage.read() or {}
     try:
-        metas = db.table("meta").all()
-        items = [dict(doc) for doc in db.table("items").all()]
-    except MemoryCorrupt:
-        raise
+        metas = list(data.get("meta", {}).values())
+        items = list(data.get("items", {}).values())
+        if not all(isinstance(d, dict) for d in items):
+            raise TypeError("an item is not an object")
     except (AttributeError, TypeError, ValueError) as exc:
         raise MemoryCorrupt(f"{path} does not have the memory bank layout ({exc})") from None
     meta = dict(metas[0]) if metas else {"schema": 1, "seq": 0}

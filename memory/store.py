@@ -186,7 +186,7 @@ class MemoryStore:
         self._created = float(meta.get("created", now()))
         self._snap_key = _file_key(self.path)
         self._snap_size = self._snap_key[3] if self._snap_key else 0
-        self._index.reset({item.id: item.lexical_text() for item in items})
+        self._index.reset({item.id: item for item in items})
         self._masks.clear()
         header = _read_header(self._journal.path)
         if header is None:
@@ -203,7 +203,7 @@ class MemoryStore:
         from memory.seeds import seed_items
 
         self._items = {item.id: item for item in (seed_items() if seed else [])}
-        self._index.reset({item.id: item.lexical_text() for item in self._items.values()})
+        self._index.reset(dict(self._items))
         self._compact()
 
     def _rotate(self) -> None:
@@ -236,12 +236,10 @@ class MemoryStore:
                 item = MemoryItem.from_dict(d)
                 self._items[item.id] = item
                 self._index.put(item.id, item.lexical_text())
-            self._masks.clear()
         elif op == "remove":
             for item_id in record["ids"]:
                 if self._items.pop(item_id, None) is not None:
                     self._index.remove(item_id)
-            self._masks.clear()
         elif op == "credit":
             stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
             for item_id in record["ids"]:
