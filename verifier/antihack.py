@@ -97,7 +97,7 @@ CPP_ALLOWED = {
     "parallel_for", "cuda", "OptionalDeviceGuard", "DeviceGuard", "TensorArg", "checkDim", "opmath_type",
     "acc_type", "native", "detail", "vec", "Vectorized", "getCurrentCUDAStream", "CUDAStream", "Generator",
     "TORCH_CHECK", "IntList", "optional", "nullopt", "kInt32", "kInt64", "kFloat16", "kByte", "kChar",
-    "MaybeOwned", "ArrayRef", "cuda::getCurrentCUDAStream", "full_like", "scalar_type", "zeros_like",
+    "MaybeOwned", "ArrayRef", "cuda::getCurrentCUDAStream", "scalar_type",
 }
 CPP_METHODS = {"matmul", "mm", "bmm", "addmm", "softmax", "log_softmax", "relu", "gelu", "sigmoid", "tanh",
                "sum", "mean", "amax", "amin", "var", "std", "norm", "layer_norm", "conv1d", "conv2d", "linear",

@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -141,7 +142,14 @@ def verify(
     result.device = ref_report.get("device_name", "")
 
     root = config.root()
-    work = root / "runs" / uuid.uuid4().hex
+    verdict_path = root / "verdicts" / f"{_verdict_key(reference_source, candidate_source, be, config)}.json"
+    if config.use_cache and verdict_path.exists():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            cached = VerificationResult.from_dict(json.loads(verdict_path.read_text()))
+            cached.notes = [*cached.notes, "cached verdict: unchanged source, same task and settings"]
+            cached.seconds = time.monotonic() - started
+            return _finish(cached, cached.gates, notify, started)
+    work = _scratch_root(root) / uuid.uuid4().hex
     work.mkdir(parents=True)
     try:
         cand_path = work / "candidate.py"
@@ -189,6 +197,7 @@ def verify(
                 if correct.passed:
                     gates.append(LatencyGate().evaluate(ev))
                     gates.append(ProfileGate().evaluate(ev))
+        _phase_seconds(gates, outcome.marks, outcome.seconds)
         lat = next((g for g in gates if g.name == "latency" and g.passed), None)
         if lat is not None:
             result.latency_ms = lat.detail.get("median_ms")
@@ -197,9 +206,49 @@ def verify(
             result.profile = prof.detail.get("top_ops", [])
         if be.interpreted:
             result.notes.append("interpreted: no latency")
-        return _finish(result, gates, notify, started)
+        result = _finish(result, gates, notify, started)
+        if outcome.exit_code == 0 and not outcome.timed_out:
+            _write_json_atomic(verdict_path, result.to_dict())
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:
+    """Each gate's time is the wall time of its phase in the child, as the parent saw the marks arrive."""
+    if not marks:
+        return
+    times = [(m.get("phase"), t) for t, m in marks]
+    end = marks[0][0] + total
+    spans: dict[str, float] = {}
+    for i, (phase, t) in enumerate(times):
+        nxt = times[i + 1][1] if i + 1 < len(times) else end
+        gate = _PHASE_TO_GATE.get(phase or "")
+        if gate:
+            spans[gate] = spans.get(gate, 0.0) + max(0.0, nxt - t)
+    for g in gates:
+        if g.name in spans and g.status != SKIP:
+            g.seconds = spans[g.name]
+
+
+def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
+    settings = {k: v for k, v in config.to_dict().items() if k not in {"use_cache", "build_root"}}
+    return _digest("verdict-v1", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+
+
+def _scratch_root(root: Path) -> Path:
+    """Run directories hold every trial's tensors: put them on tmpfs when there is one."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm / "evokernel-runs"
+    return root / "runs"
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
 
 
 def _safe(gate, ev: Evidence) -> GateResult:
@@ -225,9 +274,8 @@ def _finish(result: VerificationResult, gates: list[GateResult], notify: GateCal
     ordered = []
     for name in GATE_ORDER:
         g = by_name.get(name)
-        if g is None or failed:
-            if g is None or g.status != FAIL:
-                g = GateResult(name, SKIP, 0.0, "an earlier gate failed" if failed or any(
+        if (g is None or failed) and (g is None or g.status != FAIL):
+            g = GateResult(name, SKIP, 0.0, "an earlier gate failed" if failed or any(
                     x.status == FAIL for x in gates) else "not run")
         ordered.append(g)
         if g.status == FAIL:

@@ -37,7 +37,25 @@ SHIM_HEADER = """#pragma once
 #include <cmath>
 #include <vector>
 #include <algorithm>
-namespace torch { using namespace at; }
+namespace torch {
+using namespace at;
+using std::nullopt;
+using std::optional;
+using Dtype = at::ScalarType;
+constexpr auto kUInt8 = at::kByte;
+constexpr auto kInt8 = at::kChar;
+constexpr auto kInt16 = at::kShort;
+constexpr auto kInt32 = at::kInt;
+constexpr auto kInt64 = at::kLong;
+constexpr auto kFloat16 = at::kHalf;
+constexpr auto kFloat32 = at::kFloat;
+constexpr auto kFloat64 = at::kDouble;
+constexpr auto kF16 = kFloat16;
+constexpr auto kF32 = kFloat32;
+constexpr auto kF64 = kFloat64;
+constexpr auto kI32 = kInt32;
+constexpr auto kI64 = kInt64;
+}
 """
 
 FULL_PCH_HEADER = "#pragma once\n#include <torch/extension.h>\n"

@@ -25,8 +25,9 @@ def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype
         return Comparison(False, f"{label} has dtype {got_dtype}, expected {want_dtype}")
     if got.size == 0:
         return Comparison(True)
-    g = got.astype(np.float64, copy=False)
-    w = want.astype(np.float64, copy=False)
+    common = np.float32 if got.dtype == want.dtype == np.float32 else np.float64
+    g = got.astype(common, copy=False)
+    w = want.astype(common, copy=False)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(g - w)
         close = np.isclose(g, w, atol=atol, rtol=rtol, equal_nan=True)

@@ -35,6 +35,7 @@ class VerifyConfig:
     compare_compile: bool = False
     time_kernels: bool = True
     threads: int | None = None
+    use_cache: bool = True
     extra: dict = field(default_factory=dict)
 
     def seeds(self) -> list[int]:

@@ -129,7 +129,6 @@ class CompileGate(Gate):
     name = "compile"
 
     def evaluate(self, ev: Evidence) -> GateResult:
-        start = time.monotonic()
         cand = ev.candidate
         builds = cand.get("builds", [])
         seconds = sum(b.get("seconds", 0) for b in builds)
