@@ -218,12 +218,12 @@ def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:
     """Each gate's time is the wall time of its phase in the child, as the parent saw the marks arrive."""
     if not marks:
         return
-    times = [(m.get("phase"), t) for t, m in marks]
     end = marks[0][0] + total
     spans: dict[str, float] = {}
-    for i, (phase, t) in enumerate(times):
-        nxt = times[i + 1][1] if i + 1 < len(times) else end
-        gate = _PHASE_TO_GATE.get(phase or "")
+    gate = None
+    for i, (t, mark) in enumerate(marks):
+        gate = _PHASE_TO_GATE.get(mark.get("phase") or "", gate)
+        nxt = marks[i + 1][0] if i + 1 < len(marks) else end
         if gate:
             spans[gate] = spans.get(gate, 0.0) + max(0.0, nxt - t)
     for g in gates:

@@ -72,7 +72,10 @@ class CountingModule:
 
             def counted(*args, **kwargs):
                 counter["calls"] += 1
-                return attr(*args, **kwargs)
+                from torch.profiler import record_function
+
+                with record_function(f"kernel::{name}"):
+                    return attr(*args, **kwargs)
 
             counted.__name__ = name
             return counted

@@ -1,0 +1,53 @@
+"""Rich renderings shared by the commands: the gate table and speedup text."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from verifier.result import GATE_TITLES, VerificationResult
+
+LIGHTS = {"pass": ("●", "bold green"), "fail": ("●", "bold red"), "skip": ("○", "dim"), "running": ("◌", "yellow")}
+
+
+def gate_table(result: VerificationResult, title: str | None = None) -> Table:
+    """One row per gate: a light, the gate, its status, the time it took and the reason."""
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("", width=1)
+    table.add_column("gate", style="bold")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("reason / figures", overflow="fold")
+    for g in result.gates:
+        light, style = LIGHTS.get(g.status, ("?", ""))
+        reason = g.reason
+        if g.status == "pass" and g.name == "latency":
+            med = g.detail.get("median_ms")
+            ref = g.detail.get("reference_ms")
+            sp = g.detail.get("speedup")
+            reason = f"{med:.3f} ms (IQR {g.detail.get('iqr_ms', 0):.3f}, {g.detail.get('runs')} runs)"
+            if ref:
+                reason += f" vs eager {ref:.3f} ms → {sp:.2f}×"
+            if g.detail.get("speedup_vs_compile"):
+                reason += f", {g.detail['speedup_vs_compile']:.2f}× vs torch.compile"
+        elif g.status == "pass" and g.name == "correctness":
+            reason = f"{g.detail.get('trials')} trials, max abs err {g.detail.get('max_abs', 0):.2e}"
+        elif g.status == "pass" and g.name == "compile":
+            builds = g.detail.get("builds", [])
+            reason = ", ".join(f"{b['name']} ({'cached' if b.get('cache_hit') else b.get('layout')})" for b in builds)
+        elif g.status == "pass" and g.name == "profile":
+            top = g.detail.get("top_ops", [])[:3]
+            reason = ", ".join(f"{r['name']} {r['self_ms']:.2f} ms" for r in top)
+        table.add_row(Text(light, style=style), GATE_TITLES.get(g.name, g.name), Text(g.status, style=style),
+                      f"{g.seconds:.2f} s", reason)
+    return table
+
+
+def verdict_line(result: VerificationResult) -> Text:
+    if result.feasible:
+        sp = result.speedup
+        extra = f", {sp:.2f}× vs eager" if sp else ""
+        return Text(f"feasible{extra}", style="bold green")
+    failed = result.failed_gate
+    name = GATE_TITLES.get(failed.name, failed.name) if failed else "?"
+    return Text(f"not feasible: {name} failed", style="bold red")
