@@ -10,6 +10,7 @@ from evokernel_tui.screens.main import SessionScreen
 from evokernel_tui.screens.prompts import NumberPrompt
 from evokernel_tui.view import timeline, view_at
 from evokernel_tui.widgets.activity_log import ActivityLog
+from evokernel_tui.widgets.kernel_pane import KernelPane
 from evokernel_tui.widgets.mode_banner import ModeBanner
 
 
@@ -17,10 +18,10 @@ class ReplayScreen(SessionScreen):
     """Reads recorded events only; nothing here can reach a model or the verifier."""
 
     BINDINGS = [
-        Binding("left", "move(-1)", "Back"),
-        Binding("right", "move(1)", "Forward"),
-        Binding("home", "go_to(0)", "First", show=False),
-        Binding("end", "go_to(-1)", "Last", show=False),
+        Binding("left", "move(-1)", "Back", priority=True),
+        Binding("right", "move(1)", "Forward", priority=True),
+        Binding("home", "go_to(0)", "First", show=False, priority=True),
+        Binding("end", "go_to(-1)", "Last", show=False, priority=True),
         Binding("j", "jump", "Jump to step"),
     ]
 
@@ -32,6 +33,7 @@ class ReplayScreen(SessionScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.query_one(KernelPane).editor.read_only = True
         self.action_go_to(0)
 
     @property

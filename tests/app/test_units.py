@@ -1,0 +1,59 @@
+"""Pure pieces: theme persistence, the event fold, and lazy imports for a fast first paint."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from support import snapshot_events
+
+from evokernel_tui.themes import load_theme_name, next_theme, save_theme_name
+from evokernel_tui.view import fold, timeline, view_at
+from evokernel_tui.widgets.memory_table import q_cell
+
+
+def test_theme_round_trip_and_bad_file(config_dir):
+    assert load_theme_name() == "dark"
+    save_theme_name("high-contrast")
+    assert load_theme_name() == "high-contrast"
+    (config_dir / "tui.json").write_text("{not json")
+    assert load_theme_name() == "dark"
+    assert next_theme("high-contrast") == "dark"
+
+
+def test_fold_tracks_pending_accept_and_reject():
+    base = snapshot_events()
+    extra = [
+        {"kind": "kernel", "data": {"version": 3, "author": "model", "source": "v3"}, "step": 3},
+        {"kind": "pending_refinement", "data": {"version": 3, "gain": 1.5}, "step": 3},
+    ]
+    view = fold(base + extra)
+    assert view.pending == "v3" and view.best_version == 2
+    rejected = fold(base + extra + [{"kind": "rejected", "data": {"version": 3}, "step": 4}])
+    assert rejected.pending is None and rejected.source == rejected.versions[2]
+    accepted = fold(base + extra + [{"kind": "accepted", "data": {"version": 3}, "step": 4}])
+    assert accepted.pending is None and accepted.source == "v3" and accepted.best_version == 3
+
+
+def test_fold_values_points_and_timeline():
+    events = snapshot_events()
+    view = fold(events)
+    rows = {m.item_id: m for m in view.memories}
+    assert round(rows["seed-vec"].delta1, 2) == -0.12 and rows["seed-vec"].q1 == 0.30
+    assert [(p.step, p.feasible) for p in view.points] == [(2, True)]
+    assert view.speedup == 2.0 / 1.25
+    assert timeline(events) == [0, 1, 2]
+    assert view_at(events, 1).gates["compile"].state == "fail"
+
+
+def test_q_cell_shows_the_change():
+    assert q_cell(0.5, 0.12) == "0.50+.12"
+    assert q_cell(0.3, -0.1) == "0.30-.10"
+    assert q_cell(0.3, None) == "0.30" and q_cell(None, None) == "–"
+
+
+def test_app_import_is_light():
+    code = ("import sys, evokernel_tui.cli, evokernel_tui.app, evokernel_tui.commands.tui; "
+            "print(','.join(m for m in ('torch', 'litellm', 'verifier.api', 'core.session') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
