@@ -1,0 +1,107 @@
+"""Shared fixtures for the verifier tests.
+
+One build root per test session: the precompiled headers and the pybind TUs are built once and shared
+by every test that builds (honest: each test still compiles its own kernel source and runs it fresh).
+Dynamic hostile candidates share one extension name and one function signature, so after the first
+build each costs only its kernel TU and a link (~1.5 s).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from core.tasks import load_task
+from verifier import VerifyConfig
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+HOSTILE = CANDIDATES / "hostile"
+HONEST = CANDIDATES / "cpu"
+SHARED_EXT = "evk_test_shared"
+MARK = re.compile(r"HACK: ([\w-]+)")
+
+
+def hack_marks(source: str) -> list[tuple[str, int]]:
+    """(rule, line) for every `# HACK: rule` comment, in line order: what the scan must report."""
+    return [(m.group(1), i) for i, text in enumerate(source.splitlines(), 1) for m in MARK.finditer(text)]
+
+
+def shared_kernel(body: str, forward: str = "return _ext.kernel_forward(x)", prelude: str = "") -> str:
+    """A relu-task candidate whose C++ `kernel_forward(x)` has `body`; same name and flags every time."""
+    return f'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+{prelude}
+CPP = r"""
+#include <torch/extension.h>
+
+torch::Tensor kernel_forward(torch::Tensor x) {{
+{body}
+}}
+"""
+
+_ext = load_inline(
+    name="{SHARED_EXT}",
+    cpp_sources=[CPP],
+    functions=["kernel_forward"],
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        {forward}
+'''
+
+
+RELU_BODY = """    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    return out;"""
+
+
+@pytest.fixture(scope="session")
+def build_root(tmp_path_factory) -> Path:
+    """The session's build root, also exported as EVOKERNEL_BUILD_DIR for subprocesses."""
+    root = tmp_path_factory.mktemp("evk-builds")
+    old = os.environ.get("EVOKERNEL_BUILD_DIR")
+    os.environ["EVOKERNEL_BUILD_DIR"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("EVOKERNEL_BUILD_DIR", None)
+    else:
+        os.environ["EVOKERNEL_BUILD_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def make_config(build_root):
+    """Settings for real runs: no verdict cache, two trials, short timing (same everywhere, so the
+    reference run of each task is computed once per session)."""
+
+    def make(**overrides) -> VerifyConfig:
+        base = dict(build_root=str(build_root), use_cache=False, trials=2, warmup=1, min_reps=3, max_reps=10,
+                    min_time_s=0.05, run_timeout_s=120.0, build_timeout_s=240.0)
+        base.update(overrides)
+        return VerifyConfig(**base)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def kernel_source():
+    """`shared_kernel(body, forward=..., prelude=...)`: a candidate on the session's shared extension."""
+    return shared_kernel
+
+
+@pytest.fixture(scope="session")
+def task_source():
+    return lambda name: load_task(name).source

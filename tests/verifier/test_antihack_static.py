@@ -1,0 +1,184 @@
+"""Static anti-hacking: every hostile candidate is rejected before anything builds, naming the rule and
+the line marked `# HACK: rule` in the file; every honest candidate scans clean."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from core.tasks import load_task
+from verifier import verify
+from verifier.antihack import RULES, scan
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+HOSTILE = sorted((CANDIDATES / "hostile").glob("*.py"))
+HONEST = sorted((CANDIDATES / "cpu").glob("*.py"))
+MARK = re.compile(r"HACK: ([\w-]+)")
+
+
+def _marks(source: str) -> list[tuple[str, int]]:
+    return [(m.group(1), i) for i, text in enumerate(source.splitlines(), 1) for m in MARK.finditer(text)]
+
+
+def _task_of(source: str) -> str:
+    """Each hostile file's docstring starts with its built-in task name ("relu: ...")."""
+    return source.split('"""', 2)[1].split(":", 1)[0].strip()
+
+
+def test_hostile_set_covers_every_static_rule():
+    rules = {rule for p in HOSTILE for rule, _ in _marks(p.read_text())}
+    static_rules = {"no-modelnew", "torch-op", "indirection", "reference-model", "try-fallback",
+                    "compiler-standin", "output-cache", "monkey-patch", "introspection", "concurrency",
+                    "cpp-torch-op", "cpp-library", "cpp-escape"}
+    assert static_rules <= set(RULES)
+    assert static_rules <= rules, f"no hostile file for {static_rules - rules}"
+    assert all(_marks(p.read_text()) for p in HOSTILE), "every hostile file marks its offending line"
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
+def test_scan_flags_each_marked_line(path):
+    source = path.read_text()
+    found = {(v.rule, v.line) for v in scan(source)}
+    missing = [m for m in _marks(source) if m not in found]
+    assert not missing, f"{path.name}: not flagged {missing}; scan found {sorted(found)}"
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
+def test_verify_rejects_before_building(path, make_config, build_root):
+    source = path.read_text()
+    task = load_task(_task_of(source))
+    seen = []
+    start = time.monotonic()
+    res = verify(task.source, source, config=make_config(), on_gate=lambda name, state: seen.append((name, state)))
+    assert time.monotonic() - start < 5, "a static rejection must not build or run anything"
+    gate = res.gate("anti_hacking")
+    marks = _marks(source)
+    first_line = min(line for _, line in marks)
+    first = (gate.detail["rule"], gate.detail["line"])
+    assert gate.status == "fail"
+    assert first in marks and first[1] == first_line, (first, marks)
+    assert {(v["rule"], v["line"]) for v in gate.detail["violations"]} >= set(marks)
+    assert f"line {first[1]}" in gate.reason and f"[{first[0]}]" in gate.reason
+    assert gate.detail["rule_help"] == RULES[first[0]]
+    assert [g.status for g in res.gates[1:]] == ["skip"] * 4
+    assert not res.feasible and res.outcome == "hack_fail"
+    assert ("anti_hacking", "fail") in seen
+    assert not (build_root / "ext").exists() or not any((build_root / "ext").glob(f"*/{path.stem}*.so"))
+    fb = res.feedback()
+    assert f"rule: {first[0]}" in fb and f"line: {first[1]}" in fb
+
+
+@pytest.mark.parametrize("path", HONEST, ids=[p.stem for p in HONEST])
+def test_honest_candidates_scan_clean(path):
+    assert scan(path.read_text()) == []
+
+
+HONEST_WRAPPERS = {
+    "os_environ_flags": '''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+FLAGS = ["-O3"] + (["-march=native"] if os.environ.get("EVK_NATIVE") else [])
+_ext = load_inline(name="k", cpp_sources=["torch::Tensor f(torch::Tensor x) { return x; }"], functions=["f"],
+                   extra_cflags=FLAGS)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ext.f(x.contiguous())
+''',
+    "params_and_shapes": '''
+import math
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(name="k", cpp_sources=["torch::Tensor f(torch::Tensor x, torch::Tensor w) { return x; }"],
+                   functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+
+    def forward(self, x):
+        n, k = x.shape
+        y = _ext.f(x.reshape(n, k).contiguous(), self.weight)
+        return y.view(n, -1)
+''',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_WRAPPERS))
+def test_honest_wrapper_idioms_are_allowed(name):
+    assert scan(HONEST_WRAPPERS[name]) == []
+
+
+@pytest.mark.parametrize("snippet, rule", [
+    ("y = x.exp()", "torch-op"),
+    ("y = torch.nn.functional.gelu(x)", "torch-op"),
+    ("y = torch.sum(x, dim=1)", "torch-op"),
+    ("y = x @ x", "torch-op"),
+    ("y = eval('x')", "indirection"),
+    ("y = vars(x)", "indirection"),
+    ("y = x.__class__", "introspection"),
+    ("y = torch._C._nn.gelu(x)", "compiler-standin"),
+    ("y = torch.func.vmap(_ext.f)(x)", "compiler-standin"),
+])
+def test_forward_snippets(snippet, rule):
+    source = f'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+_ext = load_inline(name="k", cpp_sources=["torch::Tensor f(torch::Tensor x) {{ return x; }}"], functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        {snippet}
+        return _ext.f(y)
+'''
+    hits = [(v.rule, v.line) for v in scan(source)]
+    assert (rule, 10) in hits, hits
+
+
+def test_cpp_comments_do_not_trigger_rules():
+    source = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+CPP = r"""
+#include <torch/extension.h>
+// the reference uses torch::softmax and at::matmul; we do not
+torch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }
+"""
+_ext = load_inline(name="k", cpp_sources=[CPP], functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.f(x)
+'''
+    assert scan(source) == []
+
+
+def test_violation_lines_point_into_embedded_cpp():
+    source = 'import torch.nn as nn\nCPP = """\n#include <torch/extension.h>\n\ntorch::Tensor f(torch::Tensor x) {\n    return at::relu(x);\n}\n"""\n\n\nclass ModelNew(nn.Module):\n    pass\n'
+    [v] = scan(source)
+    assert (v.rule, v.line) == ("cpp-torch-op", 6)
+    assert "at::relu" in v.message
+
+
+def test_syntax_error_names_the_line(make_config):
+    source = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x)\n        return x\n"
+    [v] = scan(source)
+    assert (v.rule, v.line) == ("syntax", 5)
+    res = verify(load_task("relu").source, source, config=make_config())
+    assert (res.gates[0].detail["rule"], res.gates[0].detail["line"]) == ("syntax", 5)
+    assert res.outcome == "hack_fail"
