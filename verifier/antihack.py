@@ -39,6 +39,10 @@ RULES = {
     "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
     "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
     "cpp-escape": "the C++ code starts threads, processes or runs Python",
+    "gpu-stream": "side streams and events let GPU work run outside the timed stream",
+    "cuda-graph": "CUDA graph replay can return outputs captured earlier",
+    "unsynchronised-work": "the output was not ready on the current stream when forward returned",
+    "vendor-kernel": "a vendor library kernel (cuBLAS, cuDNN) ran in place of the custom kernel",
 }
 
 # torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
@@ -85,7 +89,12 @@ INTROSPECTION_ATTRS = {"__globals__", "__builtins__", "__subclasses__", "__code_
                        "__dict__", "__class__", "__bases__", "__mro__", "__reduce__", "__reduce_ex__",
                        "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames"}
 CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "signal",
-                       "pty", "socket", "sched", "os", "shutil", "sys", "time", "resource", "atexit"}
+                       "pty", "socket", "sched", "shutil", "resource", "atexit", "posix", "nt"}
+# os, sys and time are common in honest wrappers (os.environ for build flags); only these calls are banned.
+OS_ESCAPES = {"fork", "forkpty", "system", "popen", "spawnl", "spawnle", "spawnlp", "spawnv", "spawnve", "spawnvp",
+              "posix_spawn", "posix_spawnp", "_exit", "kill", "killpg", "execv", "execve", "execl", "execle",
+              "execlp", "execvp", "execvpe", "setsid", "abort", "register_at_fork", "dup2", "write", "open",
+              "remove", "unlink", "rename", "replace", "rmdir", "chdir"}
 PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
 
 CPP_ALLOWED = {
@@ -113,6 +122,18 @@ CPP_INCLUDES = re.compile(r"#\s*include\s*[<\"](cblas|mkl|dnnl|oneapi|cublas|cud
 CPP_ESCAPE = re.compile(r"\b(std::thread|std::async|pthread_create|fork\s*\(|vfork\s*\(|system\s*\(|popen\s*\(|"
                         r"execv\w*\s*\(|dlopen\s*\(|dlsym\s*\(|PyRun_\w+|PyImport_\w+|PyEval_\w+|py::module|"
                         r"py::eval|py::exec|getenv\s*\(|std::getenv)")
+CPP_GPU_STREAMS = re.compile(
+    r"\b(cudaStreamCreate\w*|cudaStreamNonBlocking|cudaStreamPerThread|cudaStreamAddCallback|cudaLaunchHostFunc|"
+    r"cudaEvent\w*|cuStreamCreate\w*|cuEvent\w*|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|"
+    r"CUDAStreamGuard|CUDAMultiStreamGuard|CUDAEvent)\b"
+)
+CPP_GPU_GRAPHS = re.compile(r"\b(cudaGraph\w*|cuGraph\w*|cudaStreamBeginCapture\w*|cudaStreamEndCapture|CUDAGraph)\b")
+VENDOR_LDFLAGS = re.compile(r"^-l\s*(cublas\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|curand\w*|nvblas|mkl\w*|"
+                            r"openblas|blas|cblas|dnnl|mkldnn)$")
+TORCH_CUDA_STREAMS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.Event", "torch.cuda.set_stream",
+                      "torch.cuda.ExternalStream", "torch.cuda.StreamContext", "torch.cuda._sleep", "torch.Stream",
+                      "torch.Event", "torch.cuda.streams")
+TORCH_CUDA_GRAPHS = ("torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables")
 CPP_OPS = re.compile(r"\b(?:torch|at)::((?:\w+::)*\w+)\s*\(")
 CPP_METHOD_CALL = re.compile(r"[\w\)\]]\s*\.\s*(\w+)\s*\(")
 
@@ -177,7 +198,8 @@ class _Scanner(ast.NodeVisitor):
             self.add("concurrency", node, f"import of {module} is not allowed in a candidate")
         elif module.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"import of {module}: compilers cannot stand in for the kernel")
-        elif root not in {"torch", "math", "typing", "__future__", "dataclasses", "collections", "triton", "os"}:
+        elif root not in {"torch", "math", "typing", "__future__", "dataclasses", "collections", "triton", "os", "sys",
+                          "time"}:
             self.add("indirection", node, f"import of {module}: only torch (and the backend's toolchain) may be imported")
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -196,6 +218,8 @@ class _Scanner(ast.NodeVisitor):
                 self.add("reference-model", node, f"imports Model from {module}")
             if alias.name == "*":
                 self.add("indirection", node, f"`from {module} import *` hides what is called")
+            if alias.name in INTROSPECTION_ATTRS:
+                self.add("introspection", node, f"`from {module} import {alias.name}` is not allowed in a candidate")
             self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
             if module:
                 self._check_module(node, f"{module}.{alias.name}")
@@ -308,7 +332,9 @@ class _Scanner(ast.NodeVisitor):
         if node.attr in INTROSPECTION_ATTRS:
             self.add("introspection", node, f".{node.attr} is not allowed in a candidate")
         full = self.resolve(node) or ""
-        if full.startswith(COMPILER_TORCH):
+        if self._check_gpu_name(node, full):
+            pass
+        elif full.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{full}: compilers and torch internals cannot stand in for the kernel")
         self.generic_visit(node)
 
@@ -332,6 +358,11 @@ class _Scanner(ast.NodeVisitor):
                 self.add("reference-model", node, "instantiates the reference Model")
         if name:
             self._check_torch_name(node, name)
+            head, _, leaf = name.rpartition(".")
+            if head == "os" and leaf in OS_ESCAPES:
+                self.add("concurrency", node, f"os.{leaf}() is not allowed in a candidate")
+            if head == "sys" and leaf in {"exit", "settrace", "setprofile", "_getframe", "addaudithook"}:
+                self.add("introspection", node, f"sys.{leaf}() is not allowed in a candidate")
         if isinstance(func, ast.Attribute) and self.in_forward():
             base = _dotted(func.value) or ""
             ext_call = base in self.ext_names or (base.startswith("self.") and base[5:] in self.self_ext)
@@ -345,8 +376,18 @@ class _Scanner(ast.NodeVisitor):
                 self.add("torch-op", node, f"calling self.{func.attr} ({layer}) runs torch's kernel, not a custom one")
         self.generic_visit(node)
 
+    def _check_gpu_name(self, node: ast.AST, name: str) -> bool:
+        """Streams, events and CUDA graphs: ways to hide work from the timed stream or replay outputs."""
+        if name.startswith(TORCH_CUDA_GRAPHS):
+            self.add("cuda-graph", node, f"{name}: CUDA graph replay can return captured outputs; launch the kernel")
+            return True
+        if name.startswith(TORCH_CUDA_STREAMS):
+            self.add("gpu-stream", node, f"{name}: launch on the current stream; side streams and events are not allowed")
+            return True
+        return False
+
     def _check_torch_name(self, node: ast.AST, name: str) -> None:
-        if not name.startswith("torch"):
+        if not name.startswith("torch") or self._check_gpu_name(node, name):
             return
         if name.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{name}: compilers cannot stand in for the kernel")
@@ -360,8 +401,7 @@ class _Scanner(ast.NodeVisitor):
             if self.in_forward():
                 self.add("torch-op", node, f"{name} built inside forward runs torch's kernel")
             return
-        if name.startswith("torch.cuda.") and parts[2] in {"Stream", "Event", "stream", "set_stream", "current_stream",
-                                                             "default_stream", "synchronize"}:
+        if name.startswith("torch.cuda.") and parts[2] in {"current_stream", "default_stream", "synchronize"}:
             return
         self.add("torch-op", node, f"{name} does the work in torch; compute it in the custom kernel")
 
@@ -391,6 +431,12 @@ def scan_cpp(base_line: int, code: str) -> list[Violation]:
     for m in CPP_LIBRARIES.finditer(clean):
         out.append(Violation("cpp-library", _cpp_line(base_line, clean, m.start()),
                              f"{m.group(1)} does the work in a vendor library"))
+    for m in CPP_GPU_STREAMS.finditer(clean):
+        out.append(Violation("gpu-stream", _cpp_line(base_line, clean, m.start()),
+                             f"{m.group(1)}: launch on at::cuda::getCurrentCUDAStream(); own streams and events are not allowed"))
+    for m in CPP_GPU_GRAPHS.finditer(clean):
+        out.append(Violation("cuda-graph", _cpp_line(base_line, clean, m.start()),
+                             f"{m.group(1)}: CUDA graph replay can return captured outputs"))
     for m in CPP_ESCAPE.finditer(clean):
         out.append(Violation("cpp-escape", _cpp_line(base_line, clean, m.start()), f"{m.group(1).strip('( ')} is not allowed"))
     for m in CPP_OPS.finditer(clean):
@@ -407,6 +453,13 @@ def scan_cpp(base_line: int, code: str) -> list[Violation]:
     return out
 
 
+def _vendor_ldflags(tree: ast.Module) -> list[Violation]:
+    """Linker flags that pull in a vendor library (`-lcublas` in extra_ldflags)."""
+    return [Violation("cpp-library", node.lineno, f"linking {node.value.strip()} brings in a vendor library")
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and VENDOR_LDFLAGS.match(node.value.strip())]
+
+
 def scan(source: str, backend: str = "cpu") -> list[Violation]:
     """All static violations, sorted by line; an empty list means the gate's static part passes."""
     try:
@@ -420,6 +473,7 @@ def scan(source: str, backend: str = "cpu") -> list[Violation]:
         violations.append(Violation("no-modelnew", 1, "define class ModelNew(nn.Module) with the same __init__ arguments as Model"))
     for line, code in _embedded_sources(tree):
         violations.extend(scan_cpp(line, code))
+    violations.extend(_vendor_ldflags(tree))
     unique: dict[tuple[str, int], Violation] = {}
     for v in violations:
         unique.setdefault((v.rule, v.line), v)

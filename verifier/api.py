@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -57,8 +58,10 @@ def _job(mode: str, ref_path: Path, cand_path: Path | None, backend: Backend, co
     }
 
 
-def _limits(config: VerifyConfig, wall_s: float) -> Limits:
-    return Limits(wall_s=wall_s, memory_bytes=int(config.memory_gb * 1024**3), max_processes=config.max_processes)
+def _limits(config: VerifyConfig, wall_s: float, backend: Backend | None = None) -> Limits:
+    """CUDA reserves far more address space than it uses, so GPU runs get no RLIMIT_AS (-1: unlimited)."""
+    memory = -1 if backend is not None and backend.device == "cuda" else int(config.memory_gb * 1024**3)
+    return Limits(wall_s=wall_s, memory_bytes=memory, max_processes=config.max_processes)
 
 
 def _harness_argv(job_dir: Path) -> list[str]:
@@ -85,7 +88,7 @@ def reference_run(reference_source: str, backend: Backend, config: VerifyConfig)
         ref_path = work / "reference.py"
         ref_path.write_text(reference_source)
         (work / "job.json").write_text(json.dumps(_job("reference", ref_path, None, backend, config, root)))
-        outcome = run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s * 3),
+        outcome = run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s * 3, backend),
                                 env={**_base_env(), **backend.child_env()})
         try:
             report = json.loads((work / "out" / "report.json").read_text())
@@ -126,6 +129,8 @@ def verify(
     started = time.monotonic()
     be = get_backend(backend)
     be.check_available()
+    if be.interpreted:
+        config = dataclasses.replace(config, time_kernels=False)
     result = VerificationResult(backend=be.name, gates=[], source_hash=source_hash(candidate_source))
 
     hack = AntiHackingGate()
@@ -168,7 +173,7 @@ def verify(
                 notify(gate, "running")
 
         outcome = run_sandboxed(_harness_argv(work), work,
-                                _limits(config, config.build_timeout_s + config.run_timeout_s),
+                                _limits(config, config.build_timeout_s + config.run_timeout_s, be),
                                 env={**_base_env(), **be.child_env()}, on_mark=on_mark)
         try:
             cand_report = json.loads((work / "out" / "report.json").read_text())

@@ -106,6 +106,10 @@ class AntiHackingGate(Gate):
         clock = _clock_check(cand, ev.marks)
         if clock:
             found.append(Violation("clock", 0, clock))
+        if ev.candidate.get("gpu_probes") is not None:
+            from verifier.gpu_timing import gpu_findings
+
+            found.extend(Violation(rule, 0, msg) for rule, msg in gpu_findings(cand, ev.reference, ev.marks))
         if found:
             return self._fail(start, found)
         return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops)

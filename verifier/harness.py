@@ -90,8 +90,22 @@ def _snapshot(torch) -> dict[str, int]:
                  if not k.startswith("_")})
     snap.update({f"time.{k}": id(getattr(time, k)) for k in ("perf_counter", "perf_counter_ns", "time",
                                                               "monotonic", "monotonic_ns", "process_time")})
+    snap.update(_cuda_snapshot(torch))
     snap["torch.Tensor.__eq__"] = id(torch.Tensor.__eq__)
     snap["torch.Tensor.__sub__"] = id(torch.Tensor.__sub__)
+    return snap
+
+
+def _cuda_snapshot(torch) -> dict[str, int]:
+    """The CUDA entry points that timing and synchronisation rely on (streams, events, sync)."""
+    if not torch.cuda.is_available():
+        return {}
+    snap = {f"torch.cuda.{k}": id(getattr(torch.cuda, k, None)) for k in (
+        "Event", "Stream", "synchronize", "current_stream", "default_stream", "set_stream", "stream")}
+    snap.update({f"torch.cuda.Event.{k}": id(getattr(torch.cuda.Event, k, None))
+                 for k in ("record", "elapsed_time", "synchronize", "query", "wait")})
+    snap.update({f"torch.cuda.Stream.{k}": id(getattr(torch.cuda.Stream, k, None))
+                 for k in ("synchronize", "query", "wait_stream", "wait_event", "record_event")})
     return snap
 
 
@@ -133,7 +147,8 @@ def _top_ops(prof, limit: int = 15) -> list[dict]:
     for evt in prof.key_averages():
         self_us = getattr(evt, "self_device_time_total", 0) or 0
         self_us = max(self_us, getattr(evt, "self_cpu_time_total", 0) or 0)
-        rows.append({"name": evt.key, "self_ms": self_us / 1000.0, "calls": int(evt.count)})
+        on_device = str(getattr(evt, "device_type", "")).endswith(("CUDA", "PrivateUse1"))
+        rows.append({"name": evt.key, "self_ms": self_us / 1000.0, "calls": int(evt.count), "device_kernel": on_device})
     rows.sort(key=lambda r: r["self_ms"], reverse=True)
     return rows[:limit]
 
@@ -181,7 +196,11 @@ def run(job_dir: Path, report: dict) -> dict:
     report["torch"] = torch.__version__
     if device == "cuda":
         report["device_name"] = torch.cuda.get_device_name()
+        from verifier.gpu_timing import L2_FLUSH_BYTES, CudaClock
+
+        gpu_clock = CudaClock(torch, int(job.get("l2_flush_bytes", L2_FLUSH_BYTES)))
     else:
+        gpu_clock = None
         import platform
 
         report["device_name"] = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
@@ -224,6 +243,7 @@ def run(job_dir: Path, report: dict) -> dict:
     persistent = None
     threads_before = threading.active_count()
     calls_per_trial = []
+    gpu_probes = []
     with torch.no_grad():
         for i, seed in enumerate(seeds):
             torch.manual_seed(seed)
@@ -242,9 +262,11 @@ def run(job_dir: Path, report: dict) -> dict:
             inputs = persistent
             before_calls = counter["calls"]
             out = model(*inputs)
+            outs = _as_outputs(torch, out)
+            if gpu_clock is not None:
+                gpu_probes.append(gpu_clock.probe(outs))
             _sync(torch, device)
             calls_per_trial.append(counter["calls"] - before_calls)
-            outs = _as_outputs(torch, out)
             trial = {"seed": seed, "outputs": [], "inputs": []}
             for j, o in enumerate(outs):
                 trial["outputs"].append(_save(torch, np, out_dir / f"t{i}_out{j}.npy", o))
@@ -258,6 +280,8 @@ def run(job_dir: Path, report: dict) -> dict:
             trials.append(trial)
         report["trials"] = trials
         report["kernel_calls"] = calls_per_trial
+        if gpu_clock is not None:
+            report["gpu_probes"] = gpu_probes
         report["threads_after_forward"] = threading.active_count() - threads_before
         report["patched_after_forward"] = _patched(before, _snapshot(torch)) if job["mode"] == "candidate" else []
         report["reference_tripwire"] = ReferenceTripwire.hits
@@ -275,7 +299,14 @@ def run(job_dir: Path, report: dict) -> dict:
 
         report["phase"] = "latency"
         progress.mark("latency")
-        if job.get("time", True):
+        if job.get("time", True) and gpu_clock is not None:
+            report.update(gpu_clock.time_calls(model, inputs, job.get("warmup", 3), job.get("gpu_min_reps", 50),
+                                               job.get("gpu_max_reps", 1000), job.get("min_time_s", 0.3), progress))
+            if job["mode"] == "reference" and job.get("compare_compile"):
+                compiled = torch.compile(model)
+                report["compiled_times_ms"] = gpu_clock.time_calls(compiled, inputs, 3, 20, 200, 0.3,
+                                                                   progress)["times_ms"]
+        elif job.get("time", True):
             times = _time_calls(torch, model, inputs, device, job.get("warmup", 3), job.get("min_reps", 5),
                                 job.get("max_reps", 50), job.get("min_time_s", 0.3), progress)
             report["times_ms"] = times
