@@ -874,7 +874,8 @@ def _slug(name: str) -> str:
 
 def _hit_dict(hit: Any) -> dict[str, Any]:
     item = hit.item
-    return {"id": item.id, "kind": item.kind, "title": item.title, "similarity": hit.similarity,
+    return {"id": item.id, "kind": item.kind, "title": item.title, "text": item.text, "q1": item.q1, "q2": item.q2,
+            "visits1": item.visits1, "visits2": item.visits2, "similarity": hit.similarity,
             "value": hit.value, "exploration": hit.exploration, "score": hit.score}
 
 

@@ -37,7 +37,7 @@ class GateView:
 class MemoryView:
     """One retrieved memory row; `delta1`/`delta2` hold the last change of Q1/Q2 from a reward.
 
-    Q values are None when unknown (a recorded `retrieved` event carries ids and scores, not values).
+    Q values are None when unknown (recordings made before `retrieved` events carried item values).
     """
 
     item_id: str

@@ -283,48 +283,58 @@ class InlineBuilder:
             tmp = shim.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(SHIM_HEADER)
             os.replace(tmp, shim)
-        pch_dir = self._pch("evk_shim", SHIM_HEADER, cflags, deadline)
-        kernel = out_dir / "kernel.cpp"
-        kernel.write_text('#include "evk_shim.h"\n' + source + "\n")
-        kobj = out_dir / "kernel.o"
-        kcmd = [_compiler(), "-I", str(pch_dir), "-I", str(shim_dir), *self._base_flags(), *cflags,
-                "-c", str(kernel), "-o", str(kobj)]
-        bobj = self._binding_object(name, fns, decls, deadline)
-        code, log = _run(kcmd, out_dir, max(1.0, deadline - time.monotonic()))
-        if code != 0:
-            diags = parse_diagnostics(log, line_offset=1)
-            raise BuildError(first_error(diags, log), diags, log)
+        # The bindings compile in the background while the kernel (and, once, its PCH) compiles: two cores.
+        with self._binding_object(name, fns, decls, deadline) as bobj:
+            pch_dir = self._pch("evk_shim", SHIM_HEADER, cflags, deadline)
+            kernel = out_dir / "kernel.cpp"
+            kernel.write_text('#include "evk_shim.h"\n' + source + "\n")
+            kobj = out_dir / "kernel.o"
+            kcmd = [_compiler(), "-I", str(pch_dir), "-I", str(shim_dir), *self._base_flags(), *cflags,
+                    "-c", str(kernel), "-o", str(kobj)]
+            code, log = _run(kcmd, out_dir, max(1.0, deadline - time.monotonic()))
+            if code != 0:
+                diags = parse_diagnostics(log, line_offset=1)
+                raise BuildError(first_error(diags, log), diags, log)
         self._link([kobj, bobj], ldflags + _omp_ld(cflags), so_path, deadline)
 
-    def _binding_object(self, name: str, fns: list[str], decls: list[str], deadline: float) -> Path:
-        """The pybind11 TU, cached by module name and signatures only."""
+    @contextlib.contextmanager
+    def _binding_object(self, name: str, fns: list[str], decls: list[str], deadline: float):
+        """The pybind11 TU, cached by module name and signatures only; built concurrently with the kernel.
+
+        Yields the object's path; on leaving the block, waits for the compiler and checks it.
+        """
         bflags = ["-O1"]
         key = _digest(name, decls, bflags, self._env_key)
         d = self.root / "bind" / key
         obj = d / "bind.o"
         if obj.exists():
-            return obj
-        with _locked(self.root / "bind" / f"{key}.lock"):
-            if obj.exists():
-                return obj
-            d.mkdir(parents=True, exist_ok=True)
-            pch_dir = self._pch("evk_full", FULL_PCH_HEADER, bflags, deadline)
-            src = d / "bind.cpp"
-            src.write_text(
-                '#include "evk_full.h"\n' + "\n".join(decls) + "\n" + _bindings(name, fns)
-            )
-            tmp = d / f"bind.o.tmp{os.getpid()}"
-            code, log = _run(
-                [_compiler(), "-I", str(pch_dir), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={name}",
-                 "-c", str(src), "-o", str(tmp)],
-                d,
-                max(1.0, deadline - time.monotonic()),
-            )
-            if code != 0:
-                diags = parse_diagnostics(log)
-                raise BuildError("the Python bindings failed to build: " + first_error(diags, log), diags, log)
-            os.replace(tmp, obj)
-        return obj
+            yield obj
+            return
+        d.mkdir(parents=True, exist_ok=True)
+        src = d / "bind.cpp"
+        src.write_text("#include <torch/extension.h>\n" + "\n".join(decls) + "\n" + _bindings(name, fns))
+        tmp = d / f"bind.o.tmp{os.getpid()}"
+        cmd = [_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={name}", "-c", str(src), "-o", str(tmp)]
+        try:
+            proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except OSError as exc:
+            raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
+        try:
+            yield obj
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
+        try:
+            log, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.communicate()
+            raise BuildError("the Python bindings timed out while building", [], "") from exc
+        if proc.returncode != 0:
+            diags = parse_diagnostics(log)
+            raise BuildError("the Python bindings failed to build: " + first_error(diags, log), diags, log)
+        os.replace(tmp, obj)
 
     def _build_single(self, name, source, fns, cflags, ldflags, out_dir, so_path, deadline) -> None:
         pch_dir = self._pch("evk_full", FULL_PCH_HEADER, cflags, deadline)

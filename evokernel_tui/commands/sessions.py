@@ -97,11 +97,17 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
 @DIR_OPTION
 @click.option("--reverify", is_flag=True, help="Verify every recorded kernel again on this machine and report differences.")
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines, then a summary line.")
-def replay(session_ref, sessions_dir, reverify, as_json) -> None:
+@click.option("--tui", "in_app", is_flag=True, help="Open the recording in the app's replay mode (←/→ to move).")
+def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
     """Re-emit SESSION's recorded events in order and print a summary."""
     console = Console()
     try:
         path = find_session(session_ref, sessions_root(sessions_dir))
+        if in_app:
+            from evokernel_tui.commands.tui import run_replay
+
+            run_replay(path)
+            return
         if as_json:
             replay_events(path, on_event=lambda ev: click.echo(json.dumps(ev.to_dict(), default=str)))
         else:
