@@ -1,0 +1,832 @@
+"""`evokernel bench`: the draft -> refine loop over a suite of tasks, with one shared memory bank.
+
+Each task is its own session under `OUT/sessions/`, named by its position in the (fixed) task order,
+so a rerun with the same `OUT` finds them: recorded tasks are skipped and a task that was running
+when the bench stopped is reopened and continued. `OUT/bench.json` (settings + one `TaskOutcome` per
+finished task) is rewritten atomically after every task.
+
+The metrics are pure functions over `TaskOutcome` records (KernelBench's compile rate, correctness
+and fast_p, a geometric-mean speedup, and the median in-task refine speedup of EvoKernel), so a
+report can be recomputed from `bench.json` alone, and `replay_bench` recomputes one on this
+machine's hardware from recorded sessions without any model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.executors import executor_verify, verify_job
+from core.llm import SCRIPTED_PREFIX, ModelConfig, ModelError, ScriptedModel, make_client
+from core.session import Budgets, Session, SessionError
+from core.tasks import Task, TaskError, builtin_tasks, load_task
+from verifier.result import VerificationResult
+
+BENCH_FORMAT = 1
+FAST_PS = (0.0, 1.0, 1.5, 2.0)
+RETRIEVAL_MODES = ("value", "similarity", "random")
+#: settings that must match for a rerun into the same folder to count as a resume
+RESUME_KEYS = ("suite", "backend", "model", "draft_steps", "refine_steps", "retrieval", "mode")
+
+
+class BenchError(Exception):
+    """A bench that cannot start or continue; the message is one line saying what to do."""
+
+
+# -------------------------------------------------------------------- records
+
+@dataclass
+class TaskOutcome:
+    """What one task's session achieved: the record every metric is computed from."""
+
+    task: str
+    level: int
+    compiled: bool = False
+    feasible: bool = False
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    first_feasible_ms: float | None = None
+    best_ms: float | None = None
+    tokens: int = 0
+    cost: float | None = 0.0
+    category: str = ""
+    kernels: int = 0
+    session: str = ""
+    seconds: float = 0.0
+    device: str = ""
+    error: str = ""
+
+    @property
+    def refine_speedup(self) -> float | None:
+        """Best refined latency over the first feasible draft's latency (1.0 when refining found nothing faster)."""
+        if self.feasible and self.first_feasible_ms and self.best_ms:
+            return self.first_feasible_ms / self.best_ms
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskOutcome:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class LevelSummary:
+    """The report row of one level (or of all tasks, `level=None`)."""
+
+    level: int | None
+    tasks: int
+    compile_rate: float
+    correct_rate: float
+    fast: dict[str, float]
+    fast_vs_compile: dict[str, float] | None
+    geomean_speedup: float | None
+    median_refine_speedup: float | None
+    tokens: int
+    cost: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -------------------------------------------------------------------- metrics (pure)
+
+def compile_rate(outcomes: Sequence[TaskOutcome]) -> float:
+    """Share of tasks where at least one kernel compiled."""
+    return sum(o.compiled for o in outcomes) / len(outcomes) if outcomes else 0.0
+
+
+def correct_rate(outcomes: Sequence[TaskOutcome]) -> float:
+    """Share of tasks with a feasible (correct, honest) kernel."""
+    return sum(o.feasible for o in outcomes) / len(outcomes) if outcomes else 0.0
+
+
+def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager") -> float | None:
+    """KernelBench's fast_p: share of all tasks that are correct and more than p times faster.
+
+    `against="compile"` uses the speedup over torch.compile; None when no task measured it.
+    fast_0 is the correctness rate (a correct kernel counts even if its latency was not measured).
+    """
+    if not outcomes:
+        return 0.0
+    attr = "speedup" if against == "eager" else "speedup_vs_compile"
+    if against != "eager" and not any(o.feasible and o.speedup_vs_compile is not None for o in outcomes):
+        return None
+    hits = 0
+    for o in outcomes:
+        value = getattr(o, attr)
+        if o.feasible and (p <= 0 or (value is not None and value > p)):
+            hits += 1
+    return hits / len(outcomes)
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def geomean_speedup(outcomes: Sequence[TaskOutcome]) -> float | None:
+    """Geometric mean of the speedup over eager, over correct tasks with a measured latency."""
+    return geomean(o.speedup for o in outcomes if o.feasible and o.speedup)
+
+
+def median_refine_speedup(outcomes: Sequence[TaskOutcome]) -> float | None:
+    """Median over correct tasks of (first feasible draft's latency / best latency), as in EvoKernel."""
+    ratios = [o.refine_speedup for o in outcomes if o.refine_speedup is not None]
+    return statistics.median(ratios) if ratios else None
+
+
+def total_cost(outcomes: Sequence[TaskOutcome]) -> float | None:
+    """Summed cost; None when any task's cost is unknown."""
+    if any(o.cost is None for o in outcomes):
+        return None
+    return sum(o.cost or 0.0 for o in outcomes)
+
+
+def _p_key(p: float) -> str:
+    return f"{p:g}"
+
+
+def summarise(outcomes: Sequence[TaskOutcome], level: int | None = None) -> LevelSummary:
+    vs_compile = {_p_key(p): fast_p(outcomes, p, "compile") for p in FAST_PS}
+    return LevelSummary(
+        level=level,
+        tasks=len(outcomes),
+        compile_rate=compile_rate(outcomes),
+        correct_rate=correct_rate(outcomes),
+        fast={_p_key(p): fast_p(outcomes, p) for p in FAST_PS},
+        fast_vs_compile=None if all(v is None for v in vs_compile.values()) else vs_compile,
+        geomean_speedup=geomean_speedup(outcomes),
+        median_refine_speedup=median_refine_speedup(outcomes),
+        tokens=sum(o.tokens for o in outcomes),
+        cost=total_cost(outcomes),
+    )
+
+
+def summarise_levels(outcomes: Sequence[TaskOutcome]) -> list[LevelSummary]:
+    """One row per level present, then the row over all tasks (level None)."""
+    levels = sorted({o.level for o in outcomes})
+    rows = [summarise([o for o in outcomes if o.level == lv], lv) for lv in levels]
+    return [*rows, summarise(outcomes, None)]
+
+
+def best_attempt(results: Sequence[VerificationResult | None]) -> int | None:
+    """Index of the kernel the headless loop ends with: the fastest feasible one, else the first feasible.
+
+    The loop accepts the first feasible draft and then only strictly faster refinements, so this is
+    the same kernel the loop accepted; replay uses it to pick the best kernel on new hardware.
+    """
+    feasible = [i for i, r in enumerate(results) if r is not None and r.feasible]
+    if not feasible:
+        return None
+    timed = [i for i in feasible if results[i].latency_ms is not None]
+    if not timed:
+        return feasible[0]
+    return min(timed, key=lambda i: (results[i].latency_ms, i))
+
+
+def outcome_from_results(task: str, level: int, results: Sequence[VerificationResult | None], *,
+                         tokens: int = 0, cost: float | None = 0.0, category: str = "", session: str = "",
+                         seconds: float = 0.0) -> TaskOutcome:
+    """A task's outcome from its kernels' results, in the order they were written."""
+    best_i = best_attempt(results)
+    first = next((r for r in results if r is not None and r.feasible), None)
+    best = results[best_i] if best_i is not None else None
+    compiled = any(r is not None and (g := r.gate("compile")) is not None and g.passed for r in results)
+    device = next((r.device for r in results if r is not None and r.device), "")
+    return TaskOutcome(
+        task=task, level=level, compiled=compiled, feasible=best is not None,
+        speedup=best.speedup if best else None,
+        speedup_vs_compile=best.speedup_vs_compile if best else None,
+        first_feasible_ms=first.latency_ms if first else None,
+        best_ms=best.latency_ms if best else None,
+        tokens=tokens, cost=cost, category=category, kernels=len(results), session=session,
+        seconds=seconds, device=device,
+    )
+
+
+# -------------------------------------------------------------------- task selection
+
+def parse_levels(text: str | None) -> list[int] | None:
+    """`"1,2"` -> [1, 2]; None or empty -> None (every level)."""
+    if not text or not text.strip():
+        return None
+    try:
+        levels = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise BenchError(f"--levels takes numbers separated by commas (e.g. 1,2), not {text!r}") from None
+    if any(lv < 1 for lv in levels):
+        raise BenchError("levels start at 1")
+    return levels
+
+
+def parse_names(values: Iterable[str] | None) -> list[str]:
+    """`--tasks a,b --tasks c` -> [a, b, c]."""
+    return [n.strip() for v in (values or []) for n in v.split(",") if n.strip()]
+
+
+def select_tasks(suite: str = "builtin", *, kernelbench: str | Path | None = None, levels: list[int] | None = None,
+                 names: list[str] | None = None) -> list[Task]:
+    """The tasks to run, in a fixed order: level, then suite order (index / problem number / file name)."""
+    if kernelbench is not None:
+        tasks = _kernelbench_tasks(Path(kernelbench), levels or [1, 2, 3])
+    elif suite == "builtin":
+        tasks = builtin_tasks()
+    else:
+        tasks = _folder_tasks(Path(suite).expanduser())
+    if levels:
+        tasks = [t for t in tasks if t.level in levels]
+    if names:
+        tasks = _filter_names(tasks, names)
+    tasks = sorted(tasks, key=lambda t: t.level)  # stable: keeps the suite's own order within a level
+    if not tasks:
+        raise BenchError("no tasks selected; check --levels and --tasks (see `evokernel tasks`)")
+    return tasks
+
+
+def _filter_names(tasks: list[Task], names: list[str]) -> list[Task]:
+    def matches(t: Task, n: str) -> bool:
+        return t.name == n or (n.isdigit() and t.name.split("_", 1)[0] == n)
+
+    unknown = [n for n in names if not any(matches(t, n) for t in tasks)]
+    if unknown:
+        raise BenchError(f"unknown task(s) in --tasks: {', '.join(unknown)}; see `evokernel tasks` for names")
+    return [t for t in tasks if any(matches(t, n) for n in names)]
+
+
+def _kernelbench_tasks(root: Path, levels: list[int]) -> list[Task]:
+    if not root.is_dir():
+        raise BenchError(f"KernelBench directory {root} does not exist")
+    tasks: list[Task] = []
+    for lv in levels:
+        level_dir = next((d for d in (root / f"level{lv}", root / "KernelBench" / f"level{lv}") if d.is_dir()), None)
+        if level_dir is None:
+            continue
+        numbered = []
+        for f in level_dir.glob("*.py"):
+            m = re.match(r"(\d+)_", f.name)
+            if m:
+                numbered.append((int(m.group(1)), f))
+        for problem, _ in sorted(numbered):
+            try:
+                tasks.append(load_task(kernelbench=root, level=lv, problem=problem))
+            except TaskError as exc:
+                raise BenchError(str(exc)) from None
+    if not tasks:
+        raise BenchError(f"no KernelBench problems for levels {levels} under {root} (expected level1/1_*.py ...)")
+    return tasks
+
+
+def _folder_tasks(path: Path) -> list[Task]:
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(path.rglob("*.py"), key=lambda f: (f.parent.name, f.name))
+    else:
+        raise BenchError(f"--suite {path}: no such folder; use `builtin`, a folder of task files, or --kernelbench DIR")
+    tasks = []
+    for f in files:
+        if f.name.startswith("_"):
+            continue
+        try:
+            tasks.append(load_task(str(f)))
+        except TaskError as exc:
+            raise BenchError(str(exc)) from None
+    return tasks
+
+
+# -------------------------------------------------------------------- models
+
+class BoundedClient:
+    """A model client whose calls wait on a shared semaphore: many tasks, at most N calls in flight."""
+
+    def __init__(self, client: Any, slots: threading.Semaphore):
+        self.client, self.slots = client, slots
+        self.name = getattr(client, "name", type(client).__name__)
+
+    def complete(self, messages: list[dict[str, str]], on_token: Any = None) -> Any:
+        with self.slots:
+            return self.client.complete(messages, on_token=on_token)
+
+
+class ModelSource:
+    """Gives each task its model: one litellm config for all, or canned replies.
+
+    A `scripted:FILE.json` file holds a list of replies (each task replays it from the start) or
+    `{"tasks": {"relu": [...], ...}, "replies": [...]}` (per-task replies; `replies` for the rest).
+    """
+
+    def __init__(self, config: ModelConfig, max_concurrent: int = 4):
+        self.config = config
+        self.slots = threading.Semaphore(max(1, max_concurrent))
+        self._scripts: dict[str, Any] | None = None
+        if config.model.startswith(SCRIPTED_PREFIX):
+            path = Path(config.model[len(SCRIPTED_PREFIX):]).expanduser()
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise BenchError(f"cannot read scripted replies from {path}: {exc}") from None
+            if isinstance(data, list):
+                data = {"replies": data}
+            if not isinstance(data, dict) or not isinstance(data.get("tasks", {}), dict):
+                raise BenchError(f"{path} must hold a list of replies or {{\"tasks\": {{name: [replies]}}}}")
+            self._scripts = {"tasks": data.get("tasks", {}), "replies": data.get("replies"),
+                             "source": str(path.resolve()), "name": f"{SCRIPTED_PREFIX}{path.name}"}
+
+    @property
+    def name(self) -> str:
+        return self.config.model
+
+    def for_task(self, task: str, position: int = 0) -> ModelConfig | ScriptedModel:
+        """What `Session.create` records (so `evokernel resume` can rebuild the model)."""
+        if self._scripts is None:
+            return self.config
+        replies = self._scripts["tasks"].get(task, self._scripts["replies"])
+        if replies is None:
+            raise BenchError(f"the scripted replies have none for task {task} (and no default `replies` list)")
+        return ScriptedModel(list(replies), position=position, source=self._scripts["source"], name=self._scripts["name"])
+
+    def client(self, task: str, position: int = 0) -> BoundedClient:
+        return BoundedClient(make_client(self.for_task(task, position)), self.slots)
+
+
+# -------------------------------------------------------------------- the bench file
+
+def bench_path(out: Path) -> Path:
+    return Path(out) / "bench.json"
+
+
+def load_bench(path: Path | str) -> dict[str, Any]:
+    """A bench.json (or the folder holding one), checked for format."""
+    p = Path(path)
+    if p.is_dir():
+        p = bench_path(p)
+    if not p.exists():
+        raise BenchError(f"{p} does not exist; pass a bench output folder or its bench.json")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchError(f"cannot read {p}: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != "evokernel-bench":
+        raise BenchError(f"{p} is not an evokernel bench file")
+    if data.get("format", 0) > BENCH_FORMAT:
+        raise BenchError(f"{p} was written by a newer evokernel (format {data['format']}); upgrade to read it")
+    return data
+
+
+def outcomes_of(data: dict[str, Any], key: str = "outcomes") -> list[TaskOutcome]:
+    return [TaskOutcome.from_dict(d) for d in data.get(key, [])]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class BenchFile:
+    """The bench.json of one run: settings, the task order, and outcomes as tasks finish (thread-safe)."""
+
+    def __init__(self, out: Path, settings: dict[str, Any], order: list[str]):
+        self.path = bench_path(out)
+        self.settings = settings
+        self.order = order
+        self.lock = threading.Lock()
+        self.outcomes: dict[str, TaskOutcome] = {}
+        self.extra: dict[str, Any] = {}
+        self.started = time.time()
+        if self.path.exists():
+            old = load_bench(self.path)
+            _check_resume(old.get("settings", {}), settings, self.path.parent)
+            self.started = old.get("started", self.started)
+            self.outcomes = {o.task: o for o in outcomes_of(old) if not o.error}
+            self.extra = {k: old[k] for k in ("recorded",) if k in old}
+
+    def done(self, task: str) -> bool:
+        return task in self.outcomes
+
+    def record(self, outcome: TaskOutcome) -> None:
+        with self.lock:
+            self.outcomes[outcome.task] = outcome
+            self._write()
+
+    def ordered(self) -> list[TaskOutcome]:
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(self.outcomes.values(), key=lambda o: rank.get(o.task, len(rank)))
+
+    def to_dict(self) -> dict[str, Any]:
+        outs = self.ordered()
+        finished = [o for o in outs if not o.error]
+        return {
+            "format": BENCH_FORMAT,
+            "kind": "evokernel-bench",
+            "settings": self.settings,
+            "tasks": self.order,
+            "complete": len(finished) == len(self.order) and set(self.order) <= {o.task for o in finished},
+            "started": self.started,
+            "updated": time.time(),
+            "environment": _environment(outs),
+            "summary": [s.to_dict() for s in summarise_levels(finished)] if finished else [],
+            "outcomes": [o.to_dict() for o in outs],
+            **self.extra,
+        }
+
+    def _write(self) -> None:
+        _atomic_write(self.path, json.dumps(self.to_dict(), indent=2, default=str))
+
+    def flush(self) -> dict[str, Any]:
+        with self.lock:
+            self._write()
+            return self.to_dict()
+
+
+def _check_resume(old: dict[str, Any], new: dict[str, Any], out: Path) -> None:
+    diffs = [f"{k} {old.get(k)!r} vs {new.get(k)!r}" for k in RESUME_KEYS if old.get(k) != new.get(k)]
+    if diffs:
+        raise BenchError(f"{out} holds a bench with other settings ({'; '.join(diffs)}); "
+                         "rerun with those settings to resume, or pick another --out")
+
+
+def _environment(outcomes: list[TaskOutcome]) -> dict[str, Any]:
+    import platform
+
+    devices = sorted({o.device for o in outcomes if o.device})
+    return {"python": platform.python_version(), "platform": platform.platform(), "devices": devices}
+
+
+# -------------------------------------------------------------------- running
+
+@dataclass
+class BenchConfig:
+    """Everything a bench run needs besides the tasks; `settings()` is what bench.json records."""
+
+    backend: str = "cpu"
+    draft_steps: int = 4
+    refine_steps: int = 4
+    retrieval: str = "value"
+    seed: int = 0
+    workers: int = 1
+    executor: str = "inprocess"
+    suite: str = "builtin"
+    memory: str | None = None
+    verify_config: Any = None
+    wall_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.retrieval not in RETRIEVAL_MODES:
+            raise BenchError(f"unknown retrieval {self.retrieval!r}; choose value, similarity or random")
+        if self.workers < 1:
+            raise BenchError("--workers must be 1 or more")
+
+    def settings(self, model: str | None, mode: str = "run") -> dict[str, Any]:
+        return {
+            "mode": mode, "suite": self.suite, "backend": self.backend, "model": model,
+            "draft_steps": self.draft_steps, "refine_steps": self.refine_steps, "retrieval": self.retrieval,
+            "seed": self.seed, "workers": self.workers, "executor": self.executor, "memory": self.memory,
+            "wall_s": self.wall_s, **self.extra,
+        }
+
+
+ProgressFn = Callable[[str, str, TaskOutcome | None], None]
+
+
+def session_id(index: int, task: str) -> str:
+    """Sessions are named by position, so a rerun finds the one it was working on."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in task)[:40]
+    return f"{index:03d}-{slug}"
+
+
+def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSource, *, memory: Any,
+              executor: Any, job: Callable[..., Any] = verify_job,
+              shapes: Callable[[Task], str] | None = None,
+              on_progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Run (or continue) the bench in `out`; returns the final bench.json content.
+
+    Up to `config.workers` tasks run at once, one thread each; their verification jobs go to
+    `executor` and their memory reads/writes go to the one shared `memory` bank.
+    """
+    out = Path(out)
+    order = [t.name for t in tasks]
+    if len(set(order)) != len(order):
+        raise BenchError("two selected tasks have the same name; select them separately")
+    bench = BenchFile(out, config.settings(models.name), order)
+    verify_fn = executor_verify(executor, job)
+    notify = on_progress or (lambda kind, task, outcome: None)
+    pending = [(i, t) for i, t in enumerate(tasks) if not bench.done(t.name)]
+    for t in tasks:
+        if bench.done(t.name):
+            notify("skipped", t.name, bench.outcomes[t.name])
+    bench.flush()
+
+    def one(index: int, task: Task) -> None:
+        notify("started", task.name, None)
+        start = time.monotonic()
+        try:
+            outcome = _run_task(index, task, out / "sessions", config, models, memory, verify_fn, shapes)
+        except (SessionError, ModelError, BenchError, OSError) as exc:
+            outcome = TaskOutcome(task.name, task.level, category=task.category, error=str(exc).splitlines()[0][:300],
+                                  seconds=time.monotonic() - start)
+        bench.record(outcome)
+        notify("finished", task.name, outcome)
+
+    if config.workers <= 1 or len(pending) <= 1:
+        for index, task in pending:
+            one(index, task)
+    else:
+        with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="bench-task") as pool:
+            for fut in [pool.submit(one, i, t) for i, t in pending]:
+                fut.result()
+    return bench.flush()
+
+
+def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: ModelSource, memory: Any,
+              verify_fn: Callable[..., Any], shapes: Callable[[Task], str] | None) -> TaskOutcome:
+    from memory import RetrievalPolicy
+
+    path = root / session_id(index, task.name)
+    common = {"memory": memory, "verify_fn": verify_fn, "verify_config": config.verify_config, "auto_accept": True}
+    policy = RetrievalPolicy(mode=config.retrieval, seed=config.seed + index)
+    if not (path / "session.json").exists():
+        budgets = Budgets(draft_steps=config.draft_steps, refine_steps=config.refine_steps, wall_s=config.wall_s)
+        Session.create(task, backend=config.backend, model=models.for_task(task.name), budgets=budgets, root=root,
+                       policy=policy, shapes=shapes(task) if shapes and memory is not None else "",
+                       session_id=path.name, **{k: v for k, v in common.items() if k != "auto_accept"})
+    calls = Session.open(path).model_calls
+    session = Session.open(path, model=models.client(task.name, position=calls), policy=policy, **common)
+    session.run()
+    results = [a.result for a in session.history]
+    return outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
+                                category=task.category, session=session.id, seconds=session.elapsed_s)
+
+
+# -------------------------------------------------------------------- replay
+
+def session_dirs(path: Path) -> list[Path]:
+    """Session folders in a bench output folder (`DIR/sessions/*`) or a plain sessions folder, by name."""
+    path = Path(path)
+    root = path / "sessions" if (path / "sessions").is_dir() else path
+    if not root.is_dir():
+        raise BenchError(f"{path} is not a folder of sessions")
+    dirs = sorted(d for d in root.iterdir() if (d / "session.json").exists())
+    if not dirs:
+        raise BenchError(f"no sessions under {root}; pass a bench output folder or a sessions folder")
+    return dirs
+
+
+def replay_bench(source: Path, out: Path, config: BenchConfig, *, executor: Any, job: Callable[..., Any] = verify_job,
+                 on_progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Verify every recorded kernel again here and recompute the outcomes; sessions are only read.
+
+    All kernels of a session are submitted at once, so the executor's workers are kept busy. The
+    recorded outcomes are kept under `recorded` to set beside the replayed ones.
+    """
+    notify = on_progress or (lambda kind, task, outcome: None)
+    sessions = []
+    for d in session_dirs(source):
+        try:
+            sessions.append(Session.open(d))
+        except SessionError as exc:
+            raise BenchError(f"cannot replay {d.name}: {exc}") from None
+    order = [s.meta["task"]["name"] for s in sessions]
+    if len(set(order)) != len(order):
+        raise BenchError(f"{source} holds several sessions of the same task; replay one bench's sessions at a time")
+    settings = config.settings(None, mode="replay")
+    settings["replayed_from"] = str(Path(source).resolve())
+    if sessions:
+        settings["backend"] = sessions[0].backend
+        settings["recorded_model"] = sessions[0].model_name
+    bench = BenchFile(out, settings, order)
+    bench.extra["recorded"] = [_recorded_outcome(s).to_dict() for s in sessions]
+    bench.flush()
+    for s in sessions:
+        name = s.meta["task"]["name"]
+        if bench.done(name):
+            notify("skipped", name, bench.outcomes[name])
+            continue
+        notify("started", name, None)
+        start = time.monotonic()
+        ref = s.meta["task"]["source"]
+        futures = [executor.submit(job, ref, a.source, s.backend, config.verify_config) for a in s.history]
+        results: list[VerificationResult | None] = []
+        error = ""
+        for fut in futures:
+            try:
+                results.append(fut.result())
+            except Exception as exc:  # one kernel the verifier could not run; the others still count
+                results.append(None)
+                error = error or f"verifier error: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+        t = s.meta["task"]
+        outcome = outcome_from_results(name, int(t.get("level") or 1), results, tokens=s.tokens, cost=s.cost,
+                                       category=t.get("category") or "", session=s.id,
+                                       seconds=time.monotonic() - start)
+        if error and not any(results):
+            outcome.error = error
+        bench.record(outcome)
+        notify("finished", name, outcome)
+    return bench.flush()
+
+
+def _recorded_outcome(s: Session) -> TaskOutcome:
+    t = s.meta["task"]
+    return outcome_from_results(t["name"], int(t.get("level") or 1), [a.result for a in s.history],
+                                tokens=s.tokens, cost=s.cost, category=t.get("category") or "", session=s.id,
+                                seconds=s.elapsed_s)
+
+
+# -------------------------------------------------------------------- comparison
+
+@dataclass
+class ComparedTask:
+    task: str
+    level: int
+    a: TaskOutcome | None
+    b: TaskOutcome | None
+
+    @property
+    def ratio(self) -> float | None:
+        """B's speedup over A's on this task (both correct)."""
+        if self.a and self.b and self.a.speedup and self.b.speedup:
+            return self.b.speedup / self.a.speedup
+        return None
+
+
+def compare_outcomes(a: Sequence[TaskOutcome], b: Sequence[TaskOutcome]) -> tuple[list[tuple[LevelSummary, LevelSummary]],
+                                                                                  list[ComparedTask]]:
+    """Level rows of A and B side by side (over the tasks both ran), and per-task pairs (all tasks)."""
+    common = {o.task for o in a} & {o.task for o in b}
+    a_c = [o for o in a if o.task in common and not o.error]
+    b_c = [o for o in b if o.task in common and not o.error]
+    rows_a, rows_b = summarise_levels(a_c), summarise_levels(b_c)
+    by_level_b = {r.level: r for r in rows_b}
+    levels = [(ra, by_level_b[ra.level]) for ra in rows_a if ra.level in by_level_b]
+    amap, bmap = {o.task: o for o in a}, {o.task: o for o in b}
+    names = list(dict.fromkeys([o.task for o in a] + [o.task for o in b]))
+    tasks = [ComparedTask(n, (amap.get(n) or bmap[n]).level, amap.get(n), bmap.get(n)) for n in names]
+    return levels, tasks
+
+
+# -------------------------------------------------------------------- reports
+
+def fmt_rate(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def fmt_x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def fmt_cost(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:.4f}"
+
+
+def level_name(level: int | None) -> str:
+    return "all" if level is None else f"L{level}"
+
+
+SUMMARY_COLUMNS = ("level", "tasks", "compiled", "correct", "fast_1", "fast_1.5", "fast_2", "geomean", "refine (median)",
+                   "tokens", "cost")
+
+
+def summary_cells(s: LevelSummary) -> list[str]:
+    """One level row as display strings, in SUMMARY_COLUMNS order."""
+    return [level_name(s.level), str(s.tasks), fmt_rate(s.compile_rate), fmt_rate(s.correct_rate),
+            fmt_rate(s.fast["1"]), fmt_rate(s.fast["1.5"]), fmt_rate(s.fast["2"]), fmt_x(s.geomean_speedup),
+            fmt_x(s.median_refine_speedup), str(s.tokens), fmt_cost(s.cost)]
+
+
+def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def text_plot(outcomes: Sequence[TaskOutcome], width: int = 40) -> str:
+    """Speedup over eager per task as a bar chart in text (log2 scale, `|` marks 1x), for terminals and
+    machines without matplotlib."""
+    timed = [o for o in outcomes if o.feasible and o.speedup]
+    if not timed:
+        return "no correct task with a measured speedup"
+    span = max(1.0, max(abs(math.log2(o.speedup)) for o in timed))
+    half = width // 2
+    name_w = max(len(o.task) for o in timed)
+    lines = [f"{'task':<{name_w}}  speedup vs eager (log2 scale, | = 1x)"]
+    for o in timed:
+        n = round(abs(math.log2(o.speedup)) / span * half)
+        left = " " * (half - n) + "#" * n if o.speedup < 1 else " " * half
+        right = "#" * n if o.speedup >= 1 else ""
+        lines.append(f"{o.task:<{name_w}}  {left}|{right:<{half}} {o.speedup:.2f}x")
+    return "\n".join(lines)
+
+
+def write_plot(outcomes: Sequence[TaskOutcome], out: Path) -> Path:
+    """`speedup.png` (matplotlib) or, without matplotlib, `speedup.txt`; returns the file written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        path = Path(out) / "speedup.txt"
+        path.write_text(text_plot(outcomes) + "\n", encoding="utf-8")
+        return path
+    done = [o for o in outcomes if not o.error]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.0, 0.3 * len(done) + 1.5)), sharey=True)
+    names = [o.task for o in done]
+    ys = range(len(done))
+    eager = [o.speedup if o.feasible and o.speedup else 0 for o in done]
+    colours = ["tab:green" if v >= 1 else ("tab:orange" if v > 0 else "lightgrey") for v in eager]
+    ax1.barh(list(ys), [v or 1e-3 for v in eager], color=colours)
+    ax1.axvline(1.0, color="black", lw=0.8)
+    ax1.set_xscale("log")
+    ax1.set_title("best kernel: speedup over eager PyTorch")
+    ax1.set_yticks(list(ys), names)
+    ax1.invert_yaxis()
+    refine = [o.refine_speedup or 0 for o in done]
+    ax2.barh(list(ys), [v or 1e-3 for v in refine], color="tab:blue")
+    ax2.axvline(1.0, color="black", lw=0.8)
+    ax2.set_xscale("log")
+    ax2.set_title("refine: first feasible / best latency")
+    for ax in (ax1, ax2):
+        ax.set_xlim(left=0.1)
+    fig.tight_layout()
+    path = Path(out) / "speedup.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
+    """report.md of a bench.json: settings, one row per level, one row per task, the plot."""
+    s = data.get("settings", {})
+    outs = outcomes_of(data)
+    finished = [o for o in outs if not o.error]
+    title = "Bench replay" if s.get("mode") == "replay" else "Bench"
+    lines = [f"# {title}: {s.get('suite', '')} on {s.get('backend', '')}", ""]
+    if s.get("mode") == "replay":
+        lines.append(f"Kernels of the sessions in `{s.get('replayed_from')}` verified again here "
+                     f"(recorded with model {s.get('recorded_model')}).")
+    else:
+        lines.append(f"Model `{s.get('model')}`, {s.get('draft_steps')} draft + {s.get('refine_steps')} refine steps "
+                     f"per task, retrieval `{s.get('retrieval')}`, executor {s.get('executor')} x{s.get('workers')}.")
+    devices = ", ".join(data.get("environment", {}).get("devices", [])) or "unknown"
+    state = "complete" if data.get("complete") else f"incomplete ({len(finished)} of {len(data.get('tasks', []))} tasks)"
+    lines += [f"Device: {devices}. Run {state}.", "", "## Per level", ""]
+    lines += _md_table(SUMMARY_COLUMNS, [summary_cells(r) for r in summarise_levels(finished)] if finished else [])
+    compile_rows = [r for r in summarise_levels(finished) if r.fast_vs_compile] if finished else []
+    if compile_rows:
+        lines += ["", "Against torch.compile:", ""]
+        lines += _md_table(("level", "fast_0", "fast_1", "fast_1.5", "fast_2"),
+                           [[level_name(r.level), *(fmt_rate(r.fast_vs_compile[_p_key(p)]) for p in FAST_PS)]
+                            for r in compile_rows])
+    lines += ["", "fast_p: share of all tasks that are correct and more than p times faster than eager PyTorch "
+              "(fast_0 = correct). geomean: over correct tasks. refine: median over correct tasks of the first "
+              "feasible draft's latency over the best latency.", "", "## Per task", ""]
+    rows = []
+    for o in outs:
+        status = "error: " + o.error if o.error else ("correct" if o.feasible else ("compiled" if o.compiled else "failed"))
+        rows.append([o.task, str(o.level), status, fmt_x(o.speedup), fmt_x(o.speedup_vs_compile),
+                     "-" if o.best_ms is None else f"{o.best_ms:.4f}", fmt_x(o.refine_speedup), str(o.kernels),
+                     str(o.tokens), fmt_cost(o.cost)])
+    lines += _md_table(("task", "level", "result", "vs eager", "vs compile", "best ms", "refine", "kernels", "tokens",
+                        "cost"), rows)
+    recorded = outcomes_of(data, "recorded")
+    if recorded:
+        levels, tasks = compare_outcomes(recorded, outs)
+        lines += ["", "## Recorded vs here", ""]
+        lines += _md_table(("level", "correct (rec)", "correct (here)", "geomean (rec)", "geomean (here)"),
+                           [[level_name(a.level), fmt_rate(a.correct_rate), fmt_rate(b.correct_rate),
+                             fmt_x(a.geomean_speedup), fmt_x(b.geomean_speedup)] for a, b in levels])
+        moved = [t for t in tasks if t.a and t.b and t.a.feasible != t.b.feasible]
+        if moved:
+            lines += ["", "Correctness changed here: " + ", ".join(t.task for t in moved) + "."]
+    if plot_file:
+        lines += ["", "## Speedups", ""]
+        if plot_file.endswith(".png"):
+            lines.append(f"![speedups]({plot_file})")
+        else:
+            lines += ["```", text_plot(outs), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, data: dict[str, Any]) -> tuple[Path, Path]:
+    """report.md and the plot next to bench.json."""
+    plot = write_plot(outcomes_of(data), out)
+    report = Path(out) / "report.md"
+    _atomic_write(report, render_markdown(data, plot.name))
+    return report, plot

@@ -1,0 +1,187 @@
+"""Where verification jobs (build + run) execute: in-process, a local process pool, or Ray.
+
+Every executor has the same small surface, `submit(fn, *args, **kwargs) -> Future` and `map`, so the
+bench and the loop do not care where a candidate is built and timed. `fn` must be a module-level
+function (it is pickled by reference for the pool and Ray). `executor_verify` turns an executor into
+the `verify_fn` a `Session` calls: submit the job and wait, then replay the gates to the session.
+
+Ray is imported only when a Ray executor is made; it is an optional extra (`pip install
+evokernel-tui[ray]`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from concurrent.futures import ProcessPoolExecutor as _StdPool
+from pathlib import Path
+from typing import Any, Protocol
+
+EXECUTORS = ("inprocess", "pool", "ray")
+GPU_BACKENDS = ("cuda", "triton")
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ExecutorError(Exception):
+    """An executor that cannot start; the message says what to install or change."""
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future: ...
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]: ...
+
+    def shutdown(self) -> None: ...
+
+
+class _Base:
+    name = "base"
+    workers = 1
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        raise NotImplementedError
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]:
+        """Submit every job first, then collect in order (so jobs overlap)."""
+        futures = [self.submit(fn, *args) for args in zip(*iterables, strict=True)]
+        return [f.result() for f in futures]
+
+    def shutdown(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.workers} worker{'s' if self.workers != 1 else ''})"
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+
+class InProcessExecutor(_Base):
+    """Runs each job at once in the calling thread: tests, and fakes that cannot be pickled."""
+
+    name = "inprocess"
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # the caller sees it from fut.result(), as with the other executors
+            fut.set_exception(exc)
+        return fut
+
+
+class ProcessPoolExecutor(_Base):
+    """A local pool of `workers` spawned processes (spawn: no forked torch or thread state)."""
+
+    name = "pool"
+
+    def __init__(self, workers: int = 2):
+        if workers < 1:
+            raise ExecutorError("--workers must be 1 or more")
+        self.workers = workers
+        self._pool = _StdPool(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayExecutor(_Base):
+    """Jobs as Ray tasks: a local instance (`address=None`) or a cluster (`address="ray://..."` or "auto").
+
+    `gpus_per_job=1` makes Ray place each job on its own GPU (cuda and triton backends); `workers`
+    caps the CPUs of a local instance. A local instance started here is shut down by `shutdown`.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int = 2, address: str | None = None, gpus_per_job: float = 0.0,
+                 python_path: list[str] | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise ExecutorError("Ray is not installed; `pip install 'evokernel-tui[ray]'` or use --executor pool") from None
+        self._ray = ray
+        self.workers = workers
+        self.address = address
+        self.gpus_per_job = gpus_per_job
+        self._owns = False
+        self._remotes: dict[Any, Any] = {}
+        if not ray.is_initialized():
+            paths = [str(_PROJECT_ROOT), *(python_path or [])]
+            env = {"PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "runtime_env": {"env_vars": env}}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = workers
+            try:
+                ray.init(**kwargs)
+            except Exception as exc:
+                where = address or "a local instance"
+                raise ExecutorError(f"cannot start Ray on {where}: {str(exc).splitlines()[0][:200]}") from None
+            self._owns = True
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        remote = self._remotes.get(fn)
+        if remote is None:
+            remote = self._ray.remote(num_cpus=1, num_gpus=self.gpus_per_job, max_retries=0)(fn)
+            self._remotes[fn] = remote
+        return remote.remote(*args, **kwargs).future()
+
+    def describe(self) -> str:
+        where = self.address or "local"
+        gpu = f", {self.gpus_per_job:g} GPU per job" if self.gpus_per_job else ""
+        return f"ray ({where}, {self.workers} CPUs{gpu})"
+
+    def shutdown(self) -> None:
+        if self._owns and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns = False
+
+
+def make_executor(kind: str = "pool", workers: int = 1, address: str | None = None, backend: str = "cpu") -> Any:
+    """The executor a command asked for; Ray jobs get one GPU each on GPU backends."""
+    if kind == "inprocess":
+        return InProcessExecutor()
+    if kind == "pool":
+        return ProcessPoolExecutor(workers)
+    if kind == "ray":
+        return RayExecutor(workers, address=address, gpus_per_job=1.0 if backend in GPU_BACKENDS else 0.0)
+    raise ExecutorError(f"unknown executor {kind!r}; choose one of {', '.join(EXECUTORS)}")
+
+
+def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None) -> Any:
+    """One verification, as a picklable job: the real verifier, imported in the worker."""
+    from verifier import verify
+
+    return verify(reference_source, candidate_source, backend=backend, config=config)
+
+
+def executor_verify(executor: Any, job: Callable[..., Any] = verify_job) -> Callable[..., Any]:
+    """A Session `verify_fn` that runs `job` on `executor` and waits for it.
+
+    Gate progress cannot stream back from another process, so the gates are reported to `on_gate`
+    once the result arrives, in order (the session's event log gets the same shape either way).
+    """
+
+    def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
+                  on_gate: Callable[[str, str], None] | None = None) -> Any:
+        result = executor.submit(job, reference_source, candidate_source, backend, config).result()
+        if on_gate is not None:
+            for gate in result.gates:
+                on_gate(gate.name, gate.status)
+        return result
+
+    return verify_fn

@@ -1,0 +1,258 @@
+"""`evokernel bench`: run the loop over a suite (or replay recorded sessions) and report; `bench compare A B`.
+
+Verification jobs go to an executor (`--executor pool|ray|inprocess`, `--workers N`); up to N tasks
+run at once, sharing one memory bank. Rerunning with the same `--out` continues an interrupted bench.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from core.bench import (
+    FAST_PS,
+    RETRIEVAL_MODES,
+    SUMMARY_COLUMNS,
+    BenchConfig,
+    BenchError,
+    ModelSource,
+    TaskOutcome,
+    compare_outcomes,
+    fmt_cost,
+    fmt_rate,
+    fmt_x,
+    level_name,
+    load_bench,
+    outcomes_of,
+    parse_levels,
+    parse_names,
+    replay_bench,
+    run_bench,
+    select_tasks,
+    summarise_levels,
+    summary_cells,
+    write_report,
+)
+from core.config import ConfigError, how_to_configure
+from core.executors import EXECUTORS, ExecutorError, make_executor
+from core.llm import resolve_model
+from core.session import SessionError
+from evokernel_tui.commands.draft import BACKENDS, task_shapes
+
+
+def no_model_message() -> str:
+    return f"bench needs a model: {how_to_configure()}; or re-verify recorded sessions with --replay DIR."
+
+
+def summary_table(data: dict[str, Any], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in SUMMARY_COLUMNS:
+        table.add_column(col, justify="left" if col == "level" else "right")
+    finished = [o for o in outcomes_of(data) if not o.error]
+    for row in summarise_levels(finished) if finished else []:
+        table.add_row(*summary_cells(row), style="bold" if row.level is None else None)
+    return table
+
+
+def progress_printer(console: Console, total: int):
+    done = {"n": 0}
+
+    def on_progress(kind: str, task: str, outcome: TaskOutcome | None) -> None:
+        if kind == "started":
+            return
+        done["n"] += 1
+        prefix = f"[{done['n']:>{len(str(total))}}/{total}]"
+        if outcome is None:
+            return
+        if kind == "skipped":
+            console.print(f"[dim]{prefix} {task}: recorded earlier, skipped[/]", highlight=False)
+        elif outcome.error:
+            console.print(f"{prefix} {task}: [red]error[/] {outcome.error}", highlight=False)
+        else:
+            state = "[green]correct[/]" if outcome.feasible else ("compiled" if outcome.compiled else "[red]failed[/]")
+            extra = f" {fmt_x(outcome.speedup)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
+            console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernels, {outcome.seconds:.1f}s",
+                          highlight=False)
+
+    return on_progress
+
+
+def open_bank(path: str | Path | None) -> Any:
+    from memory import MemoryStore
+
+    try:
+        return MemoryStore(path)
+    except Exception as exc:  # a damaged or locked bank: say which and how to go on
+        raise BenchError(f"cannot open the memory bank ({exc}); fix it, pass --memory PATH or --fresh-memory") from None
+
+
+def default_out() -> Path:
+    return Path("bench_runs") / time.strftime("%Y%m%d-%H%M%S")
+
+
+def verify_config(use_cache: bool) -> Any:
+    from verifier.config import VerifyConfig
+
+    return VerifyConfig(use_cache=use_cache)
+
+
+def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> None:
+    report, plot = write_report(out, data)
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        console.print(summary_table(data, f"Bench {out}"))
+        console.print(f"bench.json, {report.name} and {plot.name} in {out}", highlight=False)
+    complete = data.get("complete")
+    sys.exit(0 if complete else 1)
+
+
+@click.group(name="bench", invoke_without_command=True)
+@click.option("--suite", default="builtin", show_default=True, help="`builtin`, or a folder of KernelBench task files.")
+@click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="A KernelBench checkout to run.")
+@click.option("--levels", default=None, help="Levels to run, e.g. 1,2 (default: all).")
+@click.option("--tasks", "task_names", multiple=True, help="Task names (or KernelBench problem numbers), comma separated.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True)
+@click.option("--model", default=None, help="litellm model name (or scripted:FILE.json for canned replies).")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
+@click.option("--draft-steps", type=click.IntRange(1, 100), default=4, show_default=True)
+@click.option("--refine-steps", type=click.IntRange(0, 100), default=4, show_default=True)
+@click.option("--retrieval", type=click.Choice(RETRIEVAL_MODES), default="value", show_default=True)
+@click.option("--memory", "memory_path", default=None, help="Memory bank shared by all tasks (default: the user's bank).")
+@click.option("--fresh-memory", is_flag=True, help="Start from a new seeded bank in OUT/memory.json.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Tasks and verification jobs run at once.")
+@click.option("--executor", "executor_kind", type=click.Choice(EXECUTORS), default="pool", show_default=True,
+              help="Where verification jobs run.")
+@click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local instance).")
+@click.option("--model-concurrency", type=click.IntRange(1, 256), default=None,
+              help="Model calls in flight at once (default: --workers).")
+@click.option("--replay", "replay_dir", default=None, type=click.Path(file_okay=False),
+              help="Re-verify the kernels of recorded sessions (a bench folder or sessions folder); no model needed.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder (default: bench_runs/<timestamp>); rerun with the same folder to resume.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Retrieval seed.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
+@click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
+@click.option("--no-verdict-cache", is_flag=True, help="Verify every kernel afresh (no cached verdicts).")
+@click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
+@click.pass_context
+def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base, draft_steps, refine_steps, retrieval,
+          memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
+          timeout, wall, no_verdict_cache, as_json) -> None:
+    """Run draft -> refine over every selected task with one shared memory bank, then report per level.
+
+    Exit code 0 when every task finished; 1 when some are missing; 2 when no model is configured.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    console = Console(stderr=as_json)
+    if memory_path and fresh_memory:
+        raise click.ClickException("give --memory PATH or --fresh-memory, not both")
+    if address and executor_kind != "ray":
+        raise click.ClickException("--address is for --executor ray")
+    out = out or default_out()
+    try:
+        config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
+                             seed=seed, workers=workers, executor=executor_kind,
+                             suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
+                             verify_config=verify_config(not no_verdict_cache), wall_s=wall)
+        if replay_dir:
+            with make_executor(executor_kind, workers, address, backend) as executor:
+                console.print(f"replaying {replay_dir} on {executor.describe()} into {out}", highlight=False)
+                data = replay_bench(Path(replay_dir), out, config, executor=executor,
+                                    on_progress=progress_printer(console, 0))
+            finish(console, out, data, as_json)
+            return
+        cfg = resolve_model(model, api_base)
+        if cfg is None:
+            Console(stderr=True).print(no_model_message(), highlight=False, soft_wrap=True)
+            sys.exit(2)
+        cfg.timeout_s = timeout
+        tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names))
+        models = ModelSource(cfg, max_concurrent=model_concurrency or workers)
+        out.mkdir(parents=True, exist_ok=True)
+        memory = open_bank(out / "memory.json" if fresh_memory else memory_path)
+        config.memory = str(memory.path)
+        with make_executor(executor_kind, workers, address, backend) as executor:
+            console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
+                          f"{executor.describe()}, memory {memory.path}, out {out}", highlight=False)
+            data = run_bench(tasks, out, config, models, memory=memory, executor=executor, shapes=task_shapes,
+                             on_progress=progress_printer(console, len(tasks)))
+    except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        console.print(f"interrupted; rerun with --out {out} to continue where it stopped")
+        sys.exit(130)
+    finish(console, out, data, as_json)
+
+
+def _delta(a: float | None, b: float | None, pct: bool) -> str:
+    if a is None or b is None:
+        return ""
+    d = b - a
+    return f"{d * 100:+.0f} pt" if pct else f"{d:+.2f}x"
+
+
+@bench.command(name="compare")
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare(a: Path, b: Path, as_json: bool) -> None:
+    """Set two bench runs A and B (folders or bench.json files) side by side, over the tasks both ran."""
+    try:
+        da, db = load_bench(a), load_bench(b)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    levels, tasks = compare_outcomes(outcomes_of(da), outcomes_of(db))
+    if as_json:
+        click.echo(json.dumps({
+            "a": {"path": str(a), "settings": da.get("settings")},
+            "b": {"path": str(b), "settings": db.get("settings")},
+            "levels": [{"a": x.to_dict(), "b": y.to_dict()} for x, y in levels],
+            "tasks": [{"task": t.task, "level": t.level, "a": t.a.to_dict() if t.a else None,
+                       "b": t.b.to_dict() if t.b else None, "ratio": t.ratio} for t in tasks],
+        }, indent=2, default=str))
+        return
+    console = Console()
+    sa, sb = da.get("settings", {}), db.get("settings", {})
+    console.print(f"A = {a} ({sa.get('model')}, retrieval {sa.get('retrieval')})\n"
+                  f"B = {b} ({sb.get('model')}, retrieval {sb.get('retrieval')})", highlight=False)
+    table = Table(title="Per level (tasks both ran)", title_justify="left")
+    for col in ("level", "metric", "A", "B", "B - A"):
+        table.add_column(col, justify="left" if col in ("level", "metric") else "right")
+    for x, y in levels:
+        metrics = [("correct", x.correct_rate, y.correct_rate, True), ("compiled", x.compile_rate, y.compile_rate, True)]
+        metrics += [(f"fast_{p:g}", x.fast[f"{p:g}"], y.fast[f"{p:g}"], True) for p in FAST_PS if p > 0]
+        metrics += [("geomean", x.geomean_speedup, y.geomean_speedup, False),
+                    ("refine (median)", x.median_refine_speedup, y.median_refine_speedup, False)]
+        for i, (name, va, vb, pct) in enumerate(metrics):
+            fmt = fmt_rate if pct else fmt_x
+            table.add_row(level_name(x.level) if i == 0 else "", name, fmt(va), fmt(vb), _delta(va, vb, pct),
+                          end_section=i == len(metrics) - 1)
+        table.add_row("", "tokens / cost", f"{x.tokens} / {fmt_cost(x.cost)}", f"{y.tokens} / {fmt_cost(y.cost)}", "",
+                      end_section=True)
+    console.print(table)
+    per_task = Table(title="Per task (speedup vs eager)", title_justify="left")
+    for col in ("task", "level", "A", "B", "B / A"):
+        per_task.add_column(col, justify="left" if col == "task" else "right")
+    for t in tasks:
+        per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b), fmt_x(t.ratio))
+    console.print(per_task)
+
+
+def _task_cell(o: TaskOutcome | None) -> str:
+    if o is None:
+        return "not run"
+    if o.error:
+        return "error"
+    if not o.feasible:
+        return "failed"
+    return fmt_x(o.speedup) if o.speedup else "correct"

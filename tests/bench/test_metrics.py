@@ -1,0 +1,131 @@
+"""Bench metrics over hand-made outcomes; every expected number below was worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from core.bench import (
+    TaskOutcome,
+    best_attempt,
+    compile_rate,
+    correct_rate,
+    fast_p,
+    geomean_speedup,
+    median_refine_speedup,
+    outcome_from_results,
+    summarise_levels,
+    text_plot,
+    total_cost,
+)
+from verifier.result import GATE_ORDER, GateResult, VerificationResult
+
+
+def rec(task, level, compiled=True, feasible=True, speedup=None, vs_compile=None, first=None, best=None,
+        tokens=0, cost=0.0):
+    return TaskOutcome(task, level, compiled=compiled, feasible=feasible, speedup=speedup,
+                       speedup_vs_compile=vs_compile, first_feasible_ms=first, best_ms=best, tokens=tokens, cost=cost)
+
+
+@pytest.fixture
+def outcomes():
+    return [
+        rec("a", 1, speedup=2.0, vs_compile=1.2, first=4.0, best=1.0, tokens=100, cost=0.01),  # refine 4x
+        rec("b", 1, speedup=0.5, first=2.0, best=2.0, tokens=50, cost=0.02),                    # refine 1x
+        rec("c", 1, feasible=False, tokens=30),
+        rec("d", 1, compiled=False, feasible=False, tokens=20),
+        rec("e", 2, speedup=1.5, vs_compile=0.9, first=3.0, best=1.5, tokens=10, cost=None),    # refine 2x
+        rec("f", 2, speedup=1.0, first=1.0, best=1.0),                                          # exactly 1x
+    ]
+
+
+def test_level_one_rates(outcomes):
+    l1 = outcomes[:4]
+    assert compile_rate(l1) == 0.75
+    assert correct_rate(l1) == 0.5
+    assert fast_p(l1, 0) == 0.5
+    assert fast_p(l1, 1) == 0.25
+    assert fast_p(l1, 1.5) == 0.25
+    assert fast_p(l1, 2) == 0.0          # 2.0 is not *more* than 2x (KernelBench: speedup > p)
+    assert geomean_speedup(l1) == pytest.approx(1.0)
+    assert median_refine_speedup(l1) == 2.5
+    assert total_cost(l1) == pytest.approx(0.03)
+
+
+def test_fast_p_against_compile_counts_only_measured(outcomes):
+    l1 = outcomes[:4]
+    assert fast_p(l1, 1, against="compile") == 0.25   # a: 1.2x over compile; b not measured
+    assert fast_p(l1, 0, against="compile") == 0.5
+    assert fast_p(outcomes[2:4], 1, against="compile") is None
+
+
+def test_summary_per_level_and_overall(outcomes):
+    rows = summarise_levels(outcomes)
+    assert [r.level for r in rows] == [1, 2, None]
+    l1, l2, everything = rows
+    assert (l1.tasks, l1.tokens, l1.cost) == (4, 200, pytest.approx(0.03))
+    assert l1.fast == {"0": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.0}
+    assert l1.fast_vs_compile["1"] == 0.25
+    assert l2.compile_rate == 1.0 and l2.correct_rate == 1.0
+    assert l2.fast == {"0": 1.0, "1": 0.5, "1.5": 0.0, "2": 0.0}
+    assert l2.geomean_speedup == pytest.approx(math.sqrt(1.5))
+    assert l2.median_refine_speedup == 1.5
+    assert l2.cost is None                             # e's price is unknown
+    assert everything.tasks == 6
+    assert everything.compile_rate == pytest.approx(5 / 6)
+    assert everything.correct_rate == pytest.approx(4 / 6)
+    assert everything.fast["1"] == pytest.approx(2 / 6)
+    assert everything.geomean_speedup == pytest.approx(1.5 ** 0.25)
+    assert everything.median_refine_speedup == 1.5     # median of 4, 1, 2, 1
+    assert everything.tokens == 210
+
+
+def test_empty_inputs():
+    assert compile_rate([]) == 0.0
+    assert geomean_speedup([]) is None
+    assert median_refine_speedup([rec("x", 1, feasible=False)]) is None
+
+
+def result(outcome, ms=None, ref=1.0, compiled_ms=None):
+    failing = {"compile_fail": "compile", "incorrect": "correctness", "hack_fail": "anti_hacking"}.get(outcome)
+    gates, failed = [], False
+    for name in GATE_ORDER:
+        status = "skip" if failed else ("fail" if name == failing else "pass")
+        failed = failed or status == "fail"
+        gates.append(GateResult(name, status))
+    feasible = failing is None
+    return VerificationResult("cpu", gates, latency_ms=ms if feasible else None, reference_ms=ref if feasible else None,
+                              compiled_ms=compiled_ms if feasible else None, device="test-cpu")
+
+
+def test_best_attempt_is_the_fastest_feasible_kernel():
+    rs = [result("compile_fail"), result("feasible", 2.0), None, result("feasible", 0.5), result("feasible", 0.5),
+          result("incorrect")]
+    assert best_attempt(rs) == 3                     # ties go to the earlier kernel, as the loop keeps it
+    assert best_attempt([result("incorrect"), None]) is None
+    untimed = [result("incorrect"), result("feasible", None), result("feasible", None)]
+    assert best_attempt(untimed) == 1
+
+
+def test_outcome_from_results():
+    rs = [result("compile_fail"), result("feasible", 2.0, ref=1.0, compiled_ms=0.8), result("feasible", 0.5, ref=1.0,
+                                                                                            compiled_ms=0.8)]
+    o = outcome_from_results("relu", 1, rs, tokens=12, cost=None, category="activation")
+    assert o.compiled and o.feasible
+    assert o.first_feasible_ms == 2.0 and o.best_ms == 0.5
+    assert o.speedup == 2.0 and o.speedup_vs_compile == pytest.approx(1.6)
+    assert o.refine_speedup == 4.0
+    assert (o.kernels, o.tokens, o.cost, o.device) == (3, 12, None, "test-cpu")
+    failed = outcome_from_results("x", 2, [result("compile_fail")])
+    assert not failed.compiled and not failed.feasible and failed.refine_speedup is None
+    assert outcome_from_results("y", 1, [result("incorrect")]).compiled
+
+
+def test_text_plot_marks_faster_and_slower():
+    text = text_plot([rec("fast", 1, speedup=4.0), rec("slow", 1, speedup=0.25), rec("bad", 1, feasible=False)])
+    lines = text.splitlines()
+    assert len(lines) == 3 and "bad" not in text
+    fast, slow = lines[1], lines[2]
+    assert fast.index("|") < fast.index("#") and "4.00x" in fast
+    assert slow.index("#") < slow.index("|") and "0.25x" in slow
