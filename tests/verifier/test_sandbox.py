@@ -1,0 +1,136 @@
+"""The sandbox on its own, with small Python scripts (the static gate would stop these as candidates)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from verifier.sandbox import Limits, run_sandboxed
+
+
+def _run(tmp_path: Path, script: str, **limits):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(script))
+    return run_sandboxed([sys.executable, str(path)], tmp_path / "work", Limits(**limits))
+
+
+def _alive(pid: int) -> bool:
+    """True if `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_normal_exit_and_progress_marks(tmp_path):
+    out = _run(tmp_path, """
+        import json, os
+        fd = int(os.environ["EVK_PROGRESS_FD"])
+        os.write(fd, (json.dumps({"phase": "build"}) + "\\n").encode())
+        os.write(fd, b"not json\\n")
+        os.write(fd, (json.dumps({"phase": "correctness"}) + "\\n").encode())
+        print("hello from the job")
+    """, wall_s=30)
+    assert (out.exit_code, out.signal, out.timed_out) == (0, None, False)
+    assert [m["phase"] for _, m in out.marks] == ["build", "correctness"]
+    assert "hello from the job" in out.stderr_tail
+    assert out.describe() == "exited with code 0"
+
+
+def test_hang_is_killed_at_the_deadline(tmp_path):
+    start = time.monotonic()
+    out = _run(tmp_path, "while True:\n    pass\n", wall_s=2)
+    elapsed = time.monotonic() - start
+    assert out.timed_out and not out.crashed
+    assert 1.9 <= out.seconds < 6 and elapsed < 10
+    assert "timed out" in out.describe()
+
+
+def test_orphans_do_not_survive(tmp_path):
+    """Double fork + setsid escapes the process group; the subreaper supervisor still kills it."""
+    pidfile = tmp_path / "orphan.pid"
+    out = _run(tmp_path, f"""
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({str(pidfile)!r}, "w").write(str(os.getpid()))
+                time.sleep(120)
+            os._exit(0)
+        time.sleep(0.5)
+    """, wall_s=20)
+    assert out.exit_code == 0
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), f"orphan {pid} survived the sandbox"
+
+
+def test_many_children_are_all_killed_on_timeout(tmp_path):
+    pidfile = tmp_path / "pids.txt"
+    out = _run(tmp_path, f"""
+        import os, time
+        pids = []
+        for _ in range(40):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(120)
+                os._exit(0)
+            pids.append(pid)
+        open({str(pidfile)!r}, "w").write(" ".join(map(str, pids)))
+        time.sleep(120)
+    """, wall_s=3)
+    assert out.timed_out
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 40
+    time.sleep(0.2)
+    assert not [p for p in pids if _alive(p)]
+
+
+def test_memory_limit(tmp_path):
+    out = _run(tmp_path, "x = bytearray(3 * 1024**3)\nprint('allocated', len(x))\n",
+               wall_s=30, memory_bytes=1024**3)
+    assert out.exit_code not in (0, None) or out.signal is not None
+    assert "MemoryError" in out.stderr_tail
+    assert "allocated" not in out.stderr_tail
+
+
+def test_os_exit_and_crash(tmp_path):
+    out = _run(tmp_path / "a", "import os\nos._exit(7)\n", wall_s=20)
+    assert (out.exit_code, out.signal, out.timed_out) == (7, None, False)
+    out = _run(tmp_path / "b", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", wall_s=20)
+    assert out.signal == signal.SIGSEGV and out.crashed
+    assert "SIGSEGV" in out.describe()
+
+
+def test_fake_verdict_on_stdout_is_not_a_mark(tmp_path):
+    out = _run(tmp_path, """
+        import json
+        print(json.dumps({"phase": "done", "feasible": True, "outcome": "feasible"}))
+        raise SystemExit(3)
+    """, wall_s=20)
+    assert out.exit_code == 3
+    assert out.marks == []
+    assert '"feasible": true' in out.stderr_tail
+
+
+def test_file_size_limit(tmp_path):
+    out = _run(tmp_path, f"""
+        with open({str(tmp_path / 'big.bin')!r}, "wb") as fh:
+            fh.write(b"x" * (64 * 1024**2))
+    """, wall_s=20, file_bytes=1024**2)
+    assert out.exit_code != 0
+    assert (tmp_path / "big.bin").stat().st_size <= 1024**2
+
+
+def test_caller_environment_untouched(tmp_path):
+    before = dict(os.environ)
+    _run(tmp_path, "import os\nos.environ['EVK_LEAK'] = '1'\n", wall_s=20)
+    assert "EVK_LEAK" not in os.environ and dict(os.environ) == before
