@@ -41,10 +41,13 @@ from core.bench import (
     write_report,
 )
 from core.config import ConfigError, how_to_configure
-from core.executors import EXECUTORS, ExecutorError, make_executor
+from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
 from evokernel_tui.commands.draft import BACKENDS, task_shapes
+
+#: The verification job sent to the executor (a module-level function, so workers can import it).
+JOB = verify_job
 
 
 def no_model_message() -> str:
@@ -167,7 +170,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         if replay_dir:
             with make_executor(executor_kind, workers, address, backend) as executor:
                 console.print(f"replaying {replay_dir} on {executor.describe()} into {out}", highlight=False)
-                data = replay_bench(Path(replay_dir), out, config, executor=executor,
+                data = replay_bench(Path(replay_dir), out, config, executor=executor, job=JOB,
                                     on_progress=progress_printer(console, 0))
             finish(console, out, data, as_json)
             return
@@ -184,7 +187,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         with make_executor(executor_kind, workers, address, backend) as executor:
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
                           f"{executor.describe()}, memory {memory.path}, out {out}", highlight=False)
-            data = run_bench(tasks, out, config, models, memory=memory, executor=executor, shapes=task_shapes,
+            data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB, shapes=task_shapes,
                              on_progress=progress_printer(console, len(tasks)))
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None

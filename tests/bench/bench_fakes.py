@@ -1,0 +1,42 @@
+"""Helpers for bench tests: the verdict-reading fake verifier (importable by spawned and Ray workers)
+and per-task scripted replies."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+CORE_TESTS = str(Path(__file__).resolve().parent.parent / "core")
+if CORE_TESTS not in sys.path:
+    sys.path.insert(0, CORE_TESTS)
+
+from session_fakes import fake_verify, kernel, reply  # noqa: E402
+
+__all__ = ["CORE_TESTS", "fake_verify", "kernel", "reply", "slow_verify", "where", "write_script"]
+
+
+def slow_verify(reference_source, candidate_source, backend="cpu", config=None):
+    """The fake verdict after a short sleep, so overlapping jobs are visible in wall time."""
+    time.sleep(0.3)
+    return fake_verify(reference_source, candidate_source, backend, config)
+
+
+def where(_: object = None) -> int:
+    """The worker's process id."""
+    return os.getpid()
+
+
+def improving(first_ms: float, best_ms: float) -> list[str]:
+    """Draft feasible at first_ms, refine to best_ms (plus the insight the loop asks for), then a miss."""
+    return [reply("feasible", first_ms), reply("feasible", best_ms), "Insight: fuse the loop.", reply("incorrect")]
+
+
+def write_script(path: Path, tasks: dict[str, list], default: list | None = None) -> Path:
+    data: dict = {"tasks": tasks}
+    if default is not None:
+        data["replies"] = default
+    path.write_text(json.dumps(data))
+    return path

@@ -1,0 +1,101 @@
+"""`evokernel bench` and `bench compare` end to end, with the fake verifier in place of the real one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_fakes import fake_verify, improving, reply, write_script  # noqa: E402
+
+from evokernel_tui.cli import cli  # noqa: E402
+
+SCRIPTS = {"relu": improving(2.0, 0.5), "gelu": [reply("feasible", 4.0), reply("feasible", 4.0)],
+           "sigmoid": [reply("compile_fail"), reply("incorrect")]}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import evokernel_tui.commands.bench as bench_cmd
+
+    monkeypatch.setattr(bench_cmd, "JOB", fake_verify)
+    monkeypatch.setattr(bench_cmd, "task_shapes", lambda task: "")
+
+
+def bench(*args):
+    return CliRunner().invoke(cli, ["bench", *args], catch_exceptions=False)
+
+
+def run_args(tmp_path, out, retrieval="value"):
+    script = write_script(tmp_path / "script.json", SCRIPTS)
+    return ["--tasks", "relu,gelu,sigmoid", "--model", f"scripted:{script}", "--draft-steps", "2", "--refine-steps", "2",
+            "--executor", "inprocess", "--fresh-memory", "--retrieval", retrieval, "--out", str(out)]
+
+
+def test_no_model_says_how_to_configure_in_one_line(tmp_path):
+    result = bench("--tasks", "relu", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "bench needs a model" in lines[0] and "--model" in lines[0] and "--replay" in lines[0]
+
+
+def test_bad_input_is_one_line(tmp_path, fake):
+    script = write_script(tmp_path / "s.json", SCRIPTS)
+    for args, message in [
+        (["--tasks", "nosuch"], "unknown task(s) in --tasks: nosuch"),
+        (["--levels", "x"], "--levels takes numbers"),
+        (["--memory", "m.json", "--fresh-memory"], "not both"),
+        (["--address", "ray://x:1"], "--address is for --executor ray"),
+    ]:
+        result = bench(*args, "--model", f"scripted:{script}", "--out", str(tmp_path / "o"))
+        assert result.exit_code == 1, result.output
+        assert message in result.output and "Traceback" not in result.output
+
+
+def test_run_writes_json_report_and_table_then_resumes(tmp_path, fake):
+    out = tmp_path / "run"
+    result = bench(*run_args(tmp_path, out))
+    assert result.exit_code == 0, result.output
+    assert "[1/3] relu: correct 2.00x vs eager, refine 4.00x" in result.output
+    assert "sigmoid: compiled" in result.output
+    data = json.loads((out / "bench.json").read_text())
+    assert data["complete"] and [o["task"] for o in data["outcomes"]] == ["relu", "gelu", "sigmoid"]
+    assert data["settings"]["memory"] == str(out / "memory.json")
+    assert (out / "report.md").exists() and (out / "speedup.png").exists()
+    assert "all" in result.output and "67%" in result.output   # two of three correct
+    again = bench(*run_args(tmp_path, out))
+    assert again.exit_code == 0 and again.output.count("recorded earlier, skipped") == 3
+
+
+def test_compare_two_runs(tmp_path, fake):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert bench(*run_args(tmp_path, a)).exit_code == 0
+    assert bench(*run_args(tmp_path, b, retrieval="similarity")).exit_code == 0
+    data = json.loads((b / "bench.json").read_text())
+    data["outcomes"][1]["speedup"] = 0.5                 # gelu twice as fast in B
+    (b / "bench.json").write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["bench", "compare", str(a), str(b / "bench.json")])
+    assert result.exit_code == 0, result.output
+    assert "retrieval value" in result.output and "retrieval similarity" in result.output
+    gelu = next(line for line in result.output.splitlines() if "gelu" in line)
+    assert "0.25x" in gelu and "0.50x" in gelu and "2.00x" in gelu
+    js = json.loads(CliRunner().invoke(cli, ["bench", "compare", str(a), str(b), "--json"]).output)
+    assert [t["ratio"] for t in js["tasks"]] == [1.0, 2.0, None]
+    bad = CliRunner().invoke(cli, ["bench", "compare", str(a), str(tmp_path / "script.json")])
+    assert bad.exit_code == 1 and "not an evokernel bench file" in bad.output
+
+
+def test_replay_needs_no_model(tmp_path, fake):
+    src = tmp_path / "run"
+    assert bench(*run_args(tmp_path, src)).exit_code == 0
+    result = bench("--replay", str(src), "--executor", "inprocess", "--out", str(tmp_path / "replay"))
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "replay" / "bench.json").read_text())
+    assert data["settings"]["mode"] == "replay" and data["complete"]
+    assert [o["feasible"] for o in data["outcomes"]] == [True, True, False]
+    assert "Recorded vs here" in (tmp_path / "replay" / "report.md").read_text()

@@ -1,0 +1,91 @@
+"""Executors: the same jobs give the same results in-process, in a spawned pool and on a local Ray instance."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, where  # noqa: E402
+
+from core.executors import (  # noqa: E402
+    ExecutorError,
+    InProcessExecutor,
+    ProcessPoolExecutor,
+    executor_verify,
+    make_executor,
+)
+
+REF = "reference"
+
+
+def test_in_process_runs_now_and_keeps_exceptions():
+    ex = InProcessExecutor()
+    fut = ex.submit(fake_verify, REF, kernel("feasible", 0.5))
+    assert fut.done() and fut.result().latency_ms == 0.5
+    bad = ex.submit(int, "not a number")
+    with pytest.raises(ValueError):
+        bad.result()
+
+
+def test_executor_verify_reports_gates_in_order():
+    seen = []
+    verify = executor_verify(InProcessExecutor(), fake_verify)
+    res = verify(REF, kernel("incorrect"), backend="cpu", config=None, on_gate=lambda n, s: seen.append((n, s)))
+    assert res.outcome == "incorrect"
+    assert seen == [("anti_hacking", "pass"), ("compile", "pass"), ("correctness", "fail"), ("latency", "skip"),
+                    ("profile", "skip")]
+
+
+def test_pool_overlaps_jobs_in_two_processes():
+    with ProcessPoolExecutor(2) as pool:
+        pids = set(pool.map(where, range(8)))
+        pool.map(slow_verify, [REF] * 2, [kernel("feasible", 1.0)] * 2)  # warm both workers
+        start = time.monotonic()
+        results = pool.map(slow_verify, [REF] * 4, [kernel("feasible", 0.25 * (i + 1)) for i in range(4)])
+        elapsed = time.monotonic() - start
+    assert [r.latency_ms for r in results] == [0.25, 0.5, 0.75, 1.0]
+    assert len(pids) == 2 and all(p != where() for p in pids)
+    assert elapsed < 4 * 0.3 * 0.85, f"4 jobs of 0.3 s on 2 workers took {elapsed:.2f}s"
+
+
+def test_pool_passes_worker_exceptions_back():
+    with ProcessPoolExecutor(1) as pool, pytest.raises(ValueError):
+        pool.submit(int, "x").result()
+
+
+def test_make_executor_rejects_bad_requests():
+    with pytest.raises(ExecutorError, match="unknown executor"):
+        make_executor("cluster")
+    with pytest.raises(ExecutorError, match="1 or more"):
+        make_executor("pool", workers=0)
+
+
+def test_ray_missing_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ExecutorError, match="pip install"):
+        make_executor("ray", workers=1)
+
+
+def test_ray_local_instance_runs_jobs():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'evokernel-tui[ray]')")
+    from core.executors import RayExecutor
+
+    ex = RayExecutor(workers=2, python_path=[CORE_TESTS, str(Path(__file__).parent)])
+    try:
+        assert ray.is_initialized()
+        assert ray.cluster_resources().get("CPU") == 2
+        results = ex.map(fake_verify, [REF] * 3, [kernel("feasible", 0.5), kernel("compile_fail"), kernel("hack_fail")])
+        assert [r.outcome for r in results] == ["feasible", "compile_fail", "hack_fail"]
+        pids = set(ex.map(where, range(6)))
+        assert where() not in pids
+        with pytest.raises(ValueError):
+            ex.submit(int, "x").result()
+        assert ex.describe() == "ray (local, 2 CPUs)"
+    finally:
+        ex.shutdown()
+    assert not ray.is_initialized()
