@@ -39,7 +39,7 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
             top = g.detail.get("top_ops", [])[:3]
             reason = ", ".join(f"{r['name']} {r['self_ms']:.2f} ms" for r in top)
         table.add_row(Text(light, style=style), GATE_TITLES.get(g.name, g.name), Text(g.status, style=style),
-                      f"{g.seconds:.2f} s", reason)
+                      f"{g.seconds:.2f} s", Text(reason))
     return table
 
 
