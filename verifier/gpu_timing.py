@@ -7,7 +7,8 @@ queued just before the start event so launch overhead hides behind it, as `trito
 Then a back-to-back batch of calls is bracketed by progress marks, so the parent can compare what the
 events saw with how long the device was really busy, on a clock the candidate cannot touch.
 
-Parent side (`gpu_findings`): pure checks over the child's report and marks, no CUDA needed.
+Parent side (`gpu_findings`): pure checks over the child's report and marks, no CUDA needed. The strongest
+is the profiler's view: kernels on every stream, summed, against what the events on the timed stream saw.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ PENDING_LIMIT_MS = 0.05
 HIDDEN_RATIO = 3.0
 HIDDEN_MIN_MS = 0.005
 HOST_SLACK = 1.5
+PROFILE_RATIO = 2.0
 _TRIVIAL_KERNELS = ("fill", "memset", "memcpy", "copy", "zero")
 
 _perf_ns = time.perf_counter_ns
@@ -158,6 +160,11 @@ def gpu_findings(cand: dict, ref: dict, marks: list) -> list[tuple[str, str]]:
                       f"the GPU was still busy {_median(pending):.3f} ms after forward's stream was drained: work "
                       "ran on another stream"))
     times, host = cand.get("times_ms") or [], cand.get("host_ms") or []
+    device_ms = cand.get("profile_device_ms")
+    if times and device_ms is not None and device_ms > PROFILE_RATIO * _median(times) + HIDDEN_MIN_MS:
+        found.append(("unsynchronised-work",
+                      f"the profiler saw {device_ms:.4f} ms of GPU kernels per forward but CUDA events on the current "
+                      f"stream saw {_median(times):.4f} ms: the work runs outside the timed stream"))
     window = _batch_window_ms(marks)
     if times and window is not None:
         wall_ms, calls = window
