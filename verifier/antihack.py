@@ -38,7 +38,7 @@ RULES = {
     "concurrency": "threads or processes can finish the work after forward returns",
     "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
     "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
-    "cpp-escape": "the C++ code starts threads, processes or runs Python",
+    "cpp-escape": "the C++ code starts threads or processes, runs Python or touches files",
     "gpu-stream": "side streams and events let GPU work run outside the timed stream",
     "cuda-graph": "CUDA graph replay can return outputs captured earlier",
     "unsynchronised-work": "the output was not ready on the current stream when forward returned",
@@ -121,7 +121,9 @@ CPP_INCLUDES = re.compile(r"#\s*include\s*[<\"](cblas|mkl|dnnl|oneapi|cublas|cud
                           r"ATen/native|ATen/ops|ATen/cpu|torch/torch\.h|thread|future|pthread|Python\.h)")
 CPP_ESCAPE = re.compile(r"\b(std::thread|std::async|pthread_create|fork\s*\(|vfork\s*\(|system\s*\(|popen\s*\(|"
                         r"execv\w*\s*\(|dlopen\s*\(|dlsym\s*\(|PyRun_\w+|PyImport_\w+|PyEval_\w+|py::module|"
-                        r"py::eval|py::exec|getenv\s*\(|std::getenv)")
+                        r"py::eval|py::exec|getenv\s*\(|std::getenv|fopen\s*\(|freopen\s*\(|std::[io]?fstream|"
+                        r"\bifstream\b|\bofstream\b|\bopen\s*\(|\bmmap\s*\(|opendir\s*\(|std::filesystem|"
+                        r"\bsyscall\s*\(|\bkill\s*\(|\bsignal\s*\(|\bsetenv\s*\()")
 CPP_GPU_STREAMS = re.compile(
     r"\b(cudaStreamCreate\w*|cudaStreamNonBlocking|cudaStreamPerThread|cudaStreamAddCallback|cudaLaunchHostFunc|"
     r"cudaEvent\w*|cuStreamCreate\w*|cuEvent\w*|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -174,7 +176,8 @@ def verify(
 
         outcome = run_sandboxed(_harness_argv(work), work,
                                 _limits(config, config.build_timeout_s + config.run_timeout_s, be),
-                                env={**_base_env(), **be.child_env()}, on_mark=on_mark)
+                                env={**_base_env(), **be.child_env()}, on_mark=on_mark,
+                                zygote=_warm_worker(be, config))
         try:
             cand_report = json.loads((work / "out" / "report.json").read_text())
             if not isinstance(cand_report, dict):
@@ -237,7 +240,7 @@ def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:
 
 
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
-    settings = {k: v for k, v in config.to_dict().items() if k not in {"use_cache", "build_root"}}
+    settings = {k: v for k, v in config.to_dict().items() if k not in {"use_cache", "build_root", "warm_worker"}}
     return _digest("verdict-v1", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 
@@ -254,6 +257,22 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
+
+
+def _warm_worker(be: Backend, config: VerifyConfig):
+    """The process-wide warm worker for backends that need no per-job environment (the CPU one)."""
+    if not config.warm_worker or be.device != "cpu" or be.child_env() or os.environ.get("EVOKERNEL_WARM_WORKER") == "0":
+        return None
+    return _shared_zygote()
+
+
+@functools.cache
+def _shared_zygote():
+    from verifier.zygote import Zygote
+
+    zygote = Zygote(env=_base_env())
+    atexit.register(zygote.close)
+    return zygote
 
 
 def _safe(gate, ev: Evidence) -> GateResult:

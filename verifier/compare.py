@@ -28,14 +28,20 @@ def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype
     common = np.float32 if got.dtype == want.dtype == np.float32 else np.float64
     g = got.astype(common, copy=False)
     w = want.astype(common, copy=False)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(g - w)
-        close = np.isclose(g, w, atol=atol, rtol=rtol, equal_nan=True)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.subtract(g, w)
+        np.abs(diff, out=diff)
+        scale = np.abs(w)
+        close = diff <= scale * rtol + atol
+        if not close.all():
+            close |= np.isnan(g) & np.isnan(w)
         finite = np.isfinite(diff)
-        max_abs = float(diff[finite].max()) if finite.any() else float("inf")
-        rel = diff / np.maximum(np.abs(w), 1e-12)
-        max_rel = float(rel[finite].max()) if finite.any() else float("inf")
-    if not finite.all() and not close.all():
+        all_finite = bool(finite.all())
+        max_abs = float(diff.max() if all_finite else (diff[finite].max() if finite.any() else np.inf))
+        np.maximum(scale, 1e-12, out=scale)
+        np.divide(diff, scale, out=diff)
+        max_rel = float(diff.max() if all_finite else (diff[finite].max() if finite.any() else np.inf))
+    if not all_finite and not close.all():
         max_abs = max_rel = float("inf")
     if close.all():
         return Comparison(True, max_abs=max_abs, max_rel=max_rel)

@@ -36,6 +36,7 @@ class VerifyConfig:
     time_kernels: bool = True
     threads: int | None = None
     use_cache: bool = True
+    warm_worker: bool = True
     extra: dict = field(default_factory=dict)
 
     def seeds(self) -> list[int]:

@@ -144,13 +144,25 @@ class CompileGate(Gate):
             return GateResult(self.name, FAIL, seconds,
                               f"importing the candidate failed: {cand.get('error_type')}: {cand.get('error', '')[:300]}",
                               {"traceback": cand.get("traceback", "")})
-        if not cand:
-            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), {})
-        if cand.get("phase") in ("build",):
+        if not cand or cand.get("phase") in ("build",):
+            if _reached(ev.marks, "correctness"):
+                return GateResult(self.name, PASS, seconds, "", {"builds": builds, "note": "built; the run ended later"})
             return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), {})
         hits = sum(1 for b in builds if b.get("cache_hit"))
         return GateResult(self.name, PASS, seconds, "", {"builds": builds, "cache_hits": hits,
                                                          "import_seconds": cand.get("import_seconds")})
+
+
+def _reached(marks: list, phase: str) -> bool:
+    """The child marks "correctness" only after the candidate imported and built: a later hang or crash
+    is not a compile failure even though no report was written."""
+    return any(isinstance(m, dict) and m.get("phase") == phase for _, m in marks)
+
+
+def _last_phase(marks: list) -> str:
+    phases = [m.get("phase") for _, m in marks if isinstance(m, dict)]
+    return {"profile": "while profiling", "latency": "while timing", "timing_start": "while timing",
+            "timing_end": "while timing"}.get(phases[-1] if phases else "", "during the correctness trials")
 
 
 def _no_report_reason(ev: Evidence, when: str) -> str:
@@ -179,7 +191,7 @@ class CorrectnessGate(Gate):
                     cand.get("failed_phase"), cand.get("failed_phase", "running"))
                 return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
                                     traceback=cand.get("traceback", ""))
-            return self._result(FAIL, start, _no_report_reason(ev, "during the correctness trials"))
+            return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)))
         ref_trials, cand_trials = ref["trials"], cand["trials"]
         if len(cand_trials) != len(ref_trials):
             return self._result(FAIL, start, f"ran {len(cand_trials)} trials, expected {len(ref_trials)}")

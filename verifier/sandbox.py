@@ -117,28 +117,48 @@ def _apply_limits(limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
 
 
-def supervise(argv: list[str], limits: dict, status_path: Path) -> int:
-    """Supervisor main: start the job, enforce the deadline, kill all descendants, write the status."""
+def become_subreaper() -> None:
+    """Orphaned descendants re-parent to us (not to init), so `_kill_tree` can find them all."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, preexec_fn=lambda: _apply_limits(limits), pass_fds=tuple(limits.get("pass_fds", ())))
+
+
+def finish_job(pid: int, limits: dict, status_path: Path, start: float) -> None:
+    """Supervisor side: wait for job `pid` until the deadline, kill every descendant, write the status."""
+    deadline = start + limits["wall_s"]
     timed_out = False
-    try:
-        code = proc.wait(timeout=limits["wall_s"])
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.kill()
-        code = proc.wait()
+    code: int | None = None
+    while code is None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() >= deadline:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            break
+        time.sleep(0.005)
     seconds = time.monotonic() - start
     _kill_tree(os.getpid())
-    status = {"exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None,
+    result = {"exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None,
               "timed_out": timed_out, "seconds": seconds}
     tmp = status_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(status))
+    tmp.write_text(json.dumps(result))
     os.replace(tmp, status_path)
+
+
+def supervise(argv: list[str], limits: dict, status_path: Path) -> int:
+    """Supervisor main: start the job, enforce the deadline, kill all descendants, write the status."""
+    become_subreaper()
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, preexec_fn=lambda: _apply_limits(limits), pass_fds=tuple(limits.get("pass_fds", ())))
+    finish_job(proc.pid, limits, status_path, start)
+    proc.returncode = 0
     return 0
 
 
@@ -148,6 +168,7 @@ def run_sandboxed(
     limits: Limits,
     env: dict[str, str] | None = None,
     on_mark: Callable[[dict], None] | None = None,
+    zygote: object | None = None,
 ) -> SandboxOutcome:
     """Run `argv` under a supervisor in `workdir`; `on_mark` receives the job's progress marks live.
 
@@ -171,6 +192,11 @@ def run_sandboxed(
     stderr_path = workdir / "stderr.txt"
     marks: list[tuple[float, dict]] = []
     start = time.monotonic()
+    if zygote is not None:
+        pid = zygote.launch(argv[-1], lim, status_path, write_fd)
+        if pid is not None:
+            os.close(write_fd)
+            return _await_forked(pid, read_fd, marks, on_mark, limits, status_path, stderr_path, start)
     with open(stderr_path, "wb") as err:
         sup = subprocess.Popen(
             [sys.executable, "-m", "verifier.sandbox", json.dumps(lim), str(status_path), "--", *argv],
@@ -189,7 +215,39 @@ def run_sandboxed(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sup.pid, signal.SIGKILL)
         reader.join(timeout=2)
-    seconds = time.monotonic() - start
+    return _outcome(status_path, stderr_path, limits, time.monotonic() - start, marks)
+
+
+def _await_forked(pid: int, read_fd: int, marks: list, on_mark, limits: Limits, status_path: Path,
+                  stderr_path: Path, start: float) -> SandboxOutcome:
+    """Wait for a supervisor forked by the zygote (not our child: poll its status file and liveness)."""
+    reader = threading.Thread(target=_read_marks, args=(read_fd, marks, on_mark), daemon=True)
+    reader.start()
+    deadline = start + limits.wall_s + 30
+    while not status_path.exists() and _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if not status_path.exists():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    reader.join(timeout=2)
+    return _outcome(status_path, stderr_path, limits, time.monotonic() - start, marks)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _outcome(status_path: Path, stderr_path: Path, limits: Limits, seconds: float, marks: list) -> SandboxOutcome:
     tail = stderr_path.read_bytes()[-3000:].decode(errors="replace") if stderr_path.exists() else ""
     try:
         status = json.loads(status_path.read_text())
