@@ -21,7 +21,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -549,9 +549,20 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
         for index, task in pending:
             one(index, task)
     else:
-        with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="bench-task") as pool:
-            for fut in [pool.submit(one, i, t) for i, t in pending]:
+        pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="bench-task")
+        try:
+            futures = [pool.submit(one, i, t) for i, t in pending]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for fut in futures:
+                if fut.done() and fut.exception() is not None:
+                    raise fut.exception()
+            for fut in futures:
                 fut.result()
+        except BaseException:
+            # interrupted: start no more tasks; running ones finish their step and stay resumable
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     return bench.flush()
 
 

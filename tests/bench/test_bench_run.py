@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,28 @@ def test_scripted_file_without_replies_for_a_task(tmp_path, store):
     assert relu.feasible and not gelu.feasible
     assert "no scripted replies" not in gelu.error and "none for task gelu" in gelu.error
     assert not data["complete"]
+
+
+def test_interrupted_parallel_bench_starts_no_more_tasks(tmp_path, store):
+    script = write_script(tmp_path / "s.json", SCRIPTS, default=[reply("incorrect"), reply("feasible", 1.0)])
+    models = ModelSource(ModelConfig(f"scripted:{script}"))
+    tasks = select_tasks(names=["relu", "gelu", "sigmoid", "scale_add", "gemm_bias_relu"])
+    out = tmp_path / "run"
+    started, finished = [], []
+
+    def stop_at_first_finish(kind, task, outcome):
+        (started if kind == "started" else finished).append(task)
+        if kind == "finished":
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_bench(tasks, out, config(workers=2), models, memory=store, executor=InProcessExecutor(), job=fake_verify,
+                  on_progress=stop_at_first_finish)
+    assert len(started) <= 3                         # the two running, at most one picked up meanwhile
+    deadline = time.monotonic() + 10
+    while len(finished) < len(started) and time.monotonic() < deadline:  # a killed process would not linger
+        time.sleep(0.01)
+    data = run_bench(tasks, out, config(workers=2), models, memory=store, executor=InProcessExecutor(),
+                     job=fake_verify)
+    assert [(o.task, o.error) for o in outcomes_of(data)] == [(t.name, "") for t in tasks]
+    assert data["complete"]
