@@ -78,16 +78,38 @@ class InProcessExecutor(_Base):
         return fut
 
 
+def _pin_gpu(slots: Any) -> None:
+    """Pool initializer: take one GPU id for the life of this worker (before torch is imported)."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = slots.get()
+
+
 class ProcessPoolExecutor(_Base):
-    """A local pool of `workers` spawned processes (spawn: no forked torch or thread state)."""
+    """A local pool of `workers` spawned processes (spawn: no forked torch or thread state).
+
+    With `gpus` (device ids), each worker is pinned to one of them through CUDA_VISIBLE_DEVICES,
+    so jobs never share a GPU; there are then at most as many workers as GPUs.
+    """
 
     name = "pool"
 
-    def __init__(self, workers: int = 2):
+    def __init__(self, workers: int = 2, gpus: list[str] | None = None):
         if workers < 1:
             raise ExecutorError("--workers must be 1 or more")
+        ctx = multiprocessing.get_context("spawn")
+        self.gpus = list(gpus or [])
+        kwargs: dict[str, Any] = {}
+        if self.gpus:
+            workers = min(workers, len(self.gpus))
+            slots = ctx.Queue()
+            for gpu in self.gpus[:workers]:
+                slots.put(gpu)
+            kwargs = {"initializer": _pin_gpu, "initargs": (slots,)}
         self.workers = workers
-        self._pool = _StdPool(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = _StdPool(max_workers=workers, mp_context=ctx, **kwargs)
+
+    def describe(self) -> str:
+        gpus = f", GPUs {','.join(self.gpus[: self.workers])}" if self.gpus else ""
+        return f"pool ({self.workers} worker{'s' if self.workers != 1 else ''}{gpus})"
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
         return self._pool.submit(fn, *args, **kwargs)
@@ -156,10 +178,27 @@ def make_executor(kind: str = "pool", workers: int = 1, address: str | None = No
     if kind == "inprocess":
         return InProcessExecutor()
     if kind == "pool":
-        return ProcessPoolExecutor(workers)
+        return ProcessPoolExecutor(workers, gpus=visible_gpus() if backend in GPU_BACKENDS else None)
     if kind == "ray":
         return RayExecutor(workers, address=address, gpus_per_job=1.0 if backend in GPU_BACKENDS else 0.0)
     raise ExecutorError(f"unknown executor {kind!r}; choose one of {', '.join(EXECUTORS)}")
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use: CUDA_VISIBLE_DEVICES, else every GPU `nvidia-smi` lists."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU ")]
 
 
 def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None) -> Any:

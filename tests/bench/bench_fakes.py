@@ -15,7 +15,7 @@ if CORE_TESTS not in sys.path:
 
 from session_fakes import fake_verify, kernel, reply  # noqa: E402
 
-__all__ = ["CORE_TESTS", "fake_verify", "kernel", "reply", "slow_verify", "where", "write_script"]
+__all__ = ["CORE_TESTS", "fake_verify", "kernel", "reply", "slow_verify", "visible", "where", "write_script"]
 
 
 def slow_verify(reference_source, candidate_source, backend="cpu", config=None):
@@ -40,3 +40,9 @@ def write_script(path: Path, tasks: dict[str, list], default: list | None = None
         data["replies"] = default
     path.write_text(json.dumps(data))
     return path
+
+
+def visible(_: object = None) -> str | None:
+    """The GPU ids the worker was given."""
+    time.sleep(0.01)
+    return os.environ.get("CUDA_VISIBLE_DEVICES")

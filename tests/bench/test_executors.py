@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, where  # noqa: E402
+from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, visible, where  # noqa: E402
 
 from core.executors import (  # noqa: E402
     ExecutorError,
@@ -89,3 +89,19 @@ def test_ray_local_instance_runs_jobs():
     finally:
         ex.shutdown()
     assert not ray.is_initialized()
+
+
+def test_pool_pins_each_worker_to_its_own_gpu():
+    with ProcessPoolExecutor(3, gpus=["4", "7"]) as pool:
+        assert pool.workers == 2 and pool.describe() == "pool (2 workers, GPUs 4,7)"
+        seen = set(pool.map(visible, range(40)))
+    assert seen <= {"4", "7"} and seen
+
+
+def test_visible_gpus_follows_cuda_visible_devices(monkeypatch):
+    from core.executors import visible_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert visible_gpus() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
