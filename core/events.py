@@ -33,6 +33,7 @@ EVENT_KINDS = (
     "human_edit",
     "insight",
     "needs_human",
+    "starter",
     "step_done",
     "budget_changed",
     "error",
@@ -133,6 +134,8 @@ def describe_event(ev: Event) -> str | None:
         return f"model replied ({d.get('purpose')}): {tokens} tokens, {cost}, {d.get('seconds', 0):.1f} s"
     if k == "model_error":
         return f"model step failed ({d.get('reason')}): {d.get('message')}"
+    if k == "starter":
+        return "starter kernel written: it builds and copies its input; make it compute the task"
     if k == "kernel":
         return f"kernel v{d.get('version')} by {d.get('author')} ({d.get('stage')}) -> {d.get('file')}"
     if k == "verification":

@@ -195,7 +195,17 @@ class Session:
                 "task": task_dict["name"], "backend": backend, "model": session.model_name,
                 "budgets": budgets.to_dict(), "manual": session.manual,
             })
+            if session.manual:
+                session._start_manual()
         return session
+
+    def _start_manual(self) -> None:
+        """Manual mode: a starter kernel that builds, and the draft memories on screen from the start."""
+        from core.starter import starter_kernel
+
+        t = self.meta["task"]
+        self._emit("starter", {"source": starter_kernel(t["name"], t.get("source", ""), self.backend)})
+        self._retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
 
     @classmethod
     def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False, memory: Any = None,
@@ -617,7 +627,7 @@ class Session:
         event = Event(kind, data, step=self.step_no)
         self.log.append(event)
         self._apply(event)
-        if kind in ("kernel", "accepted", "rejected"):
+        if kind in ("kernel", "accepted", "rejected", "starter"):
             _atomic_write(self.kernel_path, self.current_source)
         if self._collect is not None:
             self._collect.append(event)
@@ -641,6 +651,8 @@ class Session:
                 self.cost_unknown = True
             else:
                 self.cost_known += float(d["cost"])
+        elif k == "starter":
+            self.current_source = d["source"]
         elif k == "kernel":
             self.history.append(Attempt(d["version"], d["stage"], d["author"], d["file"], d["source"], ev.step))
             self.current_source = d["source"]

@@ -273,6 +273,9 @@ def _fold(view: SessionView, kind: str, data: dict[str, Any], step: int | None) 
     if kind == "model_error":
         view.streaming = ""
         return f"model error: {data.get('message', data.get('reason', ''))}"
+    if kind == "starter":
+        _set_source(view, source_of(data), "starter")
+        return "starter kernel: it builds and copies its input; edit it to compute the task (ctrl+s submits)"
     if kind == "kernel":
         _reset_gates(view)
         source = source_of(data)

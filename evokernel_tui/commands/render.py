@@ -38,6 +38,10 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
         elif g.status == "pass" and g.name == "profile":
             top = g.detail.get("top_ops", [])[:3]
             reason = ", ".join(f"{r['name']} {r['self_ms']:.2f} ms" for r in top)
+        elif g.status == "fail":
+            extra = [g.detail["mismatch"]] if g.detail.get("mismatch") else []
+            extra += g.detail.get("diagnostics", [])[:5]
+            reason = "\n".join([reason, *extra])
         table.add_row(Text(light, style=style), GATE_TITLES.get(g.name, g.name), Text(g.status, style=style),
                       f"{g.seconds:.2f} s", Text(reason))
     return table

@@ -13,10 +13,11 @@ STREAM_TAIL = 400
 
 
 def totals_line(stage: str, tokens: int, cost: float | None, manual: bool) -> str:
-    """`stage draft · 1,234 tokens · $0.0123` (cost unknown shows as `cost n/a`)."""
+    """`stage draft · 1,234 tokens · $0.0123` (cost unknown shows as `cost n/a`; manual mode spends nothing)."""
+    if manual:
+        return f"stage {stage} · manual · no model calls"
     cost_text = "cost n/a" if cost is None else f"${cost:.4f}"
-    mode = " · manual" if manual else ""
-    return f"stage {stage}{mode} · {tokens:,} tokens · {cost_text}"
+    return f"stage {stage} · {tokens:,} tokens · {cost_text}"
 
 
 def entry_text(entry: ActivityEntry) -> Text:
