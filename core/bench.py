@@ -757,29 +757,42 @@ def write_plot(outcomes: Sequence[TaskOutcome], out: Path) -> Path:
         path.write_text(text_plot(outcomes) + "\n", encoding="utf-8")
         return path
     done = [o for o in outcomes if not o.error]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.0, 0.3 * len(done) + 1.5)), sharey=True)
-    names = [o.task for o in done]
-    ys = range(len(done))
-    eager = [o.speedup if o.feasible and o.speedup else 0 for o in done]
-    colours = ["tab:green" if v >= 1 else ("tab:orange" if v > 0 else "lightgrey") for v in eager]
-    ax1.barh(list(ys), [v or 1e-3 for v in eager], color=colours)
-    ax1.axvline(1.0, color="black", lw=0.8)
-    ax1.set_xscale("log")
-    ax1.set_title("best kernel: speedup over eager PyTorch")
-    ax1.set_yticks(list(ys), names)
-    ax1.invert_yaxis()
-    refine = [o.refine_speedup or 0 for o in done]
-    ax2.barh(list(ys), [v or 1e-3 for v in refine], color="tab:blue")
-    ax2.axvline(1.0, color="black", lw=0.8)
-    ax2.set_xscale("log")
-    ax2.set_title("refine: first feasible / best latency")
-    for ax in (ax1, ax2):
-        ax.set_xlim(left=0.1)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.0, 0.35 * len(done) + 1.5)), sharey=True)
+    ys = list(range(len(done)))
+    eager = [o.speedup if o.feasible and o.speedup else None for o in done]
+    refine = [o.refine_speedup for o in done]
+    _log_bars(ax1, ys, eager, [o.task for o in done], "best kernel: speedup over eager PyTorch")
+    _log_bars(ax2, ys, refine, None, "refine: first feasible latency / best latency")
     fig.tight_layout()
     path = Path(out) / "speedup.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _log_bars(ax: Any, ys: list[int], values: list[float | None], names: list[str] | None, title: str) -> None:
+    """Bars from 1x to each value on a log2 axis (green faster, orange slower); no value -> "no kernel"."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    known = [v for v in values if v]
+    lo = min([0.5, *known]) / 1.3
+    hi = max([2.0, *known]) * 1.3
+    for y, v in zip(ys, values, strict=True):
+        if not v:
+            ax.text(1.0, y, "  not correct", va="center", fontsize=8, color="grey")
+            continue
+        ax.barh(y, abs(v - 1.0) or 0.01, left=min(v, 1.0), color="tab:green" if v >= 1 else "tab:orange")
+        ax.text(v, y, f" {v:.2f}x", va="center", fontsize=8)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(lo, hi)
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.set_title(title, fontsize=10)
+    if names is not None:
+        ax.set_yticks(ys, names)
+        ax.invert_yaxis()
 
 
 def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
