@@ -14,16 +14,15 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.syntax import Syntax
-from rich.table import Table
 
 from core.config import ConfigError, sessions_root
 from core.events import Event, describe_event
 from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
 from core.session import Budgets, Session, SessionError
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
+from evokernel_tui.commands.render import gate_table
 
 BACKENDS = ("cpu", "cuda", "triton")
-STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "running": "yellow"}
 QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
 
 
@@ -121,15 +120,6 @@ class Progress:
         return out
 
 
-def gate_table(result: Any) -> Table:
-    table = Table(title="Gates", title_justify="left")
-    for col in ("gate", "status", "seconds", "reason"):
-        table.add_column(col)
-    for g in result.gates:
-        table.add_row(g.name, f"[{STATUS_STYLE.get(g.status, '')}]{g.status}[/]", f"{g.seconds:.2f}", g.reason)
-    return table
-
-
 def final_report(session: Session, console: Console, out: Path | None) -> None:
     best = session.best
     shown = best or (session.history[-1] if session.history else None)
@@ -140,7 +130,7 @@ def final_report(session: Session, console: Console, out: Path | None) -> None:
     console.rule(f"{title}: v{shown.version} by {shown.author}")
     console.print(Syntax(shown.source, "python", line_numbers=False))
     if shown.result is not None:
-        console.print(gate_table(shown.result))
+        console.print(gate_table(shown.result, title="Gates"))
     if best is not None:
         sp = f"{best.speedup:.2f}x vs eager PyTorch" if best.speedup else "speedup unknown"
         console.print(f"[bold green]feasible[/]: {best.latency_ms or 0:.4f} ms, {sp}")

@@ -42,14 +42,16 @@ def sessions(sessions_dir: str | None, as_json: bool) -> None:
         click.echo(f"No sessions under {root}.")
         return
     table = Table(title=f"Sessions in {root}", title_justify="left")
-    for col in ("id", "task", "backend", "model", "stage", "steps", "best", "cost"):
-        table.add_column(col, no_wrap=col == "id")
+    for col in ("id", "task", "model", "stage", "steps", "best", "cost"):
+        narrow = col == "model"
+        table.add_column(col, no_wrap=not narrow, overflow="ellipsis" if narrow else "fold",
+                         min_width=8 if narrow else None, max_width=18 if narrow else None)
     for r in rows:
         if "error" in r:
-            table.add_row(r["id"], f"[red]{r['error']}[/]", "", "", "", "", "", "")
+            table.add_row(r["id"], f"[red]{r['error']}[/]", "", "", "", "", "")
             continue
         steps = f"{r['steps']['draft']}+{r['steps']['refine']}"
-        table.add_row(r["id"], r["task"], r["backend"], r["model"] or "manual", r["stage"], steps,
+        table.add_row(r["id"], f"{r['task']} ({r['backend']})", r["model"] or "manual", r["stage"], steps,
                       _speedup(r["best_speedup"]), _cost(r))
     Console().print(table)
 
