@@ -757,13 +757,13 @@ def write_plot(outcomes: Sequence[TaskOutcome], out: Path) -> Path:
         path.write_text(text_plot(outcomes) + "\n", encoding="utf-8")
         return path
     done = [o for o in outcomes if not o.error]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.0, 0.35 * len(done) + 1.5)), sharey=True)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, max(3.0, 0.35 * len(done) + 1.5)), sharey=True,
+                                   layout="constrained")
     ys = list(range(len(done)))
     eager = [o.speedup if o.feasible and o.speedup else None for o in done]
     refine = [o.refine_speedup for o in done]
     _log_bars(ax1, ys, eager, [o.task for o in done], "best kernel: speedup over eager PyTorch")
     _log_bars(ax2, ys, refine, None, "refine: first feasible latency / best latency")
-    fig.tight_layout()
     path = Path(out) / "speedup.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -790,9 +790,9 @@ def _log_bars(ax: Any, ys: list[int], values: list[float | None], names: list[st
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.set_title(title, fontsize=10)
+    ax.set_ylim(len(ys) - 0.5, -0.5)  # first task on top; rows without a bar still get their space
     if names is not None:
         ax.set_yticks(ys, names)
-        ax.invert_yaxis()
 
 
 def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
