@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from core.tasks import Task
@@ -27,3 +28,19 @@ def verify_task(
         return verify(task.source, source, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
+
+
+def prewarm_in_background(backend: str = "cpu", config: VerifyConfig | None = None):
+    """Warm the verifier (worker process, precompiled headers) on a daemon thread; failures are ignored
+    because the first verification simply pays the cost instead."""
+    import threading
+
+    def run() -> None:
+        from verifier.api import prewarm
+
+        with contextlib.suppress(Exception):
+            prewarm(backend, config)
+
+    thread = threading.Thread(target=run, name="evokernel-prewarm", daemon=True)
+    thread.start()
+    return thread

@@ -259,6 +259,23 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
+    """Start the warm worker and build the common precompiled headers before the first verdict (blocking)."""
+    import subprocess
+
+    config = config or VerifyConfig()
+    be = get_backend(backend)
+    if be.availability():
+        return
+    zygote = _warm_worker(be, config)
+    if zygote is not None:
+        zygote.ensure_started()
+    if be.name == "cpu":
+        subprocess.run([sys.executable, "-m", "verifier.build", str(config.root())], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900, check=False,
+                       env={**_base_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+
+
 def _warm_worker(be: Backend, config: VerifyConfig):
     """The process-wide warm worker for backends that need no per-job environment (the CPU one)."""
     if not config.warm_worker or be.device != "cpu" or be.child_env() or os.environ.get("EVOKERNEL_WARM_WORKER") == "0":

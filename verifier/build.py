@@ -379,3 +379,18 @@ def _import_so(name: str, so_path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+COMMON_CFLAGS = (["-O3", "-fopenmp"], ["-O3"])
+
+
+def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS) -> None:
+    """Build the light shim's precompiled header for the flag sets most kernels use."""
+    builder = InlineBuilder(root)
+    deadline = time.monotonic() + builder.timeout_s
+    for flags in flag_sets:
+        builder._pch("evk_shim", SHIM_HEADER, list(flags), deadline)
+
+
+if __name__ == "__main__":
+    prewarm(sys.argv[1])

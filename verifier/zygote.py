@@ -62,6 +62,15 @@ class Zygote:
         self._sock = parent
         return True
 
+    def ensure_started(self) -> bool:
+        """Start the zygote now (it takes about a second) instead of at the first verification."""
+        with self._lock:
+            if self._broken:
+                return False
+            if self._proc is None or self._proc.poll() is not None:
+                self._broken = not self._start()
+            return not self._broken
+
     def launch(self, job_dir: str, limits: dict, status_path: Path, progress_fd: int) -> int | None:
         with self._lock:
             if self._broken:

@@ -22,9 +22,11 @@ def session_opener(
         from core.llm import resolve_model
         from core.session import Budgets, Session
         from core.tasks import load_task
+        from core.verifying import prewarm_in_background
         from memory import MemoryStore
 
         task = load_task(task_ref or "relu")
+        prewarm_in_background(backend)
         return Session.create(
             task,
             backend=backend,
