@@ -271,9 +271,22 @@ def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
     if zygote is not None:
         zygote.ensure_started()
     if be.name == "cpu":
-        subprocess.run([sys.executable, "-m", "verifier.build", str(config.root())], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900, check=False,
-                       env={**_base_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        proc = subprocess.Popen([sys.executable, "-m", "verifier.build", str(config.root())], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                env={**_base_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        atexit.register(_stop, proc)
+        try:
+            proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+
+
+def _stop(proc) -> None:
+    """Leave nothing running when the app exits mid-prewarm (a half-built header is never renamed in)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
 
 
 def _warm_worker(be: Backend, config: VerifyConfig):
