@@ -116,11 +116,12 @@ def write(rows: list[dict], lines: list[str], rounds: int, n: int) -> None:
         "# Bench executors: verification throughput", "",
         "Command: `python benchmarks/executors_bench.py --write`  ",
         f"Date: {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"Python {platform.python_version()}, load average {load:.2f} at the end.", "",
+        f"Python {platform.python_version()}, load average {load:.2f} at the end "
+        "(the machine is shared: other work competes for the same cores, so read ratios rather than absolutes).", "",
         f"Each executor verified the {n} honest CPU candidates of `tests/candidates/cpu` {rounds} times with the real "
         "CPU verifier (`VerifyConfig(use_cache=False)`: every gate re-runs; kernels were built once in a warm-up). "
         "Start-up (pool spawn or `ray.init`, until a first trivial job returns) is not in the throughput. "
-        "`trivial job` is the mean round trip of 200 no-op jobs submitted at once.", "",
+        "`trivial job` is the wall time of 200 no-op jobs submitted at once, divided by 200 (the per-job overhead).", "",
         "| executor | jobs | seconds | candidates / min | start-up s | median job s | trivial job ms |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
