@@ -100,10 +100,10 @@ def default_out() -> Path:
     return Path("bench_runs") / time.strftime("%Y%m%d-%H%M%S")
 
 
-def verify_config(use_cache: bool) -> Any:
+def verify_config(use_cache: bool, compare_compile: bool) -> Any:
     from verifier.config import VerifyConfig
 
-    return VerifyConfig(use_cache=use_cache)
+    return VerifyConfig(use_cache=use_cache, compare_compile=compare_compile)
 
 
 def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> None:
@@ -145,11 +145,12 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
 @click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
 @click.option("--no-verdict-cache", is_flag=True, help="Verify every kernel afresh (no cached verdicts).")
+@click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
 @click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base, draft_steps, refine_steps, retrieval,
           memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
-          timeout, wall, no_verdict_cache, as_json) -> None:
+          timeout, wall, no_verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
     Exit code 0 when every task finished; 1 when some are missing; 2 when no model is configured.
@@ -166,7 +167,8 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
-                             verify_config=verify_config(not no_verdict_cache), wall_s=wall)
+                             verify_config=verify_config(not no_verdict_cache, compare_compile), wall_s=wall,
+                             extra={"compare_compile": compare_compile})
         if replay_dir:
             with make_executor(executor_kind, workers, address, backend) as executor:
                 console.print(f"replaying {replay_dir} on {executor.describe()} into {out}", highlight=False)

@@ -99,3 +99,29 @@ def test_replay_needs_no_model(tmp_path, fake):
     assert data["settings"]["mode"] == "replay" and data["complete"]
     assert [o["feasible"] for o in data["outcomes"]] == [True, True, False]
     assert "Recorded vs here" in (tmp_path / "replay" / "report.md").read_text()
+
+
+def test_compare_compile_reaches_the_verifier_and_the_report(tmp_path, monkeypatch):
+    import evokernel_tui.commands.bench as bench_cmd
+
+    seen = []
+
+    def job(ref, cand, backend="cpu", config=None):
+        seen.append(config.compare_compile)
+        res = fake_verify(ref, cand, backend, config)
+        if res.feasible and config.compare_compile:
+            res.compiled_ms = 0.6
+        return res
+
+    monkeypatch.setattr(bench_cmd, "JOB", job)
+    monkeypatch.setattr(bench_cmd, "task_shapes", lambda task: "")
+    out = tmp_path / "run"
+    result = bench(*run_args(tmp_path, out), "--compare-compile")
+    assert result.exit_code == 0, result.output
+    assert seen and all(seen)
+    report = (out / "report.md").read_text()
+    assert "Against torch.compile:" in report
+    data = json.loads((out / "bench.json").read_text())
+    assert data["settings"]["compare_compile"] is True
+    relu = data["outcomes"][0]
+    assert relu["speedup_vs_compile"] == pytest.approx(1.2)      # 0.6 ms compiled vs 0.5 ms best

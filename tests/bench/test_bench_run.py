@@ -256,3 +256,34 @@ def test_interrupted_parallel_bench_starts_no_more_tasks(tmp_path, store):
                      job=fake_verify)
     assert [(o.task, o.error) for o in outcomes_of(data)] == [(t.name, "") for t in tasks]
     assert data["complete"]
+
+
+def test_model_calls_are_bounded_across_tasks():
+    import threading
+
+    from core.bench import BoundedClient
+    from core.llm import Completion
+
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    class Slow:
+        name = "slow"
+
+        def complete(self, messages, on_token=None):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            time.sleep(0.05)
+            with lock:
+                state["now"] -= 1
+            return Completion(text="ok")
+
+    slots = threading.Semaphore(2)
+    clients = [BoundedClient(Slow(), slots) for _ in range(6)]
+    threads = [threading.Thread(target=c.complete, args=([],)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state["peak"] == 2
