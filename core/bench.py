@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import threading
 import time
@@ -574,6 +575,7 @@ def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: M
     common = {"memory": memory, "verify_fn": verify_fn, "verify_config": config.verify_config, "auto_accept": True}
     policy = RetrievalPolicy(mode=config.retrieval, seed=config.seed + index)
     if not (path / "session.json").exists():
+        _clear_unstarted(path)
         budgets = Budgets(draft_steps=config.draft_steps, refine_steps=config.refine_steps, wall_s=config.wall_s)
         Session.create(task, backend=config.backend, model=models.for_task(task.name), budgets=budgets, root=root,
                        policy=policy, shapes=shapes(task) if shapes and memory is not None else "",
@@ -584,6 +586,12 @@ def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: M
     results = [a.result for a in session.history]
     return outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
                                 category=task.category, session=session.id, seconds=session.elapsed_s)
+
+
+def _clear_unstarted(path: Path) -> None:
+    """A folder a kill left before session.json was written holds nothing yet: remove it so the task can start."""
+    if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+        shutil.rmtree(path)
 
 
 # -------------------------------------------------------------------- replay

@@ -287,3 +287,11 @@ def test_model_calls_are_bounded_across_tasks():
     for t in threads:
         t.join()
     assert state["peak"] == 2
+
+
+def test_a_session_folder_killed_before_it_started_is_started_again(tmp_path, store, models):
+    out = tmp_path / "run"
+    (out / "sessions" / "000-relu" / "kernels").mkdir(parents=True)
+    data = run_bench(select_tasks(names=["relu"]), out, config(), models, memory=store, executor=InProcessExecutor(),
+                     job=fake_verify)
+    assert data["complete"] and outcomes_of(data)[0].feasible
