@@ -4,6 +4,8 @@ Building BM25 over 100,000 items takes seconds, while the loop adds one trajecto
 So items added since the last build live in a small second index ("delta") that is scored next to
 the main one; the main index is rebuilt when the delta or the removals grow past a fraction of the
 bank. Scores of the delta use its own statistics, an approximation that lasts until the next build.
+Backend masks (which items apply to a backend) are computed once per build as numpy arrays, so a
+query never walks the bank in Python.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ def _text(doc: Any) -> str:
     return doc if isinstance(doc, str) else doc.lexical_text()
 
 
+def _backends(doc: Any) -> tuple[str, ...]:
+    return () if isinstance(doc, str) else tuple(doc.backends)
+
+
 def _build(docs: list[list[str]]) -> bm25s.BM25 | None:
     if not docs:
         return None
@@ -87,7 +93,10 @@ class LexicalIndex:
     def __init__(self, rebuild_fraction: float = 0.02, min_rebuild: int = 256) -> None:
         self.rebuild_fraction = rebuild_fraction
         self.min_rebuild = min_rebuild
-        self._texts: dict[str, str] = {}
+        self._texts: dict[str, Any] = {}
+        self._backends: dict[str, tuple[str, ...]] = {}
+        self._masks: dict[str, np.ndarray] = {}
+        self._any = np.zeros(0, dtype=bool)
         self._main: bm25s.BM25 | None = None
         self._main_ids: list[str] = []
         self._main_rows: dict[str, int] = {}
@@ -105,26 +114,33 @@ class LexicalIndex:
         """Replace everything (after a full reload); values are strings or objects with
         `lexical_text()`, turned into text only when the index is built, to keep loading fast."""
         self._texts = dict(texts)
+        self._backends = {}
         self._main = None
         self._main_ids, self._main_rows = [], {}
         self._dead = np.zeros(0, dtype=bool)
         self._dead_count = 0
         self._delta_ids, self._delta, self._delta_stale = [], None, False
 
-    def put(self, item_id: str, text: str) -> None:
-        """Add an item or change its text (a value change never needs this)."""
+    def put(self, item_id: str, text: str, backends: tuple[str, ...] | list[str] = ()) -> None:
+        """Add an item or change its text or backends (a value change never needs this)."""
         old = self._texts.get(item_id)
-        if old is not None and _text(old) == text:
+        if old is not None and _text(old) == text and self.backends_of(item_id) == tuple(backends):
             return
         self._kill(item_id)
         self._texts[item_id] = text
+        self._backends[item_id] = tuple(backends)
         if self._main is not None:
             self._delta_ids.append(item_id)
             self._delta_stale = True
 
     def remove(self, item_id: str) -> None:
+        self._backends.pop(item_id, None)
         if self._texts.pop(item_id, None) is not None:
             self._kill(item_id)
+
+    def backends_of(self, item_id: str) -> tuple[str, ...]:
+        found = self._backends.get(item_id)
+        return found if found is not None else _backends(self._texts.get(item_id, ""))
 
     def _kill(self, item_id: str) -> None:
         row = self._main_rows.pop(item_id, None)
@@ -149,7 +165,34 @@ class LexicalIndex:
         self._dead = np.zeros(len(self._main_ids), dtype=bool)
         self._dead_count = 0
         self._delta_ids, self._delta, self._delta_stale = [], None, False
+        self._build_masks()
         self.builds += 1
+
+    def _build_masks(self) -> None:
+        """Per backend, which main rows apply to it: items of that backend or of none in particular."""
+        rows: dict[str, list[int]] = {}
+        generic: list[int] = []
+        for row, item_id in enumerate(self._main_ids):
+            backends = self.backends_of(item_id)
+            if not backends:
+                generic.append(row)
+            for b in backends:
+                rows.setdefault(b, []).append(row)
+        self._any = np.zeros(len(self._main_ids), dtype=bool)
+        self._any[generic] = True
+        self._masks = {}
+        for b, rs in rows.items():
+            mask = self._any.copy()
+            mask[rs] = True
+            self._masks[b] = mask
+
+    def backend_mask(self, backend: str) -> np.ndarray:
+        """1.0 where an item applies to `backend`, aligned with the ids of the last `scores` call."""
+        main = self._masks.get(backend, self._any).astype(np.float32)
+        if not self._delta_ids:
+            return main
+        delta = [not (b := self.backends_of(i)) or backend in b for i in self._delta_ids]
+        return np.concatenate([main, np.asarray(delta, dtype=np.float32)])
 
     @property
     def main_ids(self) -> list[str]:

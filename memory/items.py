@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
 import uuid
@@ -109,12 +110,19 @@ class MemoryItem:
         return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-able copy; lists and `data` are copied so the record never aliases the item."""
+        d = dict(self.__dict__)
+        d["backends"], d["tags"], d["data"] = list(self.backends), list(self.tags), copy.deepcopy(self.data)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryItem:
-        if d.keys() == _FIELDS:
-            return cls(**d)  # fast path for records we wrote ourselves (bank loads of 100k items)
+        if d.keys() == _FIELDS and d["kind"] in KINDS:
+            # Fast path for records we wrote ourselves: a bank load builds 100,000 of these, and
+            # skipping __init__ (defaults, __post_init__) halves the cost.
+            item = object.__new__(cls)
+            item.__dict__.update(d)
+            return item
         return cls(
             id=str(d["id"]),
             kind=d["kind"],

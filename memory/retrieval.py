@@ -1,9 +1,13 @@
 """Stage-aware retrieval: lexical recall of candidates, then ranking by the stage's learned value.
 
-`value` mode scores each candidate as ``w * value + (1 - w) * similarity + exploration`` where
-value is the stage's Q (Q1 drafting, Q2 refining) put on a 0..1 scale and exploration is a UCB
-bonus on the stage's visit counts (or epsilon-greedy picks). `similarity` and `random` modes exist
-for ablation: the same candidates, ranked by BM25 alone or drawn at random.
+Every item in an attempt's context is credited with the same return, so an item's Q is the mean
+return of the contexts it appeared in. Ranked greedily from the start, weak items that happen to sit
+next to strong ones inherit their return and the ranking locks in early. The default exploration,
+"screen", therefore first shows the relevant candidates in random slates (random companions, so
+each item's mean return reflects its own contribution) until they average `screen_visits` visits,
+then exploits: the top k - `explore_slots` by value, plus random picks among the rest so new items
+still get tried. "ucb" and "epsilon" remain for comparison; `similarity` and `random` modes rank
+the same candidates by BM25 alone or draw them at random, for ablation.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from memory.items import MemoryItem, TaskSignature, check_stage
 from memory.values import normalised_value
 
 MODES = ("value", "similarity", "random")
-EXPLORATION = ("ucb", "epsilon", "none")
+EXPLORATION = ("screen", "ucb", "epsilon", "none")
 
 
 class Recaller(Protocol):
@@ -61,24 +65,29 @@ class RetrievalPolicy:
     """How to pick the k items put in a prompt. Seeded, so runs are reproducible.
 
     - `candidates`: size of the lexical recall pool that is then ranked;
-    - `value_weight`: w in the blend of value and similarity (value mode);
-    - `exploration`: "ucb" (bonus `ucb_c * sqrt(ln(N + 1) / (n + 1))`), "epsilon" (each slot is a
-      random candidate with probability `epsilon`) or "none";
-    - `backend_boost`: similarity bonus for items of the task's backend; other backends still count;
     - `min_similarity`: candidates below this share of the best match are dropped (the k best are
-      always kept), so a high value learnt on unrelated tasks cannot pull in an unrelated item.
+      always kept), so a value learnt on unrelated tasks cannot pull in an unrelated item; 0.5 also
+      drops items that share only the backend with the task (the boost alone gives them 0.2);
+    - `value_weight`: w in the score ``w * value + (1 - w) * similarity`` (value mode);
+    - `exploration`: "screen" (random slates of the relevant candidates until they average
+      `screen_visits` stage visits, then the best k - `explore_slots` plus random others), "ucb"
+      (bonus ``ucb_c * sqrt(ln(N + 1) / (n + 1))``), "epsilon" (each slot is a random candidate
+      with probability `epsilon`) or "none";
+    - `backend_boost`: similarity bonus for items of the task's backend; other backends still count.
     """
 
     mode: str = "value"
     k: int = 5
     seed: int | None = 0
     candidates: int = 40
-    value_weight: float = 0.7
-    exploration: str = "ucb"
+    value_weight: float = 1.0
+    exploration: str = "screen"
+    screen_visits: float = 10.0
+    explore_slots: int = 1
     ucb_c: float = 0.1
     epsilon: float = 0.1
     backend_boost: float = 0.25
-    min_similarity: float = 0.3
+    min_similarity: float = 0.5
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +99,8 @@ class RetrievalPolicy:
             )
         if self.k < 1 or self.candidates < 1:
             raise ValueError("k and candidates must be at least 1")
+        if not 0 <= self.explore_slots <= self.k or self.screen_visits < 0:
+            raise ValueError("explore_slots must be within 0..k and screen_visits at least 0")
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
         self._rng = random.Random(self.seed)
@@ -110,7 +121,16 @@ class RetrievalPolicy:
             return [Retrieved(item, sim, 0.0, 0.0, 0.0) for item, sim in picked]
         return self._by_value(pool, stage)
 
+    def _relevant(self, pool: list[tuple[MemoryItem, float]]) -> list[tuple[MemoryItem, float]]:
+        """Drop candidates under `min_similarity` of the best match, keeping at least k."""
+        if not pool or self.min_similarity <= 0:
+            return pool
+        floor = self.min_similarity * max(sim for _, sim in pool)
+        kept = [(item, sim) for item, sim in pool if sim >= floor]
+        return kept if len(kept) >= self.k else pool[: max(self.k, len(kept))]
+
     def _by_value(self, pool: list[tuple[MemoryItem, float]], stage: str) -> list[Retrieved]:
+        pool = self._relevant(pool)
         w = self.value_weight
         total = sum(item.visits(stage) for item, _ in pool)
         scored = []
@@ -120,7 +140,9 @@ class RetrievalPolicy:
             if self.exploration == "ucb":
                 bonus = self.ucb_c * math.sqrt(math.log(total + 1) / (item.visits(stage) + 1))
             scored.append(Retrieved(item, sim, value, bonus, w * value + (1 - w) * sim + bonus))
-        scored.sort(key=lambda r: (-r.score, r.item.id))
+        scored.sort(key=lambda r: (-r.score, -r.similarity, r.item.id))
+        if self.exploration == "screen":
+            return self._screen(scored, total / len(scored) if scored else 0.0)
         if self.exploration != "epsilon":
             return scored[: self.k]
         chosen: list[Retrieved] = []
@@ -133,3 +155,12 @@ class RetrievalPolicy:
                 pick = rest.pop(0)
             chosen.append(pick)
         return chosen
+
+    def _screen(self, ranked: list[Retrieved], mean_visits: float) -> list[Retrieved]:
+        """A random slate while the candidates are little known, else the best plus random others."""
+        keep = 0 if mean_visits < self.screen_visits else self.k - self.explore_slots
+        head, rest = ranked[:keep], ranked[keep:]
+        tail = self._rng.sample(rest, min(self.k - len(head), len(rest)))
+        for r in tail:
+            r.exploration = 1.0
+        return head + sorted(tail, key=lambda r: (-r.score, -r.similarity, r.item.id))

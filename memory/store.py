@@ -38,7 +38,7 @@ from memory.storage import (
     read_snapshot,
     write_snapshot,
 )
-from memory.values import DEFAULT_ALPHA, mc_update
+from memory.values import DEFAULT_ALPHA, DEFAULT_SCHEDULE, SCHEDULES, mc_update, step_size
 
 ENV_VAR = "EVOKERNEL_MEMORY"
 EXPORT_FORMAT = "evokernel-memory"
@@ -78,7 +78,8 @@ class MemoryStore:
     """A memory bank on disk, safe to share between threads and processes.
 
     `path=None` uses `default_path()`. A bank that does not exist yet is created, with the shipped
-    seed items unless `seed=False`. `alpha` is the learning rate of `credit`. `fsync=False` trades
+    seed items unless `seed=False`. `alpha` is the learning rate of `credit` and `schedule` how it
+    is applied ("mean": max(alpha, 1/visits), "constant": alpha, see `values`). `fsync=False` trades
     durability of the last few operations for speed (simulations, benchmarks of the index).
     """
 
@@ -87,13 +88,17 @@ class MemoryStore:
         path: str | Path | None = None,
         *,
         alpha: float = DEFAULT_ALPHA,
+        schedule: str = DEFAULT_SCHEDULE,
         seed: bool = True,
         fsync: bool = True,
         lock_timeout: float = 60.0,
         compact_min_bytes: int = 1 << 20,
     ) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown step-size schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
         self.alpha = alpha
+        self.schedule = schedule
         self.fsync = fsync
         self.compact_min_bytes = compact_min_bytes
         self._journal = Journal(journal_path(self.path), fsync=fsync)
@@ -103,7 +108,6 @@ class MemoryStore:
         self._closed = False
         self._items: dict[str, MemoryItem] = {}
         self._index = LexicalIndex()
-        self._masks: dict[str, tuple[list[str], np.ndarray]] = {}
         self._seq = 0
         self._snap_key: tuple[int, int, int, int] | None = None
         self._gen = ""
@@ -186,8 +190,7 @@ class MemoryStore:
         self._created = float(meta.get("created", now()))
         self._snap_key = _file_key(self.path)
         self._snap_size = self._snap_key[3] if self._snap_key else 0
-        self._index.reset({item.id: item for item in items})
-        self._masks.clear()
+        self._index.reset(self._items)
         header = _read_header(self._journal.path)
         if header is None:
             self._rotate()
@@ -235,20 +238,21 @@ class MemoryStore:
             for d in record["items"]:
                 item = MemoryItem.from_dict(d)
                 self._items[item.id] = item
-                self._index.put(item.id, item.lexical_text())
+                self._index.put(item.id, item.lexical_text(), item.backends)
         elif op == "remove":
             for item_id in record["ids"]:
                 if self._items.pop(item_id, None) is not None:
                     self._index.remove(item_id)
         elif op == "credit":
             stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
+            schedule = record.get("schedule", "constant")
             for item_id in record["ids"]:
                 item = self._items.get(item_id)
                 if item is None:
                     continue
-                old = item.q(stage)
-                new = mc_update(old, reward, alpha)
-                item.set_value(stage, new, item.visits(stage) + 1, when)
+                old, visits = item.q(stage), item.visits(stage) + 1
+                new = mc_update(old, reward, step_size(alpha, visits, schedule))
+                item.set_value(stage, new, visits, when)
                 changes.append(ValueChange(item_id, stage, old, new, item.visits(stage)))
         else:
             raise MemoryCorrupt(f"{self._journal.path} has an unknown operation {op!r}")
@@ -288,7 +292,10 @@ class MemoryStore:
     def credit(
         self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None
     ) -> list[ValueChange]:
-        """Monte-Carlo update of every item that was in an attempt's context: Q <- Q + alpha (G - Q).
+        """Monte-Carlo update of every item that was in an attempt's context: Q <- Q + a (G - Q).
+
+        `a` is `alpha` (the store's by default) under the store's schedule: with "mean" an item's
+        n-th update uses max(alpha, 1/n), so Q is the plain mean of its first 1/alpha returns.
 
         Used alike for the verifier's reward and for a person's edit, acceptance or rejection.
         Duplicate ids count once; ids no longer in the bank (pruned elsewhere) are skipped.
@@ -301,6 +308,8 @@ class MemoryStore:
             if not present:
                 return []
             record = {"op": "credit", "ids": present, "stage": stage, "reward": float(reward), "alpha": alpha}
+            if self.schedule != "constant":
+                record["schedule"] = self.schedule
             return self._commit({**record, "t": now()})
 
     def refresh(self) -> None:
@@ -363,7 +372,7 @@ class MemoryStore:
             top = float(raw.max()) if raw.size else 0.0
             sims = raw / top if top > 0 else np.where(raw < 0, np.float32(-1.0), np.float32(0.0))
             if backend and backend_boost:
-                sims = (sims + backend_boost * self._backend_mask(ids, backend)) / (1.0 + backend_boost)
+                sims = (sims + backend_boost * self._index.backend_mask(backend)) / (1.0 + backend_boost)
             sims = np.where(raw < 0, -np.inf, sims)
             live = int(np.count_nonzero(raw >= 0))
             n = min(n, live)
@@ -372,18 +381,6 @@ class MemoryStore:
             part = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
             order = part[np.lexsort((part, -sims[part]))]
             return [(copy.deepcopy(self._items[ids[r]]), float(sims[r])) for r in order]
-
-    def _backend_mask(self, ids: list[str], backend: str) -> np.ndarray:
-        cached = self._masks.get(backend)
-        if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
-            return cached[1]
-        mask = np.fromiter(
-            ((not (it := self._items.get(i)) or not it.backends or backend in it.backends) for i in ids),
-            dtype=np.float32,
-            count=len(ids),
-        )
-        self._masks[backend] = (ids, mask)
-        return mask
 
     def stats(self) -> dict[str, Any]:
         """Counts and value summaries for `evokernel memory stats` and the app."""

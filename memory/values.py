@@ -24,8 +24,13 @@ REFINE_CLIP = 1.0
 #: Reward for an incorrect (or unmeasured) refinement: as bad as the worst clipped slowdown.
 REFINE_INCORRECT = -REFINE_CLIP
 
-#: Default learning rate of the Monte-Carlo update.
-DEFAULT_ALPHA = 0.15
+#: Default learning rate of the Monte-Carlo update (with the "mean" schedule: its floor).
+DEFAULT_ALPHA = 0.05
+#: Step-size schedules: "constant" uses alpha every time; "mean" uses max(alpha, 1 / visits), the
+#: running mean of an item's returns until alpha takes over, so early noisy returns average out
+#: instead of one lucky or unlucky attempt deciding an item's rank.
+SCHEDULES = ("constant", "mean")
+DEFAULT_SCHEDULE = "mean"
 
 
 def draft_reward(outcome: str) -> float:
@@ -65,6 +70,15 @@ def normalised_value(q: float, stage: str) -> float:
     """Q mapped onto 0..1 for the stage's reward range, clipped."""
     lo, hi = reward_range(stage)
     return max(0.0, min(1.0, (q - lo) / (hi - lo)))
+
+
+def step_size(alpha: float, visits: int, schedule: str) -> float:
+    """The alpha of an item's `visits`-th update (counting this one) under `schedule`."""
+    if schedule == "constant":
+        return alpha
+    if schedule == "mean":
+        return max(alpha, 1.0 / max(1, visits))
+    raise ValueError(f"unknown step-size schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
 
 
 def mc_update(q: float, reward: float, alpha: float) -> float:

@@ -35,7 +35,7 @@ def test_similarity_mode_ranks_by_bm25(store):
 def test_value_mode_prefers_high_stage_value(store):
     store.credit(["i2"], "draft", 1.0, alpha=1.0)
     store.credit(["i0"], "draft", 0.0, alpha=1.0)
-    policy = RetrievalPolicy(mode="value", k=2, exploration="none")
+    policy = RetrievalPolicy(mode="value", k=2, exploration="none", value_weight=0.7)
     draft = policy.retrieve(store, SIG, "draft")
     assert draft[0].item.id == "i2" and "i0" not in [h.item.id for h in draft]
     assert draft[0].score == pytest.approx(0.7 * draft[0].value + 0.3 * draft[0].similarity)
@@ -55,8 +55,32 @@ def test_backend_boost_and_cross_backend_sharing(store):
 def test_ucb_explores_unvisited_items(store):
     for _ in range(5):
         store.credit(["i0", "i1"], "draft", 0.6, alpha=1.0)
-    hits = RetrievalPolicy(mode="value", k=1, ucb_c=1.0).retrieve(store, SIG, "draft")
+    hits = RetrievalPolicy(mode="value", k=1, exploration="ucb", ucb_c=1.0).retrieve(store, SIG, "draft")
     assert hits[0].item.visits1 == 0 and hits[0].exploration > 1.0
+
+
+def test_screening_draws_random_slates_then_exploits_with_one_explore_slot(store):
+    policy = RetrievalPolicy(mode="value", k=3, seed=5, screen_visits=2.0, min_similarity=0.0)
+    seen = set()
+    for _ in range(4):  # 4 slates of 3 bring the 6 candidates to a mean of 2 visits
+        hits = policy.retrieve(store, SIG, "draft")
+        assert all(h.exploration == 1.0 for h in hits)
+        seen.update(h.item.id for h in hits)
+        store.credit([h.item.id for h in hits], "draft", 1.0 if "i5" in {h.item.id for h in hits} else 0.2)
+    assert len(seen) >= 5, "screening should show more than the lexical top 3"
+    hits = policy.retrieve(store, SIG, "draft")
+    best = max(store.items(), key=lambda i: (i.q1, -i.visits1))
+    assert [h.exploration for h in hits] == [0.0, 0.0, 1.0] and hits[0].item.q1 == best.q1
+    assert hits[0].value >= hits[1].value >= max(i.q1 for i in store.items() if i.id not in {h.item.id for h in hits[:2]})
+
+
+def test_min_similarity_drops_backend_only_matches(store):
+    store.add(_item(6, "matmul tiling registers"))  # shares only the cuda backend with the query
+    wide = RetrievalPolicy(mode="value", k=1, candidates=10, min_similarity=0.0, screen_visits=0, explore_slots=0)
+    gated = RetrievalPolicy(mode="value", k=1, candidates=10, screen_visits=0, explore_slots=0)
+    store.credit(["i6"], "draft", 1.0, alpha=1.0)  # a high value learnt elsewhere
+    assert wide.retrieve(store, SIG, "draft")[0].item.id == "i6"
+    assert gated.retrieve(store, SIG, "draft")[0].item.id != "i6"
 
 
 def test_random_and_epsilon_are_seeded(store):
@@ -74,6 +98,8 @@ def test_bad_policy_settings_are_rejected():
         RetrievalPolicy(mode="best")
     with pytest.raises(ValueError, match="exploration"):
         RetrievalPolicy(exploration="greedy")
+    with pytest.raises(ValueError, match="explore_slots"):
+        RetrievalPolicy(k=2, explore_slots=3)
 
 
 def test_new_items_are_found_before_and_after_rebuild(tmp_path):

@@ -35,7 +35,7 @@ def test_env_var_sets_default_path(tmp_path, monkeypatch):
 
 
 def test_add_get_credit_persist(bank):
-    store = MemoryStore(bank, seed=False, alpha=0.5)
+    store = MemoryStore(bank, seed=False, alpha=0.5, schedule="constant")
     store.add(_item(1))
     with pytest.raises(ValueError, match="already exists"):
         store.add(_item(1))
@@ -48,6 +48,18 @@ def test_add_get_credit_persist(bank):
         again.get("nope")
     with pytest.raises(ValueError, match="stage"):
         again.credit(["t-1"], "drafting", 1.0)
+
+
+def test_mean_schedule_averages_returns_until_alpha_takes_over(bank):
+    store = MemoryStore(bank, seed=False, alpha=0.25)
+    store.add(_item(1))
+    rewards = [1.0, 0.2, 0.4, 1.0, 0.0, 1.0]
+    qs = [store.credit(["t-1"], "draft", r)[0].new for r in rewards]
+    assert qs[:4] == pytest.approx([1.0, 0.6, 8 / 15, 0.65])  # plain means of the first 1/alpha returns
+    assert qs[4] == pytest.approx(0.65 * 0.75) and qs[5] == pytest.approx(qs[4] + 0.25 * (1.0 - qs[4]))
+    assert MemoryStore(bank, seed=False, schedule="constant").get("t-1").q1 == pytest.approx(qs[-1])  # replay
+    with pytest.raises(ValueError, match="schedule"):
+        MemoryStore(bank, schedule="harmonic")
 
 
 def test_compaction_keeps_state_and_backup(bank):
