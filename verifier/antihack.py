@@ -38,6 +38,7 @@ RULES = {
     "concurrency": "threads or processes can finish the work after forward returns",
     "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
     "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
+    "torch-work-outside-kernel": "torch operators around the custom kernel do most of the work",
     "cpp-escape": "the C++ code starts threads or processes, runs Python or touches files",
     "gpu-stream": "side streams and events let GPU work run outside the timed stream",
     "cuda-graph": "CUDA graph replay can return outputs captured earlier",

@@ -103,6 +103,9 @@ class AntiHackingGate(Gate):
         if ran:
             found.append(Violation("reference-op-at-runtime", 0,
                                    f"{ran[0]} ran inside ModelNew.forward; the reference's {families[op_family(ran[0])]} must be replaced by the custom kernel"))
+        outside = _torch_outside_kernel(cand.get("work_split"))
+        if outside:
+            found.append(Violation("torch-work-outside-kernel", 0, outside))
         clock = _clock_check(cand, ev.marks)
         if clock:
             found.append(Violation("clock", 0, clock))
@@ -113,6 +116,23 @@ class AntiHackingGate(Gate):
         if found:
             return self._fail(start, found)
         return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops)
+
+
+TORCH_WORK_SHARE = 0.5
+TORCH_WORK_FLOOR_MS = 0.05
+
+
+def _torch_outside_kernel(split: dict | None) -> str | None:
+    """Torch compute ops around the custom kernel must not do most of forward's work."""
+    if not split:
+        return None
+    kernel_ms, torch_ms = float(split.get("kernel_ms", 0.0)), float(split.get("torch_ms", 0.0))
+    if torch_ms < TORCH_WORK_FLOOR_MS or torch_ms <= TORCH_WORK_SHARE * (kernel_ms + torch_ms):
+        return None
+    ops = ", ".join(name for name, _ in split.get("torch_ops", [])[:3])
+    share = torch_ms / (kernel_ms + torch_ms)
+    return (f"torch ops ({ops}) took {share:.0%} of forward's compute time outside the custom kernel; "
+            "move that work into the kernel")
 
 
 def _clock_check(cand: dict, marks: list) -> str | None:

@@ -171,6 +171,22 @@ def _device_ms(prof) -> float:
     return total_us / 1000.0
 
 
+def _work_split(prof) -> dict:
+    """CPU self time inside the custom kernel versus torch compute ops around it (allocation and views
+    excluded): torch arithmetic beside a do-nothing kernel shows up here."""
+    kernel_us = torch_us = 0.0
+    torch_ops: list[tuple[str, float]] = []
+    for evt in prof.key_averages():
+        us = float(getattr(evt, "self_cpu_time_total", 0) or 0)
+        if evt.key.startswith("kernel::"):
+            kernel_us += us
+        elif evt.key.startswith("aten::") and evt.key not in IGNORED_OPS:
+            torch_us += us
+            torch_ops.append((evt.key, us / 1000.0))
+    torch_ops.sort(key=lambda r: r[1], reverse=True)
+    return {"kernel_ms": kernel_us / 1000.0, "torch_ms": torch_us / 1000.0, "torch_ops": torch_ops[:5]}
+
+
 def _sync(torch, device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -313,6 +329,8 @@ def run(job_dir: Path, report: dict) -> dict:
         if device == "cuda":
             report["profile_device_ms"] = _device_ms(prof)
         report["ops_run"] = sorted({e.key for e in prof.key_averages()} - IGNORED_OPS)
+        if device == "cpu":
+            report["work_split"] = _work_split(prof)
 
         report["phase"] = "latency"
         progress.mark("latency")

@@ -211,10 +211,10 @@ def test_patching_the_clock_through_a_dunder_is_caught_at_run_time(task_source, 
     assert "time.perf_counter_ns" in gate.reason
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: tensor operators (*, >) do the work while the kernel only copies; "
-                   "neither the AST rules nor the reference-op profile check sees aten::mul/aten::gt")
 def test_operator_arithmetic_beside_a_copy_kernel_is_caught(task_source, make_config, kernel_source):
     copy = RELU.replace("in[i] > 0.0f ? in[i] : 0.0f", "in[i]")
     source = kernel_source(copy, forward="y = _ext.kernel_forward(x)\n        return y * (y > 0)")
     res = verify(task_source("relu"), source, config=make_config())
     assert res.gates[0].status == "fail", "the copy kernel plus torch arithmetic passed every gate"
+    assert res.gates[0].detail["rule"] == "torch-work-outside-kernel"
+    assert "aten::" in res.gates[0].reason
