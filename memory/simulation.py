@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import random
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from memory.items import MemoryItem, TaskSignature
 from memory.retrieval import RetrievalPolicy
@@ -127,32 +129,43 @@ class SimResult:
         return sum(xs) / len(xs)
 
 
-def run_mode(world: World, cfg: SimConfig, mode: str, workdir: Path, policy_seed: int = 0) -> SimResult:
-    """Run `cfg.episodes` draft attempts with one retrieval mode ("oracle" uses hidden utilities)."""
+def run_mode(
+    world: World,
+    cfg: SimConfig,
+    mode: str,
+    workdir: Path,
+    policy_seed: int = 0,
+    policy: dict[str, Any] | None = None,
+    store: dict[str, Any] | None = None,
+) -> SimResult:
+    """Run `cfg.episodes` draft attempts with one retrieval mode ("oracle" uses hidden utilities).
+
+    `policy` and `store` override RetrievalPolicy and MemoryStore settings, for ablations.
+    """
     rng = random.Random(cfg.seed * 7919 + policy_seed)
     probability: list[float] = []
     success: list[bool] = []
-    store = None
-    policy = None
+    bank: MemoryStore | None = None
+    retrieval: RetrievalPolicy | None = None
     if mode != "oracle":
-        store = MemoryStore(workdir / f"{mode}.json", seed=False, fsync=False)
-        store.add_many(world.items)
-        policy = RetrievalPolicy(mode=mode, k=cfg.k, seed=policy_seed)
+        bank = MemoryStore(workdir / f"{mode}-{uuid.uuid4().hex[:8]}.json", seed=False, fsync=False, **(store or {}))
+        bank.add_many(world.items)
+        retrieval = RetrievalPolicy(mode=mode, k=cfg.k, seed=policy_seed, **(policy or {}))
     for _ in range(cfg.episodes):
         sig = rng.choice(world.tasks)
-        if store is None or policy is None:
+        if bank is None or retrieval is None:
             ids = world.oracle(sig.task, cfg.k)
         else:
-            ids = [h.item.id for h in policy.retrieve(store, sig, "draft")]
+            ids = [h.item.id for h in retrieval.retrieve(bank, sig, "draft")]
         p = world.success_probability(sig.task, ids, cfg.base)
         ok = rng.random() < p
         probability.append(p)
         success.append(ok)
-        if store is not None:
+        if bank is not None:
             outcome = "feasible" if ok else rng.choice(("compile_fail", "incorrect"))
-            store.credit(ids, "draft", draft_reward(outcome))
-    if store is not None:
-        store.close()
+            bank.credit(ids, "draft", draft_reward(outcome))
+    if bank is not None:
+        bank.close()
     return SimResult(mode=mode, probability=probability, success=success)
 
 

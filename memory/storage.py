@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,23 @@ def _keep_backup(path: Path) -> None:
     except OSError:
         shutil.copy2(path, tmp)
     os.replace(tmp, bak)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a bank is parsed into objects.
+
+    Loading 100,000 items allocates millions of containers, which would trigger a collection
+    scan every few hundred allocations; pausing it roughly halves load time. Nothing here makes
+    cycles, so the pause frees nothing late.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def read_json_file(path: Path) -> Any:

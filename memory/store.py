@@ -31,6 +31,7 @@ from memory.storage import (
     MemoryCorrupt,
     atomic_write_bytes,
     backup_path,
+    gc_paused,
     journal_path,
     lock_path,
     migrate,
@@ -180,12 +181,13 @@ class MemoryStore:
             self._apply(record)
 
     def _load_full(self) -> None:
-        meta, dicts = read_snapshot(self.path) if self.path.exists() else ({"seq": 0}, [])
-        try:
-            items = [MemoryItem.from_dict(d) for d in dicts]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MemoryCorrupt(f"{self.path} holds an item that cannot be read ({exc})") from None
-        self._items = {item.id: item for item in items}
+        with gc_paused():
+            meta, dicts = read_snapshot(self.path) if self.path.exists() else ({"seq": 0}, [])
+            try:
+                items = [MemoryItem.from_dict(d) for d in dicts]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MemoryCorrupt(f"{self.path} holds an item that cannot be read ({exc})") from None
+            self._items = {item.id: item for item in items}
         self._seq = int(meta.get("seq", 0))
         self._created = float(meta.get("created", now()))
         self._snap_key = _file_key(self.path)
