@@ -104,6 +104,10 @@ def compare_with_do_bench(model, inputs) -> dict:
     return {"ours_ms": ours_med, "do_bench_ms": theirs, "ratio": ours_med / theirs, "reps": len(ours)}
 
 
+def _pct(xs: list[float], q: int) -> float | None:
+    return sorted(xs)[min(len(xs) - 1, len(xs) * q // 100)] if xs else None
+
+
 def _fmt(x, spec=".4f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -154,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                f"{_fmt(res.speedup, '.2f')} | {res.seconds:.1f} |")
         lines.append(row)
         print(row, failed, flush=True)
+        times = lat.detail.get("times_ms", []) if lat else []
         record["honest"].append({"backend": backend, "task": task, "outcome": res.outcome, "latency_ms": res.latency_ms,
+                                 "iqr_ms": iqr, "p10_ms": _pct(times, 10), "p90_ms": _pct(times, 90),
                                  "reference_ms": res.reference_ms, "speedup": res.speedup, "failed": failed,
                                  "top_ops": res.profile[:5]})
 
@@ -193,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         if db and h["latency_ms"]:
             verify_vs.append((f"{h['backend']}/{h['task']}", h["latency_ms"], db["do_bench_ms"]))
     lines += ["", "Verifier's reported latency (sandboxed child) against do_bench (this process):", "",
-              "| kernel | verify() ms | do_bench ms | ratio |", "| --- | --- | --- | --- |"]
-    lines += [f"| {k} | {a:.4f} | {b:.4f} | {a / b:.3f} |" for k, a, b in verify_vs]
+              "| kernel | verify() ms | do_bench ms | ratio | within 5% |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {k} | {a:.4f} | {b:.4f} | {a / b:.3f} | {'yes' if abs(a / b - 1) <= TOLERANCE else 'NO'} |"
+              for k, a, b in verify_vs]
     record["verify_vs_do_bench"] = [{"kernel": k, "verify_ms": a, "do_bench_ms": b} for k, a, b in verify_vs]
 
     out = Path(args.results)

@@ -57,13 +57,30 @@ class CudaClock:
         output after a full device synchronise, or the device is still busy once the current stream is
         drained, forward returned before its work was done.
         """
-        snaps = [self._clone(o) for o in outputs]
+        snaps = self._snapshot(outputs)
         self._stream_sync(self._current_stream())
         t0 = _perf_ns()
         self._sync()
         pending_ms = (_perf_ns() - t0) / 1e6
         changed = any(not _bitwise_equal(self._torch, self._equal, s, o) for s, o in zip(snaps, outputs, strict=True))
         return {"pending_ms": pending_ms, "changed": changed}
+
+    def _snapshot(self, outputs: list) -> list:
+        """Copies of the outputs queued on the current stream, into the flush buffer when they fit: a fresh
+        allocation could reach cudaMalloc, which waits for the whole device and would hide the race."""
+        torch = self._torch
+        room = self._cache.view(torch.uint8)
+        snaps, used = [], 0
+        for o in outputs:
+            nbytes = o.numel() * o.element_size()
+            if not o.is_contiguous() or o.dim() == 0 or used + nbytes > room.numel():
+                snaps.append(self._clone(o))
+                continue
+            dst = room[used:used + nbytes]
+            dst.copy_(o.view(torch.uint8).reshape(-1))
+            snaps.append(dst.view(o.dtype).view(o.shape))
+            used += (nbytes + 255) // 256 * 256
+        return snaps
 
     def time_calls(self, fn, args, warmup: int, min_reps: int, max_reps: int, min_time_s: float, progress) -> dict:
         """Per-call event milliseconds (L2 flushed, device synchronised) and a marked back-to-back batch."""

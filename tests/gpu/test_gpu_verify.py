@@ -91,13 +91,14 @@ def test_probe_sees_work_left_on_a_side_stream():
     from verifier.gpu_timing import CudaClock
 
     clock = CudaClock(torch)
-    x = torch.randn(8192, 8192, device="cuda")
+    x = torch.randn(4096, 4096, device="cuda")
+    y = torch.zeros_like(x)
     side = torch.cuda.Stream()
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
         torch.cuda._sleep(20_000_000)
-        y = x * 2
+        torch.mul(x, 2, out=y)
     probe = clock.probe([y])
-    assert probe["changed"] or probe["pending_ms"] > 1.0
+    assert probe["changed"] and probe["pending_ms"] > 1.0, probe
     honest = clock.probe([x * 2])
-    assert not honest["changed"] and honest["pending_ms"] < 1.0
+    assert not honest["changed"] and honest["pending_ms"] < 1.0, honest
