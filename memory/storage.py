@@ -6,6 +6,7 @@
   number, appended under the cross-process lock. A value update is one short append instead of a
   rewrite of the whole bank; the journal is folded into the snapshot ("compaction") now and then.
 - ``memory.json.lock``: the cross-process lock file (filelock).
+- ``memory.json.bm25/``: for large banks, the saved BM25 index (see `index`); safe to delete.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ class MemoryStore:
         self._depth = 0
         self._closed = False
         self._items: dict[str, MemoryItem] = {}
-        self._index = LexicalIndex()
+        self._index = LexicalIndex(cache_dir=self.path.with_name(self.path.name + ".bm25"))
         self._seq = 0
         self._snap_key: tuple[int, int, int, int] | None = None
         self._gen = ""

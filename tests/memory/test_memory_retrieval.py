@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from memory import MemoryItem, MemoryStore, RetrievalPolicy, TaskSignature
+from memory.index import LexicalIndex
 
 SIG = TaskSignature(task="softmax_rows", category="softmax", backend="cuda", shapes="x: 256x4096", text="row softmax")
 
@@ -113,3 +115,35 @@ def test_new_items_are_found_before_and_after_rebuild(tmp_path):
     store.add_many([_item(1000 + i, f"softmax variant {i}") for i in range(400)])  # forces a rebuild
     hits = RetrievalPolicy(mode="similarity", k=3).retrieve(store, SIG, "draft")
     assert all(h.item.id.startswith("i1") and "softmax" in h.item.text for h in hits)
+
+
+def test_bm25_cache_is_reused_only_for_identical_texts(tmp_path):
+    texts = {f"i{n}": f"note {n} softmax rows" if n % 3 else f"note {n} matmul tiles" for n in range(30)}
+    cache = tmp_path / "m.json.bm25"
+    first = LexicalIndex(cache_dir=cache, cache_min_items=10)
+    first.reset(texts)
+    ids, scores = first.scores("softmax rows")
+    assert first.cache_hits == 0 and (cache / "digest.txt").exists()
+    again = LexicalIndex(cache_dir=cache, cache_min_items=10)
+    again.reset(texts)
+    ids2, scores2 = again.scores("softmax rows")
+    assert again.cache_hits == 1 and ids2 == ids and np.allclose(scores2, scores)
+    changed = LexicalIndex(cache_dir=cache, cache_min_items=10)
+    changed.reset({**texts, "i0": "softmax softmax softmax"})
+    _, scores3 = changed.scores("softmax rows")
+    assert changed.cache_hits == 0 and scores3[0] > scores[0]
+    (cache / "data.csc.index.npy").write_bytes(b"garbage")  # a damaged cache only costs a rebuild
+    broken = LexicalIndex(cache_dir=cache, cache_min_items=10)
+    broken.reset({**texts, "i0": "softmax softmax softmax"})
+    assert np.allclose(broken.scores("softmax rows")[1], scores3) and broken.cache_hits == 0
+
+
+def test_backend_boost_applies_to_items_added_after_the_index_was_built(tmp_path):
+    store = MemoryStore(tmp_path / "m.json", seed=False, fsync=False)
+    store.add_many([_item(i, f"softmax note {i}") for i in range(5)])
+    assert store.recall("softmax", 3, backend="cuda", backend_boost=1.0)  # builds the main index
+    store.add_many([_item(10, "softmax note x", backends=("triton",)), _item(11, "softmax note y", backends=())])
+    sims = dict((i.id, s) for i, s in store.recall("softmax note x y", 10, backend="cuda", backend_boost=1.0))
+    plain = dict((i.id, s) for i, s in store.recall("softmax note x y", 10, backend="cuda", backend_boost=0.0))
+    assert sims["i10"] == pytest.approx(plain["i10"] / 2)  # triton item: no boost, rescaled by 1 / (1 + 1)
+    assert sims["i11"] == pytest.approx((plain["i11"] + 1) / 2)  # no backend: applies to every backend
