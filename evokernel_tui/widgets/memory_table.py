@@ -15,12 +15,12 @@ TITLE_WIDTH = 14
 
 
 def q_cell(value: float | None, delta: float | None) -> str:
-    """`0.52` or, right after a reward, `0.52+.12` (compact: the pane is narrow); `–` when unknown."""
+    """`0.52` or, right after a reward, `0.52▲.12` (compact: the pane is narrow); `–` when unknown."""
     if value is None:
         return "–"
     if delta is None or abs(delta) < 5e-3:
         return f"{value:.2f}"
-    sign = "+" if delta > 0 else "-"
+    sign = "▲" if delta > 0 else "▼"
     magnitude = f"{abs(delta):.2f}".removeprefix("0")
     return f"{value:.2f}{sign}{magnitude}"
 

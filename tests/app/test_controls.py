@@ -92,7 +92,7 @@ async def test_memory_values_update_in_place_with_delta(make_session):
         table = app.screen.query_one(MemoryTable)
         cell = str(table.get_cell(changed[0].item_id, "q1"))
         delta = changed[0].delta1
-        assert cell.endswith(("+" if delta > 0 else "-") + f"{abs(delta):.2f}".removeprefix("0"))
+        assert cell.endswith(("▲" if delta > 0 else "▼") + f"{abs(delta):.2f}".removeprefix("0"))
         table.focus()
         table.move_cursor(row=0)
         await pilot.press("enter")

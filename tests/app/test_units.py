@@ -47,8 +47,8 @@ def test_fold_values_points_and_timeline():
 
 
 def test_q_cell_shows_the_change():
-    assert q_cell(0.5, 0.12) == "0.50+.12"
-    assert q_cell(0.3, -0.1) == "0.30-.10"
+    assert q_cell(0.5, 0.12) == "0.50▲.12"
+    assert q_cell(0.3, -0.1) == "0.30▼.10"
     assert q_cell(0.3, None) == "0.30" and q_cell(None, None) == "–"
 
 
