@@ -22,6 +22,7 @@ from typing import Any
 
 import bm25s
 import numpy as np
+import orjson
 
 from memory.storage import gc_paused
 
@@ -83,25 +84,22 @@ log = logging.getLogger(__name__)
 
 #: Banks smaller than this build their index in well under a second; they are not cached on disk.
 CACHE_MIN_ITEMS = 5000
-_KEY_FILE = "digest.txt"
+_KEYS_FILE = "items.json"
 
 
-def _digest(ids: list[str], texts: list[str]) -> str:
-    h = hashlib.sha1()
-    for item_id, text in zip(ids, texts, strict=True):
-        h.update(item_id.encode())
-        h.update(b"\x1f")
-        h.update(text.encode())
-        h.update(b"\x1e")
-    return h.hexdigest()
+def text_digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def _load_cached(cache_dir: Path, digest: str) -> bm25s.BM25 | None:
-    """The saved index when it was built from exactly these texts, else None (the cache is disposable)."""
+def _load_cached(cache_dir: Path) -> tuple[bm25s.BM25, list[str], list[str]] | None:
+    """(index, ids, text digests) saved by `_save_cached`, or None (the cache is disposable)."""
     try:
-        if (cache_dir / _KEY_FILE).read_text() != digest:
-            return None
-        return bm25s.BM25.load(str(cache_dir), show_progress=False)
+        keys = orjson.loads((cache_dir / _KEYS_FILE).read_bytes())
+        ids, digests = list(keys["ids"]), list(keys["digests"])
+        index = bm25s.BM25.load(str(cache_dir), show_progress=False)
+        if len(ids) != len(digests) or index.scores["num_docs"] != len(ids):
+            raise ValueError("ids and index disagree")
+        return index, ids, digests
     except FileNotFoundError:
         return None
     except Exception as exc:  # a damaged or foreign cache only costs a rebuild
@@ -109,12 +107,12 @@ def _load_cached(cache_dir: Path, digest: str) -> bm25s.BM25 | None:
         return None
 
 
-def _save_cached(cache_dir: Path, digest: str, index: bm25s.BM25) -> None:
+def _save_cached(cache_dir: Path, index: bm25s.BM25, ids: list[str], digests: list[str]) -> None:
     """Write the index to a temp folder, then swap it in, so readers never see half a cache."""
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.", dir=cache_dir.parent))
         index.save(str(tmp), show_progress=False)
-        (tmp / _KEY_FILE).write_text(digest)
+        (tmp / _KEYS_FILE).write_bytes(orjson.dumps({"ids": ids, "digests": digests}))
         old = cache_dir.with_name(f".{cache_dir.name}.old-{tmp.name}")
         if cache_dir.exists():
             cache_dir.rename(old)
@@ -221,29 +219,52 @@ class LexicalIndex:
         return pending > max(self.min_rebuild, self.rebuild_fraction * len(self._texts))
 
     def build(self) -> None:
-        """Rebuild the main index over all items now (otherwise done lazily on the next query)."""
-        self._main_ids = list(self._texts)
-        self._main_rows = {item_id: row for row, item_id in enumerate(self._main_ids)}
-        self._main = self._build_main([_text(self._texts[i]) for i in self._main_ids])
-        self._dead = np.zeros(len(self._main_ids), dtype=bool)
-        self._dead_count = 0
-        self._delta_ids, self._delta, self._delta_stale = [], None, False
-        self._build_masks()
+        """Rebuild the main index over all items now (otherwise done lazily on the next query).
+
+        A large bank first tries the index saved on disk: items whose text is unchanged keep their
+        saved rows, the others go to the delta, as if they had been added since that build.
+        """
+        ids = list(self._texts)
+        texts = [_text(self._texts[i]) for i in ids]
+        use_cache = self.cache_dir is not None and len(ids) >= self.cache_min_items
+        with gc_paused():
+            digests = [text_digest(t) for t in texts] if use_cache else []
+            if use_cache and self._adopt_cached(ids, digests):
+                self.cache_hits += 1
+            else:
+                self._set_main(ids, _build([tokenize(t) for t in texts]), delta=[])
+                if use_cache and self._main is not None and self.cache_dir is not None:
+                    _save_cached(self.cache_dir, self._main, ids, digests)
         self.builds += 1
 
-    def _build_main(self, texts: list[str]) -> bm25s.BM25 | None:
-        """BM25 over `texts`, from the on-disk cache when it holds exactly these texts."""
-        if self.cache_dir is None or len(texts) < self.cache_min_items:
-            return _build([tokenize(t) for t in texts])
-        with gc_paused():
-            digest = _digest(self._main_ids, texts)
-            index = _load_cached(self.cache_dir, digest)
-            self.cache_hits += index is not None
-            if index is None:
-                index = _build([tokenize(t) for t in texts])
-                if index is not None:
-                    _save_cached(self.cache_dir, digest, index)
-        return index
+    def _set_main(self, ids: list[str], index: bm25s.BM25 | None, delta: list[str]) -> None:
+        self._main, self._main_ids = index, ids
+        self._main_rows = {item_id: row for row, item_id in enumerate(ids)}
+        self._dead = np.zeros(len(ids), dtype=bool)
+        self._dead_count = 0
+        self._delta_ids, self._delta, self._delta_stale = delta, None, bool(delta)
+        self._build_masks()
+
+    def _adopt_cached(self, ids: list[str], digests: list[str]) -> bool:
+        """Use the saved index when few enough items changed since it was saved."""
+        cached = _load_cached(self.cache_dir) if self.cache_dir is not None else None
+        if cached is None:
+            return False
+        index, saved_ids, saved_digests = cached
+        current = dict(zip(ids, digests, strict=True))
+        live = [current.get(i) == d for i, d in zip(saved_ids, saved_digests, strict=True)]
+        kept = {i for i, ok in zip(saved_ids, live, strict=True) if ok}
+        delta = [i for i in ids if i not in kept]
+        dead = len(saved_ids) - len(kept)
+        if dead + len(delta) > max(self.min_rebuild, self.rebuild_fraction * len(ids)):
+            return False
+        self._set_main(saved_ids, index, delta)
+        for row, ok in enumerate(live):
+            if not ok:
+                self._main_rows.pop(saved_ids[row], None)
+                self._dead[row] = True
+        self._dead_count = dead
+        return True
 
     def _build_masks(self) -> None:
         """Per backend, which main rows apply to it: items of that backend or of none in particular."""

@@ -117,25 +117,29 @@ def test_new_items_are_found_before_and_after_rebuild(tmp_path):
     assert all(h.item.id.startswith("i1") and "softmax" in h.item.text for h in hits)
 
 
-def test_bm25_cache_is_reused_only_for_identical_texts(tmp_path):
+def test_bm25_cache_keeps_unchanged_rows_and_rebuilds_when_damaged(tmp_path):
     texts = {f"i{n}": f"note {n} softmax rows" if n % 3 else f"note {n} matmul tiles" for n in range(30)}
     cache = tmp_path / "m.json.bm25"
-    first = LexicalIndex(cache_dir=cache, cache_min_items=10)
-    first.reset(texts)
-    ids, scores = first.scores("softmax rows")
-    assert first.cache_hits == 0 and (cache / "digest.txt").exists()
-    again = LexicalIndex(cache_dir=cache, cache_min_items=10)
-    again.reset(texts)
-    ids2, scores2 = again.scores("softmax rows")
+
+    def index(docs, **kw):
+        idx = LexicalIndex(cache_dir=cache, cache_min_items=10, **kw)
+        idx.reset(docs)
+        return idx, *idx.scores("softmax rows")
+
+    first, ids, scores = index(texts)
+    assert first.cache_hits == 0 and (cache / "items.json").exists()
+    again, ids2, scores2 = index(texts)
     assert again.cache_hits == 1 and ids2 == ids and np.allclose(scores2, scores)
-    changed = LexicalIndex(cache_dir=cache, cache_min_items=10)
-    changed.reset({**texts, "i0": "softmax softmax softmax"})
-    _, scores3 = changed.scores("softmax rows")
-    assert changed.cache_hits == 0 and scores3[0] > scores[0]
+    changed_texts = {**texts, "i0": "softmax softmax softmax", "i99": "softmax rows new"}
+    changed, ids3, scores3 = index(changed_texts)  # 2 changes: saved rows kept, the rest in the delta
+    got = dict(zip(ids3, scores3, strict=True))
+    assert changed.cache_hits == 1 and got["i0"] > 0 and got["i99"] > 0 and ids3.count("i0") == 2
+    assert scores3[ids3.index("i0")] == -1.0  # the saved row of the changed item is dead
+    strict, ids4, scores4 = index(changed_texts, min_rebuild=0, rebuild_fraction=0.0)
+    assert strict.cache_hits == 0 and sorted(ids4) == sorted(changed_texts)  # too many changes: rebuilt
     (cache / "data.csc.index.npy").write_bytes(b"garbage")  # a damaged cache only costs a rebuild
-    broken = LexicalIndex(cache_dir=cache, cache_min_items=10)
-    broken.reset({**texts, "i0": "softmax softmax softmax"})
-    assert np.allclose(broken.scores("softmax rows")[1], scores3) and broken.cache_hits == 0
+    broken, ids5, scores5 = index(changed_texts)
+    assert broken.cache_hits == 0 and ids5 == ids4 and np.allclose(scores5, scores4)
 
 
 def test_backend_boost_applies_to_items_added_after_the_index_was_built(tmp_path):
