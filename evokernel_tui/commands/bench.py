@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from core.bench import (
     FAST_PS,
     RETRIEVAL_MODES,
-    SUMMARY_COLUMNS,
     BenchConfig,
     BenchError,
     ModelSource,
@@ -36,6 +36,7 @@ from core.bench import (
     replay_bench,
     run_bench,
     select_tasks,
+    session_dirs,
     summarise_levels,
     summary_cells,
     write_report,
@@ -54,14 +55,28 @@ def no_model_message() -> str:
     return f"bench needs a model: {how_to_configure()}; or re-verify recorded sessions with --replay DIR."
 
 
+TABLE_HEADERS = ("level", "n", "compiled", "correct", "fast_1", "fast_1.5", "fast_2", "geomean", "refine")
+
+
 def summary_table(data: dict[str, Any], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in SUMMARY_COLUMNS:
+    """Per-level rows narrow enough for 80 columns (tokens and cost: see `summary_note`)."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                  show_edge=False)
+    for col in TABLE_HEADERS:
         table.add_column(col, justify="left" if col == "level" else "right")
     finished = [o for o in outcomes_of(data) if not o.error]
-    for row in summarise_levels(finished) if finished else []:
-        table.add_row(*summary_cells(row), style="bold" if row.level is None else None)
+    rows = summarise_levels(finished) if finished else []
+    for row in rows:
+        table.add_row(*summary_cells(row)[: len(TABLE_HEADERS)], style="bold" if row.level is None else None)
     return table
+
+
+def summary_note(data: dict[str, Any]) -> str:
+    finished = [o for o in outcomes_of(data) if not o.error]
+    total = summarise_levels(finished)[-1] if finished else None
+    spent = f" {total.tokens} tokens, cost {fmt_cost(total.cost)}." if total else ""
+    return ("fast_p: correct and more than p times faster than eager; refine: median of first feasible over best "
+            f"latency.{spent}")
 
 
 def progress_printer(console: Console, total: int):
@@ -81,7 +96,8 @@ def progress_printer(console: Console, total: int):
         else:
             state = "[green]correct[/]" if outcome.feasible else ("compiled" if outcome.compiled else "[red]failed[/]")
             extra = f" {fmt_x(outcome.speedup)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
-            console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernels, {outcome.seconds:.1f}s",
+            console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
+                          f"{outcome.seconds:.1f}s",
                           highlight=False)
 
     return on_progress
@@ -112,6 +128,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         console.print(summary_table(data, f"Bench {out}"))
+        console.print(summary_note(data), highlight=False)
         console.print(f"bench.json, {report.name} and {plot.name} in {out}", highlight=False)
     complete = data.get("complete")
     sys.exit(0 if complete else 1)
@@ -144,7 +161,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--seed", type=int, default=0, show_default=True, help="Retrieval seed.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
 @click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
-@click.option("--no-verdict-cache", is_flag=True, help="Verify every kernel afresh (no cached verdicts).")
+@click.option("--no-verdict-cache", is_flag=True, help="Verify every kernel afresh (no cached verdicts; always so with --replay).")
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
 @click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
 @click.pass_context
@@ -167,13 +184,16 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
-                             verify_config=verify_config(not no_verdict_cache, compare_compile), wall_s=wall,
+                             verify_config=verify_config(not (no_verdict_cache or replay_dir), compare_compile),
+                             wall_s=wall,
                              extra={"compare_compile": compare_compile})
         if replay_dir:
+            total = len(session_dirs(Path(replay_dir)))
             with make_executor(executor_kind, workers, address, backend) as executor:
-                console.print(f"replaying {replay_dir} on {executor.describe()} into {out}", highlight=False)
+                console.print(f"replaying {total} sessions of {replay_dir} on {executor.describe()} into {out}",
+                              highlight=False)
                 data = replay_bench(Path(replay_dir), out, config, executor=executor, job=JOB,
-                                    on_progress=progress_printer(console, 0))
+                                    on_progress=progress_printer(console, total))
             finish(console, out, data, as_json)
             return
         cfg = resolve_model(model, api_base)
