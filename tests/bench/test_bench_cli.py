@@ -90,11 +90,22 @@ def test_compare_two_runs(tmp_path, fake):
     assert bad.exit_code == 1 and "not an evokernel bench file" in bad.output
 
 
-def test_replay_needs_no_model(tmp_path, fake):
+def test_replay_needs_no_model(tmp_path, fake, monkeypatch):
+    import evokernel_tui.commands.bench as bench_cmd
+
     src = tmp_path / "run"
     assert bench(*run_args(tmp_path, src)).exit_code == 0
+    cached = []
+
+    def job(ref, cand, backend="cpu", config=None):
+        cached.append(config.use_cache)
+        return fake_verify(ref, cand, backend, config)
+
+    monkeypatch.setattr(bench_cmd, "JOB", job)
     result = bench("--replay", str(src), "--executor", "inprocess", "--out", str(tmp_path / "replay"))
     assert result.exit_code == 0, result.output
+    assert "[3/3] sigmoid" in result.output
+    assert cached and not any(cached)                      # a replay never reuses a cached verdict
     data = json.loads((tmp_path / "replay" / "bench.json").read_text())
     assert data["settings"]["mode"] == "replay" and data["complete"]
     assert [o["feasible"] for o in data["outcomes"]] == [True, True, False]
