@@ -114,7 +114,8 @@ def correct_rate(outcomes: Sequence[TaskOutcome]) -> float:
 
 
 def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager") -> float | None:
-    """KernelBench's fast_p: share of all tasks that are correct and more than p times faster.
+    """fast_p: share of all tasks that are correct and at least p times faster (the issue's definition;
+    KernelBench uses a strict `>`, which only differs at exact ties).
 
     `against="compile"` uses the speedup over torch.compile; None when no task measured it.
     fast_0 is the correctness rate (a correct kernel counts even if its latency was not measured).
@@ -127,7 +128,7 @@ def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager") ->
     hits = 0
     for o in outcomes:
         value = getattr(o, attr)
-        if o.feasible and (p <= 0 or (value is not None and value > p)):
+        if o.feasible and (p <= 0 or (value is not None and value >= p)):
             hits += 1
     return hits / len(outcomes)
 
@@ -826,7 +827,7 @@ def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
         lines += _md_table(("level", "fast_0", "fast_1", "fast_1.5", "fast_2"),
                            [[level_name(r.level), *(fmt_rate(r.fast_vs_compile[_p_key(p)]) for p in FAST_PS)]
                             for r in compile_rows])
-    lines += ["", "fast_p: share of all tasks that are correct and more than p times faster than eager PyTorch "
+    lines += ["", "fast_p: share of all tasks that are correct and at least p times faster than eager PyTorch "
               "(fast_0 = correct). geomean: over correct tasks. refine: median over correct tasks of the first "
               "feasible draft's latency over the best latency.", "", "## Per task", ""]
     rows = []

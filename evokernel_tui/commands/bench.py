@@ -75,7 +75,7 @@ def summary_note(data: dict[str, Any]) -> str:
     finished = [o for o in outcomes_of(data) if not o.error]
     total = summarise_levels(finished)[-1] if finished else None
     spent = f" {total.tokens} tokens, cost {fmt_cost(total.cost)}." if total else ""
-    return ("fast_p: correct and more than p times faster than eager; refine: median of first feasible over best "
+    return ("fast_p: correct and at least p times faster than eager; refine: median of first feasible over best "
             f"latency.{spent}")
 
 
