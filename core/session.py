@@ -750,13 +750,15 @@ def load_meta(path: Path) -> dict[str, Any]:
 
 
 def find_session(ref: str | Path, root: Path) -> Path:
-    """A session folder from a path, an id under `root`, or a unique id prefix."""
+    """A session folder from a path, an id under `root`, or a unique part of an id (prefix first)."""
     p = Path(ref)
     if (p / "session.json").exists():
         return p
     if (root / str(ref) / "session.json").exists():
         return root / str(ref)
     matches = [d for d in root.glob(f"{ref}*") if (d / "session.json").exists()] if root.is_dir() else []
+    if not matches and root.is_dir():
+        matches = [d for d in root.iterdir() if str(ref) in d.name and (d / "session.json").exists()]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:

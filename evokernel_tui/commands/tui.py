@@ -75,10 +75,8 @@ def run_replay(path: Path) -> None:
 @click.option("--sessions-dir", default=None, help="Where session folders go (default ./sessions).")
 @click.option("--draft-steps", default=4, show_default=True, type=click.IntRange(0, 100))
 @click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
-@click.option("--session", "session_path", default=None, type=click.Path(path_type=Path, file_okay=False),
-              help="Resume a saved session folder instead of starting one.")
-@click.option("--replay", "replay_path", default=None, type=click.Path(path_type=Path, file_okay=False),
-              help="Replay a saved session folder (no model calls).")
+@click.option("--session", "session_ref", default=None, help="Resume a saved session (id or folder) instead of starting one.")
+@click.option("--replay", "replay_ref", default=None, help="Replay a saved session (id or folder); no model calls.")
 def tui(
     task: str | None,
     backend: str,
@@ -87,19 +85,28 @@ def tui(
     sessions_dir: str | None,
     draft_steps: int,
     refine_steps: int,
-    session_path: Path | None,
-    replay_path: Path | None,
+    session_ref: str | None,
+    replay_ref: str | None,
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu)."""
-    if replay_path is not None:
-        run_replay(replay_path)
+    if replay_ref is not None:
+        run_replay(_find(replay_ref, sessions_dir))
         return
     from evokernel_tui.app import EvoKernelApp
 
-    if session_path is not None:
-        if not (session_path / "session.json").exists():
-            raise click.ClickException(f"{session_path} is not a session folder (no session.json); see `evokernel sessions`.")
-        opener = resume_opener(session_path, model, api_base)
+    if session_ref is not None:
+        opener = resume_opener(_find(session_ref, sessions_dir), model, api_base)
     else:
         opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps)
     EvoKernelApp(open_session=opener, task=task).run()
+
+
+def _find(ref: str, sessions_dir: str | None) -> Path:
+    """A session folder from an id (or unique part of one) or a path; one clear line when there is none."""
+    from core.config import sessions_root
+    from core.session import SessionError, find_session
+
+    try:
+        return find_session(ref, sessions_root(sessions_dir))
+    except SessionError as exc:
+        raise click.ClickException(str(exc)) from None
