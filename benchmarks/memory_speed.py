@@ -107,8 +107,8 @@ def main() -> None:
         per_compaction = max(store.compact_min_bytes, store.stats()["snapshot_bytes"] // 2) // 120
         store.close()
         size_mb = path.stat().st_size / 1e6
-        for r in range(args.repeats):
-            rounds.append(one_round(path, sigs, cold=r == 0))
+        for _ in range(args.repeats):
+            rounds.append(one_round(path, sigs, cold=True))
             rounds.append(one_round(path, sigs, cold=False))
     load_after = os.getloadavg()
 
