@@ -85,15 +85,18 @@ def test_event_timing_matches_do_bench_within_5_percent():
     assert abs(ours_med / theirs - 1.0) <= 0.05, (ours_med, theirs)
 
 
-def test_probe_sees_work_left_on_a_side_stream():
+def test_probe_sees_work_left_on_a_non_blocking_stream():
+    """torch's own pool streams are ordered with the legacy default stream here, so use a non-blocking one."""
     import torch
 
     from verifier.gpu_timing import CudaClock
 
+    cupy = pytest.importorskip("cupy")
     clock = CudaClock(torch)
     x = torch.randn(4096, 4096, device="cuda")
     y = torch.zeros_like(x)
-    side = torch.cuda.Stream()
+    raw = cupy.cuda.Stream(non_blocking=True)
+    side = torch.cuda.ExternalStream(raw.ptr)
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
         torch.cuda._sleep(20_000_000)
