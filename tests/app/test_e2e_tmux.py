@@ -45,7 +45,7 @@ def test_tui_in_tmux(tmp_path):
     shell = f"cd {tmp_path} && env -u EVOKERNEL_MODEL {exports} {' '.join(command)}; echo EXITED; sleep 30"
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
     try:
-        shown = wait_for(name, "session started: relu")
+        shown = wait_for(name, "starter kernel")
         assert "Manual mode" in shown and "Gates" in shown and "Memories" in shown and "Activity" in shown
         subprocess.run(["tmux", "send-keys", "-t", name, "s"], check=True)
         wait_for(name, "A step needs a model")
