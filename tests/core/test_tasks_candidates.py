@@ -50,9 +50,14 @@ def test_candidate_source_is_honest(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CANDIDATES)
-def test_candidate_matches_reference(name):
+def test_candidate_matches_reference(name, shared_build_root, monkeypatch):
     import torch
+    from torch.utils import cpp_extension
 
+    from verifier.build import InlineBuilder
+
+    # the suite's shared, hash-keyed builder: same compiler and flags, a fraction of plain load_inline's time
+    monkeypatch.setattr(cpp_extension, "load_inline", InlineBuilder(shared_build_root).load_inline)
     task = load_task(name)
     ref = _exec(task.source, f"ref_{name}")
     cand = _exec((CANDIDATE_DIR / f"{name}.py").read_text(), f"cand_{name}")
