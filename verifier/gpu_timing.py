@@ -45,6 +45,9 @@ class CudaClock:
         self._equal = torch.equal
         self._cache = torch.empty(max(1, flush_bytes // 4), dtype=torch.int32, device="cuda")
         self.flush_bytes = flush_bytes
+        room = self._cache.view(torch.uint8)
+        room[:256].copy_(room[256:512])
+        torch.cuda.synchronize()
 
     def flush(self) -> None:
         """Evict the L2 cache by writing a buffer larger than it (queued on the current stream)."""
@@ -67,7 +70,8 @@ class CudaClock:
 
     def _snapshot(self, outputs: list) -> list:
         """Copies of the outputs queued on the current stream, into the flush buffer when they fit: a fresh
-        allocation could reach cudaMalloc, which waits for the whole device and would hide the race."""
+        allocation could reach cudaMalloc, which waits for the whole device and would hide the race (so could
+        the lazy loading of the copy kernel: __init__ launches it once)."""
         torch = self._torch
         room = self._cache.view(torch.uint8)
         snaps, used = [], 0
