@@ -100,6 +100,7 @@ def test_probe_sees_work_left_on_a_non_blocking_stream():
     torch.cuda._sleep(1000)
     torch.mul(x, 2, out=y)
     clock.probe([y])  # lazy module loading of a kernel's first launch waits for the device: load them first
+    y.zero_()
     torch.cuda.synchronize()
     with torch.cuda.stream(side):
         torch.cuda._sleep(20_000_000)
