@@ -490,4 +490,73 @@ tanh approximation (approximate='tanh'). SiLU = x * sigmoid(x). A stable sigmoid
 and device math in CUDA.
 """,
     ),
+    (
+        "cuda-current-stream",
+        ("cuda",),
+        "pitfalls",
+        "CUDA: launch on the current stream; no streams, events or graphs of your own",
+        ("stream", "getCurrentCUDAStream", "event", "graph", "synchronize", "cuda", "timing"),
+        """
+Launch every kernel on `at::cuda::getCurrentCUDAStream()` (pass it as the 4th launch argument:
+`k<<<grid, block, smem, at::cuda::getCurrentCUDAStream()>>>`) and return only when the output is
+written on that stream. The verifier times with CUDA events on the current stream and compares the
+profiler's GPU kernel time across all streams: work on a side stream, torch.cuda.Stream/Event use,
+CUDA graph replay or cudaStreamCreate is rejected (rules gpu-stream, cuda-graph, unsynchronised-work).
+After a launch, `C10_CUDA_KERNEL_LAUNCH_CHECK();` turns a bad launch configuration into a clear error.
+""",
+    ),
+    (
+        "cuda-vectorised-rows",
+        ("cuda",),
+        "reduction",
+        "CUDA row ops: one block per row, float4 loads, warp-shuffle reductions",
+        ("softmax", "layernorm", "row", "float4", "warp shuffle", "__shfl_xor_sync", "reduction", "cuda"),
+        """
+For row-wise softmax/norms: one block (256-1024 threads) per row, each thread strides over the row
+with float4 loads when the row length is a multiple of 4 and the pointer is 16-byte aligned, keeps a
+running max/sum in registers, reduces within a warp with `__shfl_xor_sync(0xffffffff, v, offset)`
+for offsets 16..1, then across warps through a small shared array. Two passes over global memory
+(stats, then write) beat three; an online softmax (running max with rescaled sum) needs one read pass.
+""",
+    ),
+    (
+        "cuda-smem-tiles-padding",
+        ("cuda",),
+        "matmul",
+        "CUDA matmul: shared-memory tiles with a padded leading dimension",
+        ("matmul", "gemm", "tile", "shared memory", "bank conflict", "padding", "register blocking", "cuda"),
+        """
+Tile A and B into shared memory (e.g. 64x64 tiles, BK=16), pad the inner dimension by one float
+(`__shared__ float As[BK][BM + 1]`) to avoid bank conflicts on the transposed reads, and give each
+thread a 4x4 or 8x8 register tile of C so each shared load feeds several FMAs. cuBLAS (and at::matmul,
+which calls it) is a vendor library standing in for the kernel: the verifier rejects it
+(cpp-library / vendor-kernel). Build for the card: extra_cuda_cflags=["-O3", "-arch=sm_90"] on H100.
+""",
+    ),
+    (
+        "triton-constexpr-masks",
+        ("triton",),
+        "launch",
+        "Triton: constexpr block sizes, masks on every ragged edge",
+        ("triton", "constexpr", "mask", "BLOCK", "num_warps", "num_stages", "grid"),
+        """
+Declare block sizes as `BLOCK: tl.constexpr` so Triton specialises the kernel; compute offsets with
+`tl.arange(0, BLOCK)` and mask every load/store whose index can run past the end
+(`tl.load(ptr + offs, mask=offs < n, other=0.0)`). Choose `num_warps` 4-8 for 1-D blocks of 1024 and
+`num_stages` 2-4 for pipelined matmul loops; launch with `grid = (triton.cdiv(n, BLOCK),)`.
+""",
+    ),
+    (
+        "triton-matmul-precision",
+        ("triton",),
+        "matmul",
+        "Triton matmul: match fp32 torch.matmul with input_precision='ieee'",
+        ("triton", "matmul", "tl.dot", "tf32", "precision", "ieee", "grouped ordering"),
+        """
+`tl.dot` uses TF32 for float32 inputs by default, which can miss atol=rtol=1e-2 on long K; pass
+`input_precision="ieee"` (or allow_tf32=False on older Triton) when the reference is fp32. Accumulate
+in a float32 `acc = tl.zeros((BM, BN), dtype=tl.float32)`, and order program ids in groups
+(GROUP_M) so consecutive programs reuse the same rows of A from L2.
+""",
+    ),
 ]
