@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from verifier.backends.base import Backend
+from verifier.backends.base import Backend, install_inline_builder
 
 
 @dataclass
@@ -21,22 +21,7 @@ class CpuBackend(Backend):
 
 
 def install(job: dict, counter: dict, report: dict) -> None:
-    """Inside the sandbox: route `load_inline` through our builder and count kernel calls."""
-    from torch.utils import cpp_extension
-
+    """Inside the sandbox: `load_inline` goes through the cached split builder."""
     from verifier.build import InlineBuilder
-    from verifier.harness import CountingModule
 
-    builder = InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180))
-    report["builds"] = []
-
-    def load_inline(*args, **kwargs):
-        mod = builder.load_inline(*args, **kwargs)
-        report["builds"] = [vars(r) for r in builder.records]
-        return CountingModule(mod, counter)
-
-    def load(*args, **kwargs):
-        raise RuntimeError("cpp_extension.load from files is not supported; pass the sources to load_inline")
-
-    cpp_extension.load_inline = load_inline
-    cpp_extension.load = load
+    install_inline_builder(InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180)), counter, report)

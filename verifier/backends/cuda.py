@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.backends.base import Backend
+from verifier.backends.base import Backend, install_inline_builder
 
 # load_inline prepends these many lines to what the person wrote (torch/extension.h; torch/types.h, cuda.h,
 # cuda_runtime.h), so compiler line numbers are shifted back by them.
@@ -197,21 +197,5 @@ class CudaBuilder:
 
 
 def install(job: dict, counter: dict, report: dict) -> None:
-    """Inside the sandbox: route `load_inline` through the cached CUDA builder and count kernel calls."""
-    from torch.utils import cpp_extension
-
-    from verifier.harness import CountingModule
-
-    builder = CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300))
-    report["builds"] = []
-
-    def load_inline(*args, **kwargs):
-        mod = builder.load_inline(*args, **kwargs)
-        report["builds"] = [vars(r) for r in builder.records]
-        return CountingModule(mod, counter)
-
-    def load(*args, **kwargs):
-        raise RuntimeError("cpp_extension.load from files is not supported; pass the sources to load_inline")
-
-    cpp_extension.load_inline = load_inline
-    cpp_extension.load = load
+    """Inside the sandbox: `load_inline` goes through the cached CUDA builder."""
+    install_inline_builder(CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300)), counter, report)
