@@ -551,9 +551,10 @@ class Session:
         def on_gate(name: str, status: str) -> None:
             self._emit("gate", {"version": attempt.version, "name": name, "status": status})
 
+        config = fresh_config(self.verify_config) if reverify else self.verify_config
         try:
             result = self.verify_fn(self.meta["task"]["source"], attempt.source, backend=self.backend,
-                                    config=self.verify_config, on_gate=on_gate)
+                                    config=config, on_gate=on_gate)
         except Exception as exc:  # the verifier is a seam to foreign code; report, don't crash the loop
             self._emit("error", {"where": "verifier", "version": attempt.version, "message": f"verifier crashed: {_one_line(exc)}"})
             return None
@@ -820,6 +821,17 @@ class ReverifyRow:
         return {**asdict(self), "differs": self.differs}
 
 
+def fresh_config(config: Any) -> Any:
+    """The same verifier settings with the verdict cache off: a reverification must really run again."""
+    from dataclasses import is_dataclass, replace
+
+    from verifier import VerifyConfig
+
+    if config is None:
+        return VerifyConfig(use_cache=False)
+    return replace(config, use_cache=False) if is_dataclass(config) and hasattr(config, "use_cache") else config
+
+
 def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: Any = None,
                  on_row: Callable[[ReverifyRow], None] | None = None) -> list[ReverifyRow]:
     """Run the verifier again on every recorded kernel (read-only: nothing is appended to the session)."""
@@ -830,7 +842,8 @@ def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: A
         rec = a.result
         row = ReverifyRow(a.version, a.author, a.outcome, "", a.latency_ms, None, rec.device if rec else "")
         try:
-            res = verify_fn(session.meta["task"]["source"], a.source, backend=session.backend, config=verify_config, on_gate=None)
+            res = verify_fn(session.meta["task"]["source"], a.source, backend=session.backend,
+                            config=fresh_config(verify_config), on_gate=None)
             row.outcome, row.latency_ms, row.device = res.outcome, res.latency_ms, res.device
         except Exception as exc:
             row.outcome, row.error = "error", _one_line(exc)

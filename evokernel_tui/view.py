@@ -292,7 +292,10 @@ def _fold(view: SessionView, kind: str, data: dict[str, Any], step: int | None) 
         view.gates.setdefault(name, GateView(name)).state = status if status in GATE_STATES else "waiting"
         return None
     if kind == "verification":
-        text = apply_verification(view, data.get("result", data), None if data.get("reverify") else step)
+        result = data.get("result", data)
+        text = apply_verification(view, result, None if data.get("reverify") else step)
+        if any("cached verdict" in note for note in (result.get("notes") or []) if isinstance(note, str)):
+            text += " (cached verdict: same source, task and settings; press v to measure again)"
         return ("re" + text) if data.get("reverify") else text
     if kind == "reward":
         value = data.get("value", data.get("reward"))

@@ -241,3 +241,21 @@ def test_set_stage_and_reverify(tmp_path, task):
     v = next(e for e in events if e.kind == "verification")
     assert v.data["reverify"] and v.data["version"] == 1
     assert "reward" not in kinds(events)
+
+
+def test_reverify_bypasses_the_verdict_cache(tmp_path, task):
+    """A step may reuse a cached verdict; a reverification must really run the gates again."""
+    from verifier import VerifyConfig
+
+    configs = []
+
+    def recording_verify(ref, cand, backend="cpu", config=None, on_gate=None):
+        configs.append(config)
+        return fake_verify(ref, cand, backend, config, on_gate)
+
+    session = Session.create(task, model=ScriptedModel([reply("feasible", 0.5)]), root=tmp_path / "sessions",
+                             verify_fn=recording_verify, verify_config=VerifyConfig(trials=2))
+    session.step()
+    session.reverify()
+    assert configs[0].use_cache is True and configs[0].trials == 2
+    assert configs[1].use_cache is False and configs[1].trials == 2, "reverify keeps the settings, drops the cache"
