@@ -66,10 +66,11 @@ _FALLBACK_MARKERS = ("py::", "pybind11", "PYBIND11_MODULE", "torch::autograd", "
 class BuildError(Exception):
     """A compiler or linker failure, with parsed diagnostics."""
 
-    def __init__(self, message: str, diagnostics: list[str], log: str):
+    def __init__(self, message: str, diagnostics: list[str], log: str, source: str = ""):
         super().__init__(message)
         self.diagnostics = diagnostics
         self.log = log
+        self.source = source
 
 
 @dataclass
@@ -294,7 +295,7 @@ class InlineBuilder:
             code, log = _run(kcmd, out_dir, max(1.0, deadline - time.monotonic()))
             if code != 0:
                 diags = parse_diagnostics(log, line_offset=1)
-                raise BuildError(first_error(diags, log), diags, log)
+                raise BuildError(first_error(diags, log), diags, log, source)
         self._link([kobj, bobj], ldflags + _omp_ld(cflags), so_path, deadline)
 
     @contextlib.contextmanager
@@ -352,7 +353,7 @@ class InlineBuilder:
         )
         if code != 0:
             diags = parse_diagnostics(log, line_offset=2)
-            raise BuildError(first_error(diags, log), diags, log)
+            raise BuildError(first_error(diags, log), diags, log, source)
         self._link([obj], ldflags + _omp_ld(cflags), so_path, deadline)
 
     def _link(self, objs: list[Path], ldflags: list[str], so_path: Path, deadline: float) -> None:

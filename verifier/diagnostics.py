@@ -39,3 +39,28 @@ def first_error(diagnostics: list[str], output: str) -> str:
             return d
     tail = [ln for ln in output.strip().splitlines() if ln.strip()]
     return tail[-1][:300] if tail else "the compiler failed without output"
+
+
+_KERNEL_LINE = re.compile(r"^(kernel\.cpp|main\.cpp):(\d+): ")
+
+
+def locate_in_file(diagnostics: list[str], source: str, file_text: str) -> list[str]:
+    """Add `[file line M]` to `kernel.cpp:N:` diagnostics: where line N of the embedded C++ `source`
+    sits in the Python file the person edits. Lines that cannot be placed are left as they are."""
+    start = file_text.find(source) if source else -1
+    offset = file_text.count("\n", 0, start) if start >= 0 else None
+    src_lines = source.splitlines()
+    file_lines = file_text.splitlines()
+    out = []
+    for diag in diagnostics:
+        m = _KERNEL_LINE.match(diag)
+        line = None
+        if m:
+            n = int(m.group(2))
+            if offset is not None:
+                line = offset + n
+            elif 0 < n <= len(src_lines) and src_lines[n - 1].strip():
+                hits = [i + 1 for i, text in enumerate(file_lines) if text == src_lines[n - 1]]
+                line = hits[0] if len(hits) == 1 else None
+        out.append(f"{diag} [file line {line}]" if line else diag)
+    return out

@@ -375,7 +375,16 @@ def main() -> int:
                        "error_type": type(exc).__name__, "error": str(exc)[:2000],
                        "traceback": traceback.format_exc()[-4000:]})
         if isinstance(exc, BuildError):
-            report["build_error"] = {"message": str(exc), "diagnostics": exc.diagnostics, "log": exc.log[-6000:]}
+            diags = exc.diagnostics
+            if getattr(exc, "source", ""):
+                from verifier.diagnostics import locate_in_file
+
+                job = json.loads((job_dir / "job.json").read_text())
+                diags = locate_in_file(diags, exc.source, Path(job["candidate_path"]).read_text())
+            from verifier.diagnostics import first_error
+
+            report["build_error"] = {"message": first_error(diags, exc.log) if diags else str(exc), "diagnostics": diags,
+                                     "log": exc.log[-6000:]}
         status = 3
     tmp = out_dir / "report.json.tmp"
     tmp.write_text(json.dumps(report, default=str))

@@ -114,6 +114,8 @@ def test_compile_error_points_at_the_line(task_source, make_config, kernel_sourc
     assert int(errors[0].split(":")[1]) in (bad_line, bad_line + 1), (bad_line, errors)
     assert gate.reason.startswith("compile error: kernel.cpp:")
     assert "kernel.cpp:" in res.feedback()
+    file_line = 1 + kernel_source(body).splitlines().index("    float* o = out.data_ptr<float>()")
+    assert errors[0].endswith((f"[file line {file_line}]", f"[file line {file_line + 1}]")), errors[0]
 
 
 def test_hang_in_forward_times_out(task_source, make_config):
