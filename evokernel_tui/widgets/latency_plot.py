@@ -55,7 +55,14 @@ class LatencyPlot(PlotextPlot):
         if infeasible:
             plt.scatter([p.step for p in infeasible], [p.latency_ms for p in infeasible], marker="x", color="red")
         if reference_ms:
-            plt.plot(span, [reference_ms, reference_ms], color="blue", label="eager")
+            plt.plot(span, [reference_ms, reference_ms], color="blue", marker="braille", label="eager")
         if compiled_ms:
-            plt.plot(span, [compiled_ms, compiled_ms], color="magenta", label="compile")
+            plt.plot(span, [compiled_ms, compiled_ms], color="magenta", marker="braille", label="compile")
+        plt.xticks(_step_ticks(lo, hi))
         self.refresh()
+
+
+def _step_ticks(lo: int, hi: int, most: int = 8) -> list[int]:
+    """Whole step numbers only (plotext would label 1.25, 1.50, ...), at most `most` of them."""
+    stride = max(1, -(-(hi - lo + 1) // most))
+    return list(range(lo, hi + 1, stride))
