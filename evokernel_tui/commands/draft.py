@@ -76,16 +76,45 @@ def task_shapes(task: Task) -> str:
 
 
 class Progress:
-    """Prints one line per meaningful event and a live status while the model streams."""
+    """A step bar (draft + refine budget), the model's text as it streams, and one line per event above."""
+
+    TAIL = 110
 
     def __init__(self, console: Console, session: Session):
+        from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
         self.console, self.session = console, session
-        self.status = None
-        self.chars = 0
+        self.bar = Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+                       MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+        self.task_id = self.bar.add_task("starting", total=self._total())
+        self.tail = ""
+        self.live = None
+
+    def _total(self) -> int:
+        b = self.session.budgets
+        return max(1, b.draft_steps + b.refine_steps)
+
+    def _done(self) -> int:
+        return sum(self.session.used.values())
+
+    def _render(self):
+        from rich.console import Group
+        from rich.text import Text
+
+        tail = self.tail.replace("\n", " ⏎ ")[-self.TAIL:]
+        return Group(self.bar, Text(f"  {tail}", style="dim", no_wrap=True, overflow="ellipsis")) if tail else self.bar
+
+    def _refresh(self, description: str | None = None) -> None:
+        if description is not None:
+            self.bar.update(self.task_id, description=description, completed=self._done(), total=self._total())
+        if self.live is not None:
+            self.live.update(self._render())
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == "gate" and self.status is not None:
-            self.status.update(f"verifying v{ev.data['version']}: {ev.data['name']} {ev.data['status']}")
+        if ev.kind == "gate":
+            self.tail = ""
+            self._refresh(f"verifying v{ev.data['version']}: {ev.data['name']} {ev.data['status']}")
         if ev.kind in QUIET_KINDS:
             return
         line = describe_event(ev)
@@ -94,29 +123,30 @@ class Progress:
             self.console.print(f"[dim]step {ev.step:>2}[/] {line}", style=style, highlight=False, markup=True)
 
     def on_token(self, text: str) -> None:
-        self.chars += len(text)
-        if self.status is not None:
-            self.status.update(f"model writing... {self.chars} chars")
+        self.tail = (self.tail + text)[-4 * self.TAIL:]
+        self._refresh()
 
     def step(self) -> list[Event]:
         s = self.session
         budget = s.budgets.draft_steps if s.stage == "draft" else s.budgets.refine_steps
-        label = f"{s.stage} {s.used.get(s.stage, 0) + 1}/{budget}: asking the model"
-        self.chars = 0
-        with self.console.status(label) as status:
-            self.status = status
-            try:
-                return s.step(on_event=self.on_event, on_token=self.on_token)
-            finally:
-                self.status = None
+        self.tail = ""
+        self._refresh(f"{s.stage} {s.used.get(s.stage, 0) + 1}/{budget}: asking the model")
+        return s.step(on_event=self.on_event, on_token=self.on_token)
 
     def run(self) -> list[Event]:
+        from rich.live import Live
+
         out: list[Event] = []
-        while self.session.stage != "done":
-            events = self.step()
-            out += events
-            if not events or any(e.kind == "needs_human" for e in events):
-                break
+        with Live(self._render(), console=self.console, refresh_per_second=8, transient=True) as live:
+            self.live = live
+            try:
+                while self.session.stage != "done":
+                    events = self.step()
+                    out += events
+                    if not events or any(e.kind == "needs_human" for e in events):
+                        break
+            finally:
+                self.live = None
         return out
 
 
