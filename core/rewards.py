@@ -40,8 +40,20 @@ def reward_for(stage: str, result: VerificationResult, best_ms: float | None = N
     raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
 
 
+MIN_GAIN = 0.02
+
+
 def is_improvement(result: VerificationResult, best_ms: float | None) -> bool:
-    """A feasible kernel with a measured latency strictly below the best one (or the first one)."""
+    """A feasible kernel measurably faster than the best one (or the first feasible one).
+
+    Timing noise must not pass for progress: the new median has to beat the best by at least 2% and
+    by more than half its own interquartile range.
+    """
     if not result.feasible or result.latency_ms is None:
         return False
-    return best_ms is None or result.latency_ms < best_ms
+    if best_ms is None:
+        return True
+    gain = best_ms - result.latency_ms
+    latency = result.gate("latency")
+    iqr = float(latency.detail.get("iqr_ms", 0.0) or 0.0) if latency is not None else 0.0
+    return gain > MIN_GAIN * best_ms and gain > iqr / 2

@@ -259,3 +259,19 @@ def test_reverify_bypasses_the_verdict_cache(tmp_path, task):
     session.reverify()
     assert configs[0].use_cache is True and configs[0].trials == 2
     assert configs[1].use_cache is False and configs[1].trials == 2, "reverify keeps the settings, drops the cache"
+
+
+def test_an_improvement_must_beat_timing_noise():
+    from core.rewards import is_improvement
+    from verifier.result import GateResult, VerificationResult
+
+    def result(ms, iqr):
+        gates = [GateResult(n, "pass") for n in ("anti_hacking", "compile", "correctness")]
+        gates.append(GateResult("latency", "pass", detail={"median_ms": ms, "iqr_ms": iqr}))
+        return VerificationResult("cpu", gates, latency_ms=ms, reference_ms=2.0)
+
+    assert is_improvement(result(0.9, 0.01), None)
+    assert is_improvement(result(0.9, 0.01), 1.0)
+    assert not is_improvement(result(0.99, 0.001), 1.0), "1% is within the noise floor"
+    assert not is_improvement(result(0.9, 0.4), 1.0), "a gain smaller than half the spread is noise"
+    assert not is_improvement(result(1.1, 0.01), 1.0)
