@@ -44,27 +44,33 @@ def _short(item: Any) -> dict[str, Any]:
     }
 
 
+KIND_SHORT = {"seed": "seed", "trajectory": "traj", "insight": "ins"}
+
+
 def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Table:
-    table = Table(title=title, show_lines=False)
-    for col in ("id", "kind", "backends", "category", "title", "Q1", "Q2", "visits", *extra):
-        table.add_column(
-            {"similarity": "sim", "exploration": "explore"}.get(col, col),
-            overflow="fold",
-            no_wrap=col == "id",
-            justify="left" if col in ("id", "kind", "backends", "category", "title") else "right",
-        )
+    """Readable at 80 columns: only the title wraps; ids are cut with an ellipsis (`show` takes a prefix).
+
+    With `extra` score columns (search), the per-stage values give way to the score parts.
+    """
+    from rich import box
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=22)
+    table.add_column("kind", no_wrap=True)
+    if not extra:
+        table.add_column("backend", no_wrap=True, overflow="ellipsis", max_width=12)
+    table.add_column("title", overflow="fold", min_width=14, ratio=1)
+    numbers = extra or ("Q1", "Q2", "n")
+    for col in numbers:
+        table.add_column({"similarity": "sim", "exploration": "expl"}.get(col, col), justify="right", no_wrap=True)
     for r in rows:
-        table.add_row(
-            r["id"],
-            r["kind"],
-            ",".join(r["backends"]) or "any",
-            r["category"],
-            r["title"],
-            f"{r['q1']:.3f}",
-            f"{r['q2']:.3f}",
-            f"{r['visits1']}/{r['visits2']}",
-            *(f"{r[c]:.3f}" for c in extra),
-        )
+        values = {"Q1": f"{r['q1']:.2f}", "Q2": f"{r['q2']:.2f}", "n": f"{r['visits1']}/{r['visits2']}"}
+        cells = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
+        if not extra:
+            cells.append(",".join(r["backends"]) or "any")
+        cells.append(f"{r['title']} [dim]({r['category']})[/]")
+        cells += [values[c] if c in values else f"{r[c]:.2f}" for c in numbers]
+        table.add_row(*cells)
     return table
 
 
