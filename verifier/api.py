@@ -205,6 +205,8 @@ def verify(
                 if correct.passed:
                     gates.append(LatencyGate().evaluate(ev))
                     gates.append(ProfileGate().evaluate(ev))
+                    if config.ncu:
+                        _attach_ncu(gates[-1], result, be, config, work)
         _phase_seconds(gates, outcome.marks, outcome.seconds)
         lat = next((g for g in gates if g.name == "latency" and g.passed), None)
         if lat is not None:
@@ -220,6 +222,35 @@ def verify(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, config: VerifyConfig, work: Path) -> None:
+    """Per-kernel ncu rows into the profile gate's detail (`ncu`), or a note saying why there are none."""
+    from verifier.ncu import ncu_argv, ncu_path, parse_ncu_csv
+
+    ncu = ncu_path()
+    if be.device != "cuda":
+        result.notes.append("ncu summary skipped: it needs a GPU backend on a GPU")
+        return
+    if ncu is None:
+        result.notes.append("ncu summary skipped: ncu (Nsight Compute) is not on PATH")
+        return
+    job_dir = work / "ncu"
+    job_dir.mkdir()
+    job = json.loads((work / "job.json").read_text())
+    (job_dir / "job.json").write_text(json.dumps({**job, "profile_once": True}))
+    log = job_dir / "ncu.csv"
+    outcome = run_sandboxed(ncu_argv(ncu, log, _harness_argv(job_dir)), job_dir,
+                            _limits(config, config.run_timeout_s, be), env={**_base_env(), **be.child_env()})
+    text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir / "stderr.txt") if f.exists())
+    rows = [k.to_dict() for k in parse_ncu_csv(text)]
+    profile.detail["ncu_seconds"] = outcome.seconds
+    if rows:
+        profile.detail["ncu"] = rows
+        return
+    error = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
+    result.notes.append(f"ncu summary skipped: the profiling run {outcome.describe()} and reported no kernels"
+                        + (f" ({error[:200]})" if error else ""))
 
 
 def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:

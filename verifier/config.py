@@ -37,6 +37,7 @@ class VerifyConfig:
     threads: int | None = None
     use_cache: bool = True
     warm_worker: bool = True
+    ncu: bool = False
     extra: dict = field(default_factory=dict)
 
     def seeds(self) -> list[int]:

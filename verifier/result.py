@@ -114,6 +114,12 @@ class VerificationResult:
             lines.append("Top ops by self time:")
             for row in self.profile[:8]:
                 lines.append(f"  {row.get('name')}: {row.get('self_ms', 0):.4f} ms x{row.get('calls', 1)}")
+        prof = self.gate("profile")
+        if prof is not None and prof.detail.get("ncu"):
+            from verifier.ncu import summary_lines
+
+            lines.append("Nsight Compute, one forward (slowest kernels first):")
+            lines.extend(summary_lines(prof.detail["ncu"]))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,9 +42,10 @@ def _live_table(states: dict[str, str]) -> Table:
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for running the candidate.")
 @click.option("--memory-gb", default=8.0, show_default=True, help="Address-space limit of the candidate process.")
+@click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def verify(task, candidate, backend, kernelbench, level, problem, trials, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, as_json) -> None:
+           timeout, memory_gb, ncu, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file).
 
     Exit status 0 only when the kernel is feasible (anti-hacking, compile and correctness pass).
@@ -67,7 +68,7 @@ def verify(task, candidate, backend, kernelbench, level, problem, trials, atol, 
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
     config = VerifyConfig(trials=trials, atol=atol, rtol=rtol, compare_compile=compare_compile,
-                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb)
+                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu)
     console = Console(stderr=as_json)
     states: dict[str, str] = {}
     try:
