@@ -326,7 +326,7 @@ class Session:
         while self.stage != "done":
             events = self.step(on_event=on_event, on_token=on_token)
             out += events
-            if not events or any(e.kind == "needs_human" for e in events):
+            if ends_headless_run(events):
                 break
         return out
 
@@ -819,6 +819,18 @@ class ReverifyRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "differs": self.differs}
+
+
+FATAL_MODEL_ERRORS = {"auth", "config", "exhausted"}
+
+
+def ends_headless_run(events: list[Event]) -> bool:
+    """A headless run stops when a person is needed or the model cannot be used (no key, bad config):
+    retrying those would only spend the budget on the same error."""
+    if not events:
+        return True
+    return any(e.kind == "needs_human" or (e.kind == "model_error" and e.data.get("reason") in FATAL_MODEL_ERRORS)
+               for e in events)
 
 
 def fresh_config(config: Any) -> Any:

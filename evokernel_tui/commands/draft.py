@@ -18,7 +18,7 @@ from rich.syntax import Syntax
 from core.config import ConfigError, sessions_root
 from core.events import Event, describe_event
 from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
-from core.session import Budgets, Session, SessionError
+from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
 from evokernel_tui.commands.render import gate_table
 
@@ -143,7 +143,7 @@ class Progress:
                 while self.session.stage != "done":
                     events = self.step()
                     out += events
-                    if not events or any(e.kind == "needs_human" for e in events):
+                    if ends_headless_run(events):
                         break
             finally:
                 self.live = None

@@ -275,3 +275,22 @@ def test_an_improvement_must_beat_timing_noise():
     assert not is_improvement(result(0.99, 0.001), 1.0), "1% is within the noise floor"
     assert not is_improvement(result(0.9, 0.4), 1.0), "a gain smaller than half the spread is noise"
     assert not is_improvement(result(1.1, 0.01), 1.0)
+
+
+def test_headless_run_stops_at_a_model_that_cannot_be_used(tmp_path, task):
+    """No API key will not fix itself: one failed step, not the whole budget spent on the same error."""
+    from core.llm import ModelError
+
+    class NoKey:
+        name = "openai/test"
+        calls = 0
+
+        def complete(self, messages, on_token=None):
+            NoKey.calls += 1
+            raise ModelError("openai/test: no API key; set OPENAI_API_KEY", reason="auth")
+
+    session = Session.create(task, model=NoKey(), root=tmp_path / "sessions", verify_fn=fake_verify,
+                             budgets=Budgets(draft_steps=4, refine_steps=0))
+    events = session.run()
+    assert NoKey.calls == 1
+    assert [e.data["reason"] for e in events if e.kind == "model_error"] == ["auth"]
