@@ -30,7 +30,6 @@ from verifier.result import VerificationResult
 
 FORMAT_VERSION = 1
 #: A refinement the person rejected earns its memories what "no gain" earns: ln(1) = 0.
-REJECTED_REWARD = 0.0
 STAGES = ("draft", "refine", "done")
 
 EventSink = Callable[[Event], None]
@@ -362,8 +361,11 @@ class Session:
         with self._exclusive(), self._collecting(on_event) as events:
             if self.pending is None:
                 raise SessionError("there is no pending refinement to accept")
+            from memory.values import person_reward
+
             before, after = self.best, self.pending
             self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
+            self._credit(after.credited, "refine", person_reward("accepted"))
             if before is not None:
                 self._distil_insight(before, after)
             return events
@@ -375,7 +377,9 @@ class Session:
                 raise SessionError("there is no pending refinement to reject")
             rejected = self.pending
             self._emit("rejected", {"version": rejected.version, "by": "person"})
-            self._credit(rejected.credited, "refine", REJECTED_REWARD)
+            from memory.values import person_reward
+
+            self._credit(rejected.credited, "refine", person_reward("rejected"))
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:

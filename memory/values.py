@@ -24,6 +24,11 @@ REFINE_CLIP = 1.0
 #: Reward for an incorrect (or unmeasured) refinement: as bad as the worst clipped slowdown.
 REFINE_INCORRECT = -REFINE_CLIP
 
+#: A person's verdict on a pending refinement, credited in the refine stage to the memories that were
+#: on screen when it was made (on top of the refinement's own latency reward): accepting counts as a
+#: solid gain (half the clipped maximum), rejecting as no gain at all.
+PERSON_REWARDS: dict[str, float] = {"accepted": 0.5 * REFINE_CLIP, "rejected": 0.0}
+
 #: Default learning rate of the Monte-Carlo update (with the "mean" schedule: its floor).
 DEFAULT_ALPHA = 0.05
 #: Step-size schedules: "constant" uses alpha every time; "mean" uses max(alpha, 1 / visits), the
@@ -55,6 +60,14 @@ def refine_reward(latency_ms: float | None, best_ms: float | None, correct: bool
     if latency_ms <= 0 or best_ms <= 0 or not (math.isfinite(latency_ms) and math.isfinite(best_ms)):
         raise ValueError(f"latencies must be positive and finite, got {latency_ms!r} and {best_ms!r}")
     return max(-REFINE_CLIP, min(REFINE_CLIP, math.log(best_ms / latency_ms)))
+
+
+def person_reward(decision: str) -> float:
+    """Reward of a person's accept/reject of a pending refinement (see ``PERSON_REWARDS``)."""
+    try:
+        return PERSON_REWARDS[decision]
+    except KeyError:
+        raise ValueError(f"unknown decision {decision!r}; expected accepted or rejected") from None
 
 
 def reward_range(stage: str) -> tuple[float, float]:

@@ -108,7 +108,10 @@ def test_pending_refinement_accept_and_reject(tmp_path, task, store):
     assert s.kernel_path.read_text() == kernel("feasible", 1.0)
     s.step()
     accepted = s.accept_pending()
-    assert kinds(accepted)[0] == "accepted" and s.best.version == 3 and s.pending is None
+    assert kinds(accepted)[:2] == ["accepted", "q_update"] and s.best.version == 3 and s.pending is None
+    assert accepted[1].data["reward"] == 0.5, "acceptance credits the refine memories that were on screen"
+    assert {c["item_id"] for c in accepted[1].data["changes"]} == set(s.attempt(3).credited)
+    assert rejected[1].data["reward"] == 0.0
     with pytest.raises(SessionError, match="no pending"):
         s.accept_pending()
 

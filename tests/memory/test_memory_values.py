@@ -64,3 +64,12 @@ def test_insight_uses_the_summariser():
         insight_from_refinement(SIG, "a", "b", 1.5, summarise=lambda p: "  ")
     with pytest.raises(ValueError, match="faster"):
         insight_from_refinement(SIG, "a", "b", 0.9, summarise=summarise)
+
+
+def test_person_rewards_rank_acceptance_above_rejection():
+    from memory.values import REFINE_CLIP, person_reward
+
+    assert person_reward("accepted") > person_reward("rejected") == 0.0
+    assert person_reward("accepted") <= REFINE_CLIP
+    with pytest.raises(ValueError, match="accepted or rejected"):
+        person_reward("maybe")
