@@ -79,7 +79,8 @@ def reference_run(reference_source: str, backend: Backend, config: VerifyConfig)
     final = root / "reference" / key
     report_path = final / "out" / "report.json"
     if report_path.exists():
-        return json.loads(report_path.read_text()), final / "out"
+        report = json.loads(report_path.read_text())
+        return _with_fresh_times(report, final, reference_source, backend, config), final / "out"
     (root / "reference").mkdir(parents=True, exist_ok=True)
     with open(root / "reference" / f"{key}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -104,6 +105,42 @@ def reference_run(reference_source: str, backend: Backend, config: VerifyConfig)
             shutil.rmtree(final, ignore_errors=True)
         work.rename(final)
     return report, final / "out"
+
+
+def _with_fresh_times(report: dict, ref_dir: Path, reference_source: str, backend: Backend,
+                      config: VerifyConfig) -> dict:
+    """Cached reference outputs stay valid; cached reference *timings* go stale as the machine's load
+    changes. Re-time the eager reference (one forward per call, nothing saved) when the last timing is
+    older than `config.reference_ttl_s`, so speedups compare measurements taken close together."""
+    if not config.time_kernels or config.reference_ttl_s is None:
+        return report
+    timing_path = ref_dir / "timing.json"
+    try:
+        timing = json.loads(timing_path.read_text())
+    except (OSError, ValueError):
+        timing = {"times_ms": report.get("times_ms"), "measured_at": (ref_dir / "out" / "report.json").stat().st_mtime}
+    if time.time() - float(timing.get("measured_at", 0)) > config.reference_ttl_s:
+        work = _scratch_root(config.root()) / f"retime-{uuid.uuid4().hex}"
+        work.mkdir(parents=True)
+        try:
+            ref_path = work / "reference.py"
+            ref_path.write_text(reference_source)
+            job = _job("reference", ref_path, None, backend, config, config.root())
+            job.update(seeds=config.seeds()[:1], save_outputs=False, compare_compile=False)
+            (work / "job.json").write_text(json.dumps(job))
+            run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s, backend),
+                          env={**_base_env(), **backend.child_env()}, zygote=_warm_worker(backend, config))
+            fresh = json.loads((work / "out" / "report.json").read_text())
+            if fresh.get("phase") == "done" and fresh.get("times_ms"):
+                timing = {"times_ms": fresh["times_ms"], "measured_at": time.time()}
+                _write_json_atomic(timing_path, timing)
+        except (OSError, ValueError):
+            pass
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if timing.get("times_ms"):
+        report = {**report, "times_ms": timing["times_ms"]}
+    return report
 
 
 def _base_env() -> dict[str, str]:
@@ -271,7 +308,8 @@ def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:
 
 
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
-    settings = {k: v for k, v in config.to_dict().items() if k not in {"use_cache", "build_root", "warm_worker"}}
+    settings = {k: v for k, v in config.to_dict().items()
+                if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s"}}
     return _digest("verdict-v1", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 

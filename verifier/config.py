@@ -36,6 +36,7 @@ class VerifyConfig:
     time_kernels: bool = True
     threads: int | None = None
     use_cache: bool = True
+    reference_ttl_s: float | None = 300.0
     warm_worker: bool = True
     ncu: bool = False
     extra: dict = field(default_factory=dict)

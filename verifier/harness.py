@@ -305,13 +305,13 @@ def run(job_dir: Path, report: dict) -> dict:
             _sync(torch, device)
             calls_per_trial.append(counter["calls"] - before_calls)
             trial = {"seed": seed, "outputs": [], "inputs": []}
-            for j, o in enumerate(outs):
+            for j, o in enumerate(outs if job.get("save_outputs", True) else []):
                 trial["outputs"].append(_save(torch, np, out_dir / f"t{i}_out{j}.npy", o))
                 trial["outputs"][-1]["aliases_input"] = any(
                     isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                     for x in inputs
                 )
-            for j, x in enumerate(inputs):
+            for j, x in enumerate(inputs if job.get("save_outputs", True) else []):
                 if isinstance(x, torch.Tensor):
                     trial["inputs"].append(_save(torch, np, out_dir / f"t{i}_in{j}.npy", x))
             trials.append(trial)
