@@ -8,20 +8,17 @@ verifier gets its own test. `StaticSession` is a frozen session (fixed events on
 from __future__ import annotations
 
 import json
-import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from verifier.result import GATE_ORDER, GateResult, VerificationResult
+from verifier.result import GATE_ORDER
 
-REFERENCE_MS = 1.0
-FAILING_GATE = {"hack_fail": "anti_hacking", "compile_fail": "compile", "incorrect": "correctness"}
-DETAIL = {
-    "anti_hacking": {"rule": "calls the reference op", "line": 7},
-    "compile": {"diagnostics": ["kernel.cpp:3: error: expected ';' before '}' token"]},
-    "correctness": {"mismatch": "max abs diff 0.3 at [0, 5]", "max_abs": 0.3, "max_rel": 0.2},
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
+
+from session_fakes import _DETAIL as DETAIL  # noqa: E402
+from session_fakes import fake_verify  # noqa: E402
 
 
 def kernel(verdict: str, ms: float | None = None, tag: str = "") -> str:
@@ -51,34 +48,12 @@ class VerdictVerifier:
 
     def __call__(self, reference_source, candidate_source, backend="cpu", config=None, on_gate=None):
         self.calls.append(candidate_source)
-        m = re.search(r"# verdict: (\w+)(?: ([\d.]+))?", candidate_source)
-        verdict = m.group(1) if m else "compile_fail"
-        ms = float(m.group(2)) if m and m.group(2) else 1.0
-        failing = FAILING_GATE.get(verdict)
-        gates, failed = [], False
-        for name in GATE_ORDER:
-            if on_gate:
-                on_gate(name, "running")
-            if name == "compile" and self.hold is not None:
-                self.entered.set()
-                self.hold.wait(timeout=30)
-            if failed:
-                status = "skip"
-            elif name == failing:
-                status, failed = "fail", True
-            else:
-                status = "pass"
-            if on_gate:
-                on_gate(name, status)
-            reason = f"{name} failed on purpose" if status == "fail" else ""
-            gates.append(GateResult(name, status, 0.01, reason, DETAIL.get(name, {}) if status == "fail" else {}))
-        feasible = failing is None
-        return VerificationResult(
-            backend=backend, gates=gates, latency_ms=ms if feasible else None,
-            reference_ms=REFERENCE_MS if feasible else None,
-            profile=[{"name": "aten::clamp_min", "self_ms": ms * 0.9, "calls": 1}] if feasible else [],
-            device="fake-cpu",
-        )
+        return fake_verify(reference_source, candidate_source, backend, config, on_gate, before_gate=self._maybe_hold)
+
+    def _maybe_hold(self, gate: str) -> None:
+        if gate == "compile" and self.hold is not None:
+            self.entered.set()
+            self.hold.wait(timeout=30)
 
 
 # ----- a frozen session for snapshots ---------------------------------------------------------------

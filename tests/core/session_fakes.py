@@ -31,7 +31,9 @@ def reply(verdict: str, ms: float | None = None, tag: str = "") -> str:
     return f"Plan: do the obvious thing.\n\n```python\n{kernel(verdict, ms, tag)}```\n"
 
 
-def fake_verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None, calls=None):
+def fake_verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None, calls=None,
+                before_gate=None):
+    """The verdict the kernel's `# verdict:` comment asks for; `before_gate(name)` runs as each gate starts."""
     if calls is not None:
         calls.append(candidate_source)
     m = re.search(r"# verdict: (\w+)(?: ([\d.]+))?", candidate_source)
@@ -48,6 +50,9 @@ def fake_verify(reference_source, candidate_source, backend="cpu", config=None, 
             status = "pass"
         if on_gate:
             on_gate(name, "running")
+        if before_gate:
+            before_gate(name)
+        if on_gate:
             on_gate(name, status)
         reason = f"{name} failed on purpose" if status == "fail" else ""
         gates.append(GateResult(name, status, 0.01, reason, _DETAIL.get(name, {}) if status == "fail" else {}))
