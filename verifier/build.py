@@ -145,6 +145,76 @@ def extract_declarations(source: str, functions: list[str]) -> list[str] | None:
     return decls
 
 
+@dataclass(frozen=True)
+class Signature:
+    """A bound function's C++ return type and parameter types (names dropped)."""
+
+    ret: str
+    params: tuple[str, ...]
+
+
+_PARAM_NAME = re.compile(r"^(?P<type>.*?[\w>\*&\s])\s*\b(?P<name>[A-Za-z_]\w*)\s*$")
+
+
+def signature_of(decl: str, fn: str) -> Signature | None:
+    """`torch::Tensor f(const torch::Tensor& x, int64_t n);` -> Signature("torch::Tensor", ("const torch::Tensor&", "int64_t"))."""
+    m = re.fullmatch(r"\s*(?P<ret>.+?)\s+" + re.escape(fn) + r"\((?P<params>.*)\);\s*", decl, re.S)
+    if not m:
+        return None
+    params = []
+    raw = m.group("params").strip()
+    for part in ([] if raw in ("", "void") else _split_params(raw)):
+        pm = _PARAM_NAME.match(part.strip())
+        if not pm or "[" in part or "(" in part:
+            return None
+        ptype = " ".join(pm.group("type").split())
+        if not ptype or ptype in ("const", "unsigned", "signed", "long", "short"):
+            return None
+        params.append(ptype)
+    return Signature(" ".join(m.group("ret").split()), tuple(params))
+
+
+def _split_params(raw: str) -> list[str]:
+    """Split on top-level commas (not those inside template brackets)."""
+    parts, depth, cur = [], 0, ""
+    for ch in raw:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return parts
+
+
+_HIDDEN = '__attribute__((visibility("hidden")))'
+
+
+def _trampolines(fns: list[str], sigs: list[Signature]) -> str:
+    """Appended to the kernel TU: a pointer and a name per bound function, read by the shared bindings."""
+    lines = ["// EvoKernel: entry points for the signature-keyed Python bindings (hidden: never interposed",
+             "// by another loaded extension's symbols of the same name)"]
+    for i, (fn, sig) in enumerate(zip(fns, sigs, strict=True)):
+        lines.append(f"{_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)}) = &{fn};")
+        lines.append(f'{_HIDDEN} const char* evk_name{i} = "{fn}";')
+    return "\n".join(lines) + "\n"
+
+
+def _shared_bindings(module: str, sigs: list[Signature]) -> str:
+    """A pybind11 module that binds `evk_fn<i>` under the names `evk_name<i>` chosen at load time."""
+    externs, defs = [], []
+    for i, sig in enumerate(sigs):
+        externs.append(f"extern {_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)});")
+        externs.append(f"extern {_HIDDEN} const char* evk_name{i};")
+        args = ", ".join(f"{t} a{j}" for j, t in enumerate(sig.params))
+        call = ", ".join(f"a{j}" for j in range(len(sig.params)))
+        defs.append(f"  m.def(evk_name{i}, []({args}) {{ return evk_fn{i}({call}); }});")
+    return ("#include <torch/extension.h>\n" + "\n".join(externs) + f"\nPYBIND11_MODULE({module}, m) {{\n"
+            + "\n".join(defs) + "\n}\n")
+
+
 def _bindings(name: str, functions: list[str]) -> str:
     defs = "\n".join(f'  m.def("{fn}", &{fn}, "{fn}");' for fn in functions)
     return f"PYBIND11_MODULE({name}, m) {{\n{defs}\n}}\n"
@@ -265,10 +335,11 @@ class InlineBuilder:
 
     def _build(self, name, source, fns, cflags, ldflags, out_dir: Path, so_path: Path, deadline: float) -> str:
         decls = extract_declarations(source, fns) if fns else None
-        use_shim = decls is not None and not any(m in source for m in _FALLBACK_MARKERS)
+        sigs = [signature_of(d, fn) for d, fn in zip(decls, fns, strict=True)] if decls else None
+        use_shim = sigs is not None and all(sigs) and not any(m in source for m in _FALLBACK_MARKERS)
         if use_shim:
             try:
-                self._build_split(name, source, fns, decls, cflags, ldflags, out_dir, so_path, deadline)
+                self._build_split(name, source, fns, sigs, cflags, ldflags, out_dir, so_path, deadline)
                 return "split"
             except BuildError as exc:
                 if not any(tok in exc.log for tok in ("torch::", "py::", "pybind11", "‘torch’", "'torch'")):
@@ -276,7 +347,7 @@ class InlineBuilder:
         self._build_single(name, source, fns, cflags, ldflags, out_dir, so_path, deadline)
         return "single"
 
-    def _build_split(self, name, source, fns, decls, cflags, ldflags, out_dir, so_path, deadline) -> None:
+    def _build_split(self, name, source, fns, sigs, cflags, ldflags, out_dir, so_path, deadline) -> None:
         shim_dir = self.root / "shim"
         (shim_dir / "torch").mkdir(parents=True, exist_ok=True)
         shim = shim_dir / "torch" / "extension.h"
@@ -285,10 +356,10 @@ class InlineBuilder:
             tmp.write_text(SHIM_HEADER)
             os.replace(tmp, shim)
         # The bindings compile in the background while the kernel (and, once, its PCH) compiles: two cores.
-        with self._binding_object(name, fns, decls, deadline) as bobj:
+        with self._binding_object(sigs, deadline) as (bobj, module):
             pch_dir = self._pch("evk_shim", SHIM_HEADER, cflags, deadline)
             kernel = out_dir / "kernel.cpp"
-            kernel.write_text('#include "evk_shim.h"\n' + source + "\n")
+            kernel.write_text('#include "evk_shim.h"\n' + source + "\n" + _trampolines(fns, sigs))
             kobj = out_dir / "kernel.o"
             kcmd = [_compiler(), "-I", str(pch_dir), "-I", str(shim_dir), *self._base_flags(), *cflags,
                     "-c", str(kernel), "-o", str(kobj)]
@@ -297,31 +368,32 @@ class InlineBuilder:
                 diags = parse_diagnostics(log, line_offset=1)
                 raise BuildError(first_error(diags, log), diags, log, source)
         self._link([kobj, bobj], ldflags + _omp_ld(cflags), so_path, deadline)
+        (out_dir / "module.txt").write_text(module)
 
     @contextlib.contextmanager
-    def _binding_object(self, name: str, fns: list[str], decls: list[str], deadline: float):
-        """The pybind11 TU, cached by module name and signatures only; built concurrently with the kernel.
-
-        Yields the object's path; on leaving the block, waits for the compiler and checks it.
-        """
+    def _binding_object(self, sigs: list[Signature], deadline: float):
+        """The pybind11 TU, keyed by the functions' types only: kernels that rename their extension or
+        functions reuse it. Built concurrently with the kernel; yields (object path, module name) and, on
+        leaving the block, waits for the compiler and checks it."""
         bflags = ["-O1"]
-        key = _digest(name, decls, bflags, self._env_key)
+        key = _digest("bind-v2", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
+        module = f"evk_bind_{key[:16]}"
         d = self.root / "bind" / key
         obj = d / "bind.o"
         if obj.exists():
-            yield obj
+            yield obj, module
             return
         d.mkdir(parents=True, exist_ok=True)
         src = d / "bind.cpp"
-        src.write_text("#include <torch/extension.h>\n" + "\n".join(decls) + "\n" + _bindings(name, fns))
+        src.write_text(_shared_bindings(module, sigs))
         tmp = d / f"bind.o.tmp{os.getpid()}"
-        cmd = [_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={name}", "-c", str(src), "-o", str(tmp)]
+        cmd = [_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c", str(src), "-o", str(tmp)]
         try:
             proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         except OSError as exc:
             raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
         try:
-            yield obj
+            yield obj, module
         except BaseException:
             proc.kill()
             proc.communicate()
@@ -374,6 +446,12 @@ def _omp_ld(cflags: list[str]) -> list[str]:
 
 
 def _import_so(name: str, so_path: Path):
+    """Load a built extension. Split builds share their bindings' module name (module.txt) across .so
+    files; CPython caches extension modules by full name, so each is loaded under a unique parent
+    package while `PyInit_<module>` is still found from the last name component."""
+    marker = so_path.parent / "module.txt"
+    if marker.exists():
+        name = f"evk_{so_path.parent.name}.{marker.read_text().strip()}"
     spec = importlib.util.spec_from_file_location(name, str(so_path))
     if spec is None or spec.loader is None:
         raise BuildError(f"could not load the built extension {so_path}", [], "")

@@ -1,0 +1,59 @@
+"""The CPU builder's Python bindings are keyed by function types only, so renaming a kernel's extension
+or functions reuses them, and every loaded module still calls its own kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier.build import Signature, extract_declarations, signature_of
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor f1(const torch::Tensor& x, int64_t n, double eps = 1e-5) { return x; }
+std::vector<torch::Tensor> f2(torch::Tensor a, std::vector<int64_t> dims) { return {a}; }
+void f3(torch::Tensor out) {}
+"""
+
+RELU = """
+#include <torch/extension.h>
+torch::Tensor NAME(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > THRESHOLD ? in[i] : 0.0f;
+    return out;
+}
+"""
+
+
+def test_signatures_keep_types_and_drop_names():
+    decls = extract_declarations(SRC, ["f1", "f2", "f3"])
+    sigs = [signature_of(d, f) for d, f in zip(decls, ["f1", "f2", "f3"], strict=True)]
+    assert sigs == [
+        Signature("torch::Tensor", ("const torch::Tensor&", "int64_t", "double")),
+        Signature("std::vector<torch::Tensor>", ("torch::Tensor", "std::vector<int64_t>")),
+        Signature("void", ("torch::Tensor",)),
+    ]
+    assert signature_of("int g(int a[4]);", "g") is None, "unusual declarators fall back to the full build"
+
+
+@pytest.mark.slow
+def test_renamed_kernels_share_bindings_but_run_their_own_code(shared_build_root):
+    import torch
+
+    from verifier.build import InlineBuilder
+
+    builder = InlineBuilder(shared_build_root)
+    x = torch.tensor([-1.0, 0.5, 1.5, 2.5])
+    modules = []
+    for ext, fn, threshold in [("renamed_a", "relu_a", 0.0), ("renamed_b", "relu_b", 1.0), ("renamed_c", "relu_a", 2.0)]:
+        source = RELU.replace("NAME", fn).replace("THRESHOLD", f"{threshold}f")
+        modules.append((builder.load_inline(ext, source, functions=[fn], extra_cflags=["-O2"]), fn, threshold))
+    assert {r.layout for r in builder.records} == {"split"}
+    bind_dirs = {p.parent for p in (shared_build_root / "bind").glob("*/bind.o")}
+    for module, fn, threshold in modules:
+        assert torch.equal(getattr(module, fn)(x), torch.where(x > threshold, x, torch.zeros_like(x)))
+    again = InlineBuilder(shared_build_root)
+    again.load_inline("renamed_d", RELU.replace("NAME", "relu_d").replace("THRESHOLD", "3.0f"), functions=["relu_d"],
+                      extra_cflags=["-O2"])
+    assert {p.parent for p in (shared_build_root / "bind").glob("*/bind.o")} == bind_dirs, "no new bindings built"
