@@ -8,6 +8,7 @@ file layout and `values` for the update rule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -117,10 +118,22 @@ class MemoryStore:
         self._created = now()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._rlock, self._acquire():
-            if self.path.exists() or self._journal.path.exists():
+            existed = self.path.exists() or self._journal.path.exists()
+            if existed:
                 self._load_full()
             else:
                 self._create(seed)
+        if existed and seed:
+            self._add_new_seeds()
+
+    def _add_new_seeds(self) -> None:
+        """Seed items shipped after a bank was made reach it on the next open (matched by id)."""
+        from memory.seeds import seed_items
+
+        missing = [item for item in seed_items() if item.id not in self._items]
+        if missing:
+            with contextlib.suppress(ValueError):
+                self.add_many(missing)
 
     # ----------------------------------------------------------------- locking and syncing
 

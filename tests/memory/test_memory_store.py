@@ -205,3 +205,16 @@ def test_prune_removes_low_value_but_keeps_seeds(bank):
     assert store.prune(below=0.3) == ["t-1"]
     assert "t-1" not in MemoryStore(bank) and "seed-cpu-contract" in store
     assert set(store.prune(max_trajectories=1)) == {"t-3"}
+
+
+def test_seeds_shipped_later_reach_an_existing_bank(bank):
+    from memory.seeds import seed_items
+
+    store = MemoryStore(bank)
+    newest = seed_items()[-1].id
+    store.remove([newest])
+    store.close()
+    reopened = MemoryStore(bank)
+    assert reopened.get(newest) is not None and reopened.get(newest).kind == "seed"
+    assert len(reopened.items("seed")) == len(seed_items())
+    assert MemoryStore(bank, seed=False).get(newest) is not None
