@@ -74,7 +74,12 @@ class MainScreen(SessionScreen):
         Binding("g", "app.switch_stage", "Stage"),
         Binding("o", "app.open_task", "Task"),
         Binding("x", "app.export", "Save"),
+        Binding("ctrl+s", "submit_kernel", "Submit kernel", show=False),
     ]
+
+    def action_submit_kernel(self) -> None:
+        """ctrl+s submits the kernel pane from anywhere on the screen, not only while typing in it."""
+        self.query_one(KernelPane).action_submit()
 
     def show_manual(self, manual: bool) -> None:
         self.query_one(ModeBanner).show_manual(manual)

@@ -117,7 +117,7 @@ class KernelPane(Vertical):
         if self.show_diff:
             self.notify("Switch the diff off (d) to edit and submit.", severity="warning")
             return
-        if not self.edited:
+        if not self.edited and self._author != "starter":
             self.notify("Nothing to submit: the editor matches the current kernel.")
             return
         self.post_message(self.Submitted(self.editor.text))

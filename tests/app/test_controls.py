@@ -207,6 +207,23 @@ async def test_type_in_kernel_pane_and_submit(make_session, verifier):
         assert "person's edit recorded" in log_text(app)
 
 
+async def test_manual_mode_starter_can_be_submitted_as_is(make_session, verifier):
+    """A manual session opens on a starter kernel; ctrl+s verifies it unchanged (nothing else to run yet)."""
+    s = make_session(None)
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        pane = app.screen.query_one(KernelPane)
+        assert "class ModelNew" in pane.editor.text and not pane.edited
+        pane.editor.focus()
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert len(verifier.calls) == 1 and s.history[-1].author == "person"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert len(verifier.calls) == 1, "once verified, an unchanged kernel is not submitted again"
+
+
 async def test_edit_in_editor_reverifies_once(make_session, verifier, tmp_path, monkeypatch):
     script = tmp_path / "fake_editor.py"
     script.write_text(textwrap.dedent(f"""
