@@ -30,7 +30,7 @@ class VerifyConfig:
     max_processes: int = 512
     warmup: int = 3
     min_reps: int = 5
-    max_reps: int = 50
+    max_reps: int = 1000
     min_time_s: float = 0.3
     compare_compile: bool = False
     time_kernels: bool = True
