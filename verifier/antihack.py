@@ -38,6 +38,8 @@ RULES = {
     "concurrency": "threads or processes can finish the work after forward returns",
     "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
     "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
+    "os-escape": "os functions other than os.environ and os.path can touch files and processes",
+    "tensor-arithmetic": "arithmetic on tensors in forward runs torch operators instead of the kernel",
     "torch-work-outside-kernel": "torch operators around the custom kernel do most of the work",
     "cpp-escape": "the C++ code starts threads or processes, runs Python or touches files",
     "gpu-stream": "side streams and events let GPU work run outside the timed stream",
@@ -91,11 +93,16 @@ INTROSPECTION_ATTRS = {"__globals__", "__builtins__", "__subclasses__", "__code_
                        "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames"}
 CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "signal",
                        "pty", "socket", "sched", "shutil", "resource", "atexit", "posix", "nt"}
-# os, sys and time are common in honest wrappers (os.environ for build flags); only these calls are banned.
-OS_ESCAPES = {"fork", "forkpty", "system", "popen", "spawnl", "spawnle", "spawnlp", "spawnv", "spawnve", "spawnvp",
-              "posix_spawn", "posix_spawnp", "_exit", "kill", "killpg", "execv", "execve", "execl", "execle",
-              "execlp", "execvp", "execvpe", "setsid", "abort", "register_at_fork", "dup2", "write", "open",
-              "remove", "unlink", "rename", "replace", "rmdir", "chdir"}
+# os, sys and time are common in honest wrappers (os.environ for build flags); everything else in os can
+# touch files (the reference and build caches included) or processes, so only these names are allowed.
+# tensor methods that return a view or copy of the same data (not a number like .numel() or .size())
+TENSOR_VIEWS = {"contiguous", "view", "reshape", "to", "float", "half", "double", "cuda", "cpu", "flatten",
+                "permute", "transpose", "t", "unsqueeze", "squeeze", "expand", "clone", "detach", "view_as",
+                "reshape_as", "narrow", "select", "type_as", "unflatten", "movedim"}
+ARITHMETIC_DUNDERS = {f"__{op}__" for op in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "abs", "gt", "ge", "lt", "le", "eq",
+    "ne", "and", "or", "xor", "invert", "radd", "rsub", "rmul", "rtruediv", "iadd", "isub", "imul", "itruediv")}
+OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "linesep", "name", "pathsep"}
 PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
 
 CPP_ALLOWED = {
@@ -163,6 +170,7 @@ class _Scanner(ast.NodeVisitor):
         self.self_ext: set[str] = set()
         self.self_layers: dict[str, str] = {}
         self.func_stack: list[str] = []
+        self.tensor_names: set[str] = set()
         self.class_stack: list[str] = []
         self.has_modelnew = False
         self.allowed_modules = {"triton", "triton.language", "tl"} if backend == "triton" else set()
@@ -217,6 +225,8 @@ class _Scanner(ast.NodeVisitor):
             self.add("reference-model", node, "relative imports can reach the reference task")
         self._check_module(node, module)
         for alias in node.names:
+            if module == "os" and alias.name not in OS_ALLOWED:
+                self.add("os-escape", node, f"os.{alias.name} is not allowed: only os.environ and os.path may be used")
             if alias.name == "Model":
                 self.add("reference-model", node, f"imports Model from {module}")
             if alias.name == "*":
@@ -247,7 +257,12 @@ class _Scanner(ast.NodeVisitor):
             if name.startswith(COMPILER_TORCH):
                 self.add("compiler-standin", dec, f"@{name}: compilers cannot stand in for the kernel")
         self.func_stack.append(node.name)
+        outer = self.tensor_names
+        if self.in_forward():
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            self.tensor_names = {a.arg for a in args if a.arg != "self"}
         self.generic_visit(node)
+        self.tensor_names = outer
         self.func_stack.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -307,10 +322,13 @@ class _Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._check_target(t, node.value)
+            self._track_tensor(t, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_target(node.target, None)
+        if self.in_forward() and (self._is_tensor(node.target) or self._is_tensor(node.value)):
+            self.add("tensor-arithmetic", node, "in-place arithmetic on a tensor in forward runs a torch operator")
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -332,18 +350,50 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        full = self.resolve(node) or ""
+        parts = full.split(".")
+        if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
+            self.add("os-escape", node, f"os.{parts[1]} is not allowed: only os.environ and os.path may be used")
         if node.attr in INTROSPECTION_ATTRS:
             self.add("introspection", node, f".{node.attr} is not allowed in a candidate")
-        full = self.resolve(node) or ""
         if self._check_gpu_name(node, full):
             pass
         elif full.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{full}: compilers and torch internals cannot stand in for the kernel")
         self.generic_visit(node)
 
+    def _is_tensor(self, node: ast.AST) -> bool:
+        """A name bound in forward to an input, a custom-kernel result or a view of one."""
+        return isinstance(node, ast.Name) and node.id in self.tensor_names
+
+    def _track_tensor(self, target: ast.AST, value: ast.AST | None) -> None:
+        if not self.in_forward() or not isinstance(target, ast.Name) or value is None:
+            return
+        tensor = self._is_tensor(value)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            base = _dotted(value.func.value) or ""
+            ext = base in self.ext_names or (base.startswith("self.") and base[5:] in self.self_ext)
+            view = self._is_tensor(value.func.value) and value.func.attr in TENSOR_VIEWS
+            alloc = (self.resolve(value.func) or "").split(".")[-1] in {"empty", "empty_like", "zeros", "zeros_like"}
+            tensor = ext or view or alloc
+        (self.tensor_names.add if tensor else self.tensor_names.discard)(target.id)
+
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.MatMult):
             self.add("torch-op", node, "the @ operator runs torch's matmul")
+        elif self.in_forward() and (self._is_tensor(node.left) or self._is_tensor(node.right)):
+            self.add("tensor-arithmetic", node, "arithmetic on a tensor in forward runs a torch operator; "
+                                                "do it in the custom kernel")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if self.in_forward() and any(self._is_tensor(n) for n in [node.left, *node.comparators]):
+            self.add("tensor-arithmetic", node, "comparing tensors in forward runs a torch operator; do it in the kernel")
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if self.in_forward() and not isinstance(node.op, ast.Not) and self._is_tensor(node.operand):
+            self.add("tensor-arithmetic", node, "arithmetic on a tensor in forward runs a torch operator")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -362,10 +412,10 @@ class _Scanner(ast.NodeVisitor):
         if name:
             self._check_torch_name(node, name)
             head, _, leaf = name.rpartition(".")
-            if head == "os" and leaf in OS_ESCAPES:
-                self.add("concurrency", node, f"os.{leaf}() is not allowed in a candidate")
             if head == "sys" and leaf in {"exit", "settrace", "setprofile", "_getframe", "addaudithook"}:
                 self.add("introspection", node, f"sys.{leaf}() is not allowed in a candidate")
+        if isinstance(func, ast.Attribute) and self.in_forward() and func.attr in ARITHMETIC_DUNDERS:
+            self.add("tensor-arithmetic", node, f".{func.attr}() is tensor arithmetic; do it in the custom kernel")
         if isinstance(func, ast.Attribute) and self.in_forward():
             base = _dotted(func.value) or ""
             ext_call = base in self.ext_names or (base.startswith("self.") and base[5:] in self.self_ext)
@@ -424,34 +474,68 @@ def _cpp_line(base_line: int, text: str, pos: int) -> int:
     return base_line + text.count("\n", 0, pos)
 
 
+_CPP_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+CPP_LOCAL_INCLUDE = re.compile(r'#\s*include\s*(?:"|<\s*/|<[^>\n]*\.\.)')
+
+
+def strip_cpp_comments(code: str) -> str:
+    """Comments out, string literals kept (a "//" inside a string must not hide the rest of the line);
+    newlines are preserved so line numbers still match."""
+
+    def keep(m: re.Match) -> str:
+        text = m.group(0)
+        return text if text[0] in "\"'" else "\n" * text.count("\n")
+
+    return _CPP_TOKENS.sub(keep, code)
+
+
+CPP_ESCAPE_WORDS = re.compile(r"\b(system|popen|fork|vfork|execv\w*|execl\w*|execvp\w*|dlopen|dlsym|syscall|"
+                              r"posix_spawn\w*|fopen|freopen|ifstream|ofstream|fstream|mmap|opendir|setenv|putenv)\b")
+
+
+def _blank_strings(code: str) -> str:
+    """String and character literals emptied (quotes kept): their text is data, not code."""
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', re.sub(r"'(?:\\.|[^'\\\n])*'", "''", code))
+
+
 def scan_cpp(base_line: int, code: str) -> list[Violation]:
-    """Regex rules over embedded C++: torch/ATen operators, vendor libraries, escapes."""
-    clean = re.sub(r"//[^\n]*", "", code)
+    """Regex rules over embedded C++: torch/ATen operators, vendor libraries, escapes, local includes.
+
+    Comments are stripped string-aware; identifiers are matched with string contents blanked, and
+    dangerous calls are matched as bare names, so a `#define` cannot rename them out of sight.
+    """
+    clean = strip_cpp_comments(code)
+    bare = _blank_strings(clean)
     out: list[Violation] = []
+
+    def at(pos: int) -> int:
+        return _cpp_line(base_line, clean, pos)
+
+    for m in CPP_LOCAL_INCLUDE.finditer(clean):
+        out.append(Violation("cpp-escape", at(m.start()), "only system headers may be included (#include <...>), not files by path"))
     for m in CPP_INCLUDES.finditer(clean):
         rule = "cpp-escape" if m.group(1) in {"thread", "future", "pthread", "Python.h"} else "cpp-library"
-        out.append(Violation(rule, _cpp_line(base_line, clean, m.start()), f"#include of {m.group(1)} is not allowed"))
-    for m in CPP_LIBRARIES.finditer(clean):
-        out.append(Violation("cpp-library", _cpp_line(base_line, clean, m.start()),
-                             f"{m.group(1)} does the work in a vendor library"))
-    for m in CPP_GPU_STREAMS.finditer(clean):
-        out.append(Violation("gpu-stream", _cpp_line(base_line, clean, m.start()),
+        out.append(Violation(rule, at(m.start()), f"#include of {m.group(1)} is not allowed"))
+    for m in CPP_LIBRARIES.finditer(bare):
+        out.append(Violation("cpp-library", at(m.start()), f"{m.group(1)} does the work in a vendor library"))
+    for m in CPP_GPU_STREAMS.finditer(bare):
+        out.append(Violation("gpu-stream", at(m.start()),
                              f"{m.group(1)}: launch on at::cuda::getCurrentCUDAStream(); own streams and events are not allowed"))
-    for m in CPP_GPU_GRAPHS.finditer(clean):
-        out.append(Violation("cuda-graph", _cpp_line(base_line, clean, m.start()),
-                             f"{m.group(1)}: CUDA graph replay can return captured outputs"))
-    for m in CPP_ESCAPE.finditer(clean):
-        out.append(Violation("cpp-escape", _cpp_line(base_line, clean, m.start()), f"{m.group(1).strip('( ')} is not allowed"))
-    for m in CPP_OPS.finditer(clean):
+    for m in CPP_GPU_GRAPHS.finditer(bare):
+        out.append(Violation("cuda-graph", at(m.start()), f"{m.group(1)}: CUDA graph replay can return captured outputs"))
+    for m in CPP_ESCAPE.finditer(bare):
+        out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1).strip('( ')} is not allowed"))
+    for m in CPP_ESCAPE_WORDS.finditer(bare):
+        out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1)} is not allowed in a kernel"))
+    for m in CPP_OPS.finditer(bare):
         op = m.group(1)
         leaf = op.split("::")[-1]
         if op in CPP_ALLOWED or leaf in CPP_ALLOWED or op.split("::")[0] in {"cuda", "Tensor"}:
             continue
-        out.append(Violation("cpp-torch-op", _cpp_line(base_line, clean, m.start()),
-                             f"{m.group(0).rstrip('( ')} is a torch operator; compute it in the kernel"))
-    for m in CPP_METHOD_CALL.finditer(clean):
+        out.append(Violation("cpp-torch-op", at(m.start()), f"{m.group(0).rstrip('( ')} is a torch operator; compute it in the kernel"))
+    for m in CPP_METHOD_CALL.finditer(bare):
         if m.group(1) in CPP_METHODS:
-            out.append(Violation("cpp-torch-op", _cpp_line(base_line, clean, m.start(1)),
+            out.append(Violation("cpp-torch-op", at(m.start(1)),
                                  f".{m.group(1)}() on a tensor runs a torch operator; compute it in the kernel"))
     return out
 

@@ -19,7 +19,15 @@ from pathlib import Path
 
 from verifier.backends import Backend, get_backend
 from verifier.config import VerifyConfig
-from verifier.gates import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, LatencyGate, ProfileGate
+from verifier.gates import (
+    AntiHackingGate,
+    CompileGate,
+    CorrectnessGate,
+    Evidence,
+    LatencyGate,
+    ProfileGate,
+    file_identity,
+)
 from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
 from verifier.sandbox import Limits, run_sandboxed
 
@@ -73,7 +81,7 @@ def _harness_argv(job_dir: Path) -> list[str]:
 def reference_run(reference_source: str, backend: Backend, config: VerifyConfig) -> tuple[dict, Path]:
     """Reference outputs, inputs and timings for these seeds, computed once per machine and cached on disk."""
     root = config.root()
-    key = _digest("ref-v1", reference_source, config.seeds(), backend.name, backend.device, config.warmup,
+    key = _digest("ref-v2", reference_source, config.seeds(), backend.name, backend.device, config.warmup,
                   config.min_reps, config.max_reps, config.min_time_s, config.compare_compile, config.time_kernels,
                   config.threads, sys.version_info[:2])
     final = root / "reference" / key
@@ -104,6 +112,9 @@ def reference_run(reference_source: str, backend: Backend, config: VerifyConfig)
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)
         work.rename(final)
+        out = final / "out"
+        report["identities"] = {p.name: file_identity(p.lstat()) for p in out.glob("*.npy")}
+        _write_json_atomic(out / "report.json", report)
     return report, final / "out"
 
 

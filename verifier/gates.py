@@ -103,6 +103,7 @@ class AntiHackingGate(Gate):
         if ran:
             found.append(Violation("reference-op-at-runtime", 0,
                                    f"{ran[0]} ran inside ModelNew.forward; the reference's {families[op_family(ran[0])]} must be replaced by the custom kernel"))
+        found += _scan_built_sources(ev.marks)
         outside = _torch_outside_kernel(cand.get("work_split"))
         if outside:
             found.append(Violation("torch-work-outside-kernel", 0, outside))
@@ -118,7 +119,22 @@ class AntiHackingGate(Gate):
         return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops)
 
 
-TORCH_WORK_SHARE = 0.5
+def _scan_built_sources(marks: list) -> list[Violation]:
+    """The static C++ rules again, over the text the builder actually compiled (reported before it ran)."""
+    from verifier.antihack import scan_cpp
+
+    found: list[Violation] = []
+    for _, mark in marks:
+        if not isinstance(mark, dict) or mark.get("phase") != "source":
+            continue
+        if mark.get("truncated"):
+            found.append(Violation("cpp-escape", 0, "the C++ source built at run time is too large to check"))
+        for v in scan_cpp(1, str(mark.get("text", ""))):
+            found.append(Violation(v.rule, 0, f"in the C++ built at run time, line {v.line}: {v.message}"))
+    return found
+
+
+TORCH_WORK_SHARE = 0.25
 TORCH_WORK_FLOOR_MS = 0.05
 
 
@@ -222,7 +238,7 @@ class CorrectnessGate(Gate):
                                     trial=i)
             for j, (ro, co) in enumerate(zip(rt["outputs"], ct["outputs"], strict=True)):
                 got = _load(ev.candidate_dir, co["file"], ev.config)
-                want = _load(ev.reference_dir, ro["file"], ev.config)
+                want = _load(ev.reference_dir, ro["file"], ev.config, ev.reference.get("identities") or {})
                 cmp = compare_tensor(got, want, co["dtype"], ro["dtype"], atol, rtol, f"output {j}")
                 worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
                 if not cmp.ok:
@@ -232,20 +248,33 @@ class CorrectnessGate(Gate):
                     return self._result(FAIL, start, f"trial {i}: output {j} aliases an input; return a new tensor", trial=i)
             for j, (ri, ci) in enumerate(zip(rt["inputs"], ct["inputs"], strict=True)):
                 if not inputs_unchanged(_load(ev.candidate_dir, ci["file"], ev.config),
-                                        _load(ev.reference_dir, ri["file"], ev.config)):
+                                        _load(ev.reference_dir, ri["file"], ev.config,
+                                              ev.reference.get("identities") or {})):
                     return self._result(FAIL, start, f"trial {i}: input {j} was modified by forward; inputs must stay unchanged",
                                         trial=i)
         return self._result(PASS, start, "", trials=len(ref_trials), max_abs=worst_abs, max_rel=worst_rel,
                             atol=atol, rtol=rtol)
 
 
-def _load(directory: Path | None, name: str, config) -> np.ndarray:
+def _load(directory: Path | None, name: str, config, expected: dict | None = None) -> np.ndarray:
+    """One .npy file, refusing links, paths out of `directory` and (for the reference) any file whose
+    identity changed since the reference run wrote it: a candidate must not swap the files compared."""
     if directory is None or "/" in name or name.startswith("."):
         raise ValueError(f"bad output file name {name!r}")
     path = directory / name
-    if path.stat().st_size > config.memory_gb * 1024**3:
+    st = path.lstat()
+    if path.is_symlink() or path.resolve().parent != directory.resolve():
+        raise ValueError(f"{name} is a link or lies outside its folder")
+    if expected is not None and expected.get(name) != file_identity(st):  # also when the record is missing
+        raise ValueError(f"the reference file {name} changed after the reference run wrote it")
+    if st.st_size > config.memory_gb * 1024**3:
         raise ValueError(f"{name} is larger than the memory limit")
     return np.load(path, allow_pickle=False)
+
+
+def file_identity(st) -> list[int]:
+    """Inode, size and modification time: any replace, rename or rewrite of the file changes one of them."""
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 class LatencyGate(Gate):

@@ -48,6 +48,19 @@ class Progress:
             self._fd = None
 
 
+MAX_SOURCE_MARK = 256 * 1024
+
+
+def report_built_source(sources: list[str]) -> None:
+    """Tell the parent exactly which C++/CUDA text is about to be compiled, before it can run: sources
+    assembled at run time (string concatenation) never appear as literals for the static scan."""
+    fd = os.environ.get("EVK_PROGRESS_FD")
+    if not fd:
+        return
+    text = "\n".join(sources)
+    Progress(int(fd)).mark("source", text=text[:MAX_SOURCE_MARK], truncated=len(text) > MAX_SOURCE_MARK)
+
+
 class ReferenceTripwire:
     """Stands in for the reference `Model` in the candidate's process; instantiating it is recorded."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from verifier import verify
+from verifier.antihack import scan
 from verifier.result import GATE_ORDER
 
 pytestmark = pytest.mark.slow
@@ -191,7 +192,7 @@ import torch.nn as nn
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        return x * (x > 0)
+        return getattr(x, "__mul__")(getattr(x, "__gt__")(0))
 """
     res = verify(task_source("relu"), source, config=make_config())
     gate = res.gates[0]
@@ -199,7 +200,7 @@ class ModelNew(nn.Module):
 
 
 def test_custom_kernel_built_but_unused(task_source, make_config, kernel_source):
-    source = kernel_source(RELU, forward="return x * (x > 0)")
+    source = kernel_source(RELU, forward='return getattr(x, "__mul__")(getattr(x, "__gt__")(0))')
     res = verify(task_source("relu"), source, config=make_config())
     gate = res.gates[0]
     assert gate.status == "fail" and gate.detail["rule"] == "custom-kernel-unused", gate.reason
@@ -215,8 +216,20 @@ def test_patching_the_clock_through_a_dunder_is_caught_at_run_time(task_source, 
 
 def test_operator_arithmetic_beside_a_copy_kernel_is_caught(task_source, make_config, kernel_source):
     copy = RELU.replace("in[i] > 0.0f ? in[i] : 0.0f", "in[i]")
-    source = kernel_source(copy, forward="y = _ext.kernel_forward(x)\n        return y * (y > 0)")
+    # operators reached through getattr slip past the static tensor-arithmetic rule: the profiler's work split must not
+    source = kernel_source(copy, forward='y = _ext.kernel_forward(x)\n        return getattr(y, "__mul__")(getattr(y, "__gt__")(0))')
     res = verify(task_source("relu"), source, config=make_config())
     assert res.gates[0].status == "fail", "the copy kernel plus torch arithmetic passed every gate"
     assert res.gates[0].detail["rule"] == "torch-work-outside-kernel"
     assert "aten::" in res.gates[0].reason
+
+
+def test_cpp_assembled_at_run_time_is_scanned_before_it_runs(task_source, make_config, kernel_source):
+    """A string built by concatenation never appears as a literal; the builder reports the real text."""
+    body = RELU.replace("return out;", 'SYS' + 'TEM_CALL("true");\n    return out;')
+    source = kernel_source(body).replace('CPP = r"""', 'CPP = ("#define SYSTEM_CALL sys" + "tem\\n") + r"""', 1)
+    assert "system(" not in source and not [v for v in scan(source) if v.rule == "cpp-escape"]
+    res = verify(task_source("relu"), source, config=make_config())
+    gate = res.gates[0]
+    assert gate.status == "fail" and gate.detail["rule"] == "cpp-escape", res.gates
+    assert "built at run time" in gate.reason
