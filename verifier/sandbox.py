@@ -106,8 +106,10 @@ def _reap() -> None:
 
 
 def _apply_limits(limits: dict) -> None:
-    """Runs in the job process just before exec (the supervisor is single-threaded, so this is safe)."""
-    os.setpgrp()
+    """Runs in the job process just before exec (the supervisor is single-threaded, so this is safe).
+
+    The job stays in the supervisor's process group, so the caller's group kill reaches it even if the
+    supervisor itself dies; descendants that leave the group are found by `_kill_tree`."""
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -135,8 +137,6 @@ def finish_job(pid: int, limits: dict, status_path: Path, start: float) -> None:
             break
         if time.monotonic() >= deadline:
             timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
