@@ -102,6 +102,12 @@ TENSOR_VIEWS = {"contiguous", "view", "reshape", "to", "float", "half", "double"
 ARITHMETIC_DUNDERS = {f"__{op}__" for op in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "abs", "gt", "ge", "lt", "le", "eq",
     "ne", "and", "or", "xor", "invert", "radd", "rsub", "rmul", "rtruediv", "iadd", "isub", "imul", "itruediv")}
+# what forward may call on a tensor: views and copies of the same data, metadata, allocation
+TENSOR_METHODS_OK = TENSOR_VIEWS | {
+    "size", "numel", "nelement", "dim", "ndimension", "stride", "data_ptr", "is_contiguous", "element_size",
+    "get_device", "storage_offset", "untyped_storage", "is_floating_point", "new_empty", "new_zeros",
+    "new_ones", "new_full", "new_empty_strided", "requires_grad_", "record_stream", "type",
+}
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "linesep", "name", "pathsep"}
 PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
 
@@ -423,6 +429,9 @@ class _Scanner(ast.NodeVisitor):
                 ext_call = True
             if not ext_call and func.attr in COMPUTE_METHODS and not (name or "").startswith(("math.", "triton", "tl.")):
                 self.add("torch-op", node, f".{func.attr}() runs a torch operator; compute it in the custom kernel")
+            elif self._is_tensor(func.value) and func.attr not in TENSOR_METHODS_OK | ARITHMETIC_DUNDERS:
+                self.add("torch-op", node, f".{func.attr}() on a tensor runs a torch operator; only views, metadata "
+                                           "and allocation may be called on tensors in forward")
         if isinstance(func, ast.Attribute) and _dotted(func.value) == "self" and self.in_forward():
             layer = self.self_layers.get(func.attr)
             if layer:
