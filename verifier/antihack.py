@@ -46,6 +46,8 @@ RULES = {
     "cuda-graph": "CUDA graph replay can return outputs captured earlier",
     "unsynchronised-work": "the output was not ready on the current stream when forward returned",
     "vendor-kernel": "a vendor library kernel (cuBLAS, cuDNN) ran in place of the custom kernel",
+    "forward-outside-class": "forward must be defined with def inside class ModelNew, not bound from elsewhere",
+    "tensor-subclass": "outputs must be plain tensors: Tensor subclasses and __torch_function__ can run code later",
 }
 
 # torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
@@ -110,6 +112,28 @@ TENSOR_METHODS_OK = TENSOR_VIEWS | {
 }
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "linesep", "name", "pathsep"}
 PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
+# modules that other modules re-export as attributes (`os.path.os`, `torch.sys`): reaching them that way
+# hides an import the rules above would have refused
+REACHABLE_MODULES = {"os", "sys", "subprocess", "importlib", "builtins", "ctypes", "gc", "inspect", "threading",
+                     "multiprocessing", "shutil", "socket", "pickle", "numpy", "io", "pathlib", "glob", "tempfile",
+                     "signal", "posix", "marshal", "_thread", "weakref", "traceback", "functools", "operator"}
+# names an import statement makes that are modules (so `_T = torch` makes _T a module alias)
+KNOWN_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.cuda", "torch.utils", "torch.utils.cpp_extension",
+                 "torch.linalg", "torch.fft", "torch.special", "torch.backends", "os", "os.path", "sys", "time",
+                 "math", "triton", "triton.language", "numpy", "collections", "typing", "dataclasses"}
+TENSOR_BASES = ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter", "torch._C", "torch.nn.Buffer")
+TENSOR_SUBCLASS_NAMES = {"__torch_function__", "__torch_dispatch__", "as_subclass", "_make_subclass",
+                         "_make_wrapper_subclass", "_disabled_torch_function_impl"}
+TENSOR_SUBCLASS_TORCH = ("torch.overrides", "torch.utils._python_dispatch", "torch._subclasses",
+                         "torch.utils._pytree")
+MODULE_HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+                "register_backward_hook", "register_full_backward_pre_hook", "register_module_forward_hook",
+                "register_module_forward_pre_hook", "register_module_full_backward_hook"}
+MUTABLE_FACTORIES = {"dict", "list", "set", "bytearray", "deque", "defaultdict", "OrderedDict", "Counter",
+                     "SimpleNamespace", "ChainMap", "collections.deque", "collections.defaultdict",
+                     "collections.OrderedDict", "collections.Counter", "collections.ChainMap"}
+TORCH_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+                     "full_like", "tensor", "as_tensor", "from_numpy", "arange"}
 
 CPP_ALLOWED = {
     "Tensor", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
@@ -179,6 +203,13 @@ class _Scanner(ast.NodeVisitor):
         self.tensor_names: set[str] = set()
         self.class_stack: list[str] = []
         self.has_modelnew = False
+        self.module_aliases: set[str] = set()
+        self.class_names: set[str] = set()
+        self.top_names: set[str] = set()
+        self.global_mutable: set[str] = set()
+        self.local_stack: list[set[str]] = []
+        self.def_stack: list[set[str]] = []
+        self.parents: dict[int, ast.AST] = {}
         self.allowed_modules = {"triton", "triton.language", "tl"} if backend == "triton" else set()
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
@@ -195,8 +226,50 @@ class _Scanner(ast.NodeVisitor):
             return f"{full}.{rest}" if rest else full
         return name
 
+    def in_setup(self) -> bool:
+        """Inside an `__init__` (or a helper defined in one): set-up, not the work, so torch calls are allowed."""
+        return "__init__" in self.func_stack
+
     def in_forward(self) -> bool:
-        return "ModelNew" in self.class_stack and bool(self.func_stack) and self.func_stack[-1] != "__init__"
+        """Inside a method of a class the candidate defines (ModelNew, its bases, its sub-modules), other than
+        `__init__`: the code that runs on every call."""
+        return bool(self.class_stack) and bool(self.func_stack) and not self.in_setup()
+
+    def is_local(self, name: str) -> bool:
+        return bool(self.local_stack) and name in self.local_stack[-1]
+
+    def prepare(self, tree: ast.Module) -> None:
+        """Module-level facts the rules need before the pass: parents, class names, mutable globals."""
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+            if isinstance(node, ast.ClassDef):
+                self.class_names.add(node.name)
+        for node in tree.body:
+            targets: list[ast.AST] = []
+            value = None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.top_names.add(node.name)
+            for t in targets:
+                for name in (n.id for n in ast.walk(t) if isinstance(n, ast.Name)):
+                    self.top_names.add(name)
+                    if value is not None and self._is_mutable_value(value):
+                        self.global_mutable.add(name)
+
+    def _is_mutable_value(self, value: ast.AST) -> bool:
+        if isinstance(value, ast.Dict | ast.List | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
+            return True
+        if isinstance(value, ast.Call):
+            name = _dotted(value.func) or ""
+            leaf = name.split(".")[-1]
+            if name in MUTABLE_FACTORIES or leaf in MUTABLE_FACTORIES - {"list", "dict", "set"} or name in self.class_names:
+                return True
+            return name.split(".")[0] in {"torch"} and leaf in TORCH_ALLOCATIONS
+        return False
 
     # imports ------------------------------------------------------------------------------------
     def _check_module(self, node: ast.AST, module: str) -> None:
@@ -223,6 +296,7 @@ class _Scanner(ast.NodeVisitor):
         for alias in node.names:
             self._check_module(node, alias.name)
             self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+            self.module_aliases.add(alias.asname or alias.name.split(".")[0])
         self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -240,6 +314,10 @@ class _Scanner(ast.NodeVisitor):
             if alias.name in INTROSPECTION_ATTRS:
                 self.add("introspection", node, f"`from {module} import {alias.name}` is not allowed in a candidate")
             self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+            if f"{module}.{alias.name}" in KNOWN_MODULES:
+                self.module_aliases.add(alias.asname or alias.name)
+            if alias.name in TENSOR_SUBCLASS_NAMES or f"{module}.".startswith(tuple(p + "." for p in TENSOR_SUBCLASS_TORCH)):
+                self.add("tensor-subclass", node, f"`from {module} import {alias.name}`: outputs must be plain tensors")
             if module:
                 self._check_module(node, f"{module}.{alias.name}")
         self.generic_visit(node)
@@ -251,6 +329,20 @@ class _Scanner(ast.NodeVisitor):
             for base in node.bases:
                 if _dotted(base) in {"Model"}:
                     self.add("reference-model", node, "ModelNew must not inherit from the reference Model")
+        for base in node.bases:
+            full = self.resolve(base) or ""
+            if full.startswith(TENSOR_BASES) or full.startswith(TENSOR_SUBCLASS_TORCH):
+                self.add("tensor-subclass", node, f"class {node.name}({full}): outputs must be plain torch.Tensor, "
+                                                  "not a subclass that can compute later")
+        for item in node.body:
+            targets = item.targets if isinstance(item, ast.Assign) else (
+                [item.target] if isinstance(item, ast.AnnAssign | ast.AugAssign) else [])
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id in {"forward", "__call__"}:
+                    self.add("forward-outside-class", item, f"{t.id} = ... binds a function defined elsewhere; "
+                                                            f"write def {t.id}(self, ...) in the class body")
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == "__call__":
+                self.add("forward-outside-class", item, "overriding __call__ bypasses forward; define forward only")
         self.class_stack.append(node.name)
         self.generic_visit(node)
         self.class_stack.pop()
@@ -262,12 +354,31 @@ class _Scanner(ast.NodeVisitor):
                 self.add("output-cache", dec, f"@{name} caches results across calls")
             if name.startswith(COMPILER_TORCH):
                 self.add("compiler-standin", dec, f"@{name}: compilers cannot stand in for the kernel")
+        if node.name in {"__torch_function__", "__torch_dispatch__"}:
+            self.add("tensor-subclass", node, f"{node.name} lets a tensor run code whenever torch touches it; "
+                                              "return plain tensors")
         self.func_stack.append(node.name)
         outer = self.tensor_names
+        args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+        local = {a.arg for a in args}
+        for a in (node.args.vararg, node.args.kwarg):
+            if a is not None:
+                local.add(a.arg)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                local.add(sub.id)
+        self.local_stack.append(local)
+        self.def_stack.append({n.name for n in ast.walk(node) if n is not node and
+                               isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef)
+                               and hasattr(n, "name")})
         if self.in_forward():
-            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
             self.tensor_names = {a.arg for a in args if a.arg != "self"}
+            for default in [*node.args.defaults, *node.args.kw_defaults]:
+                if default is not None and self._is_mutable_value(default):
+                    self.add("output-cache", default, f"a mutable default argument of {node.name} keeps state across calls")
         self.generic_visit(node)
+        self.local_stack.pop()
+        self.def_stack.pop()
         self.tensor_names = outer
         self.func_stack.pop()
 
@@ -294,9 +405,18 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             base = _dotted(target.value)
             full = self.resolve(target.value) or ""
+            root = (base or "").split(".")[0]
+            if base in self.class_names and not self.in_forward():
+                self.add("forward-outside-class", target, f"assigns {base}.{target.attr} outside the class body; "
+                                                          "define methods with def inside the class")
+            elif self.in_forward() and root and root != "self" and root in self.top_names and not self.is_local(root):
+                self.add("output-cache", target, f"forward assigns {base}.{target.attr}: module-level state kept across calls")
             if base == "self":
                 if self.in_forward():
                     self.add("output-cache", target, f"forward assigns self.{target.attr}: state kept across calls can replay outputs")
+                elif value is not None and self.in_setup() and self._stores_function(value):
+                    self.add("torch-op", target, f"self.{target.attr} holds a function for forward to call; "
+                                                 "write the work in forward with the custom kernel")
                 elif value is not None:
                     vname = self.resolve(value.func) if isinstance(value, ast.Call) else self.resolve(value)
                     if vname and vname in self.ext_names:
@@ -325,10 +445,45 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(target, ast.Name) and target.id in {"Model"}:
             self.add("reference-model", target, "rebinding the name Model is not allowed")
 
+    def _stores_function(self, value: ast.AST) -> bool:
+        """A lambda, a function defined in __init__, or a torch function (not a call) stored on self."""
+        if isinstance(value, ast.Lambda):
+            return True
+        if isinstance(value, ast.Name) and self.def_stack and value.id in self.def_stack[-1]:
+            return True
+        name = self.resolve(value) if isinstance(value, ast.Attribute | ast.Name) else None
+        if not name or not name.startswith("torch."):
+            return False
+        parts = name.split(".")
+        if name.startswith(ALLOWED_TORCH_PREFIXES) or (len(parts) == 2 and parts[1] in ALLOWED_TORCH):
+            return False
+        return not (name.startswith(NN_LAYER_PREFIX) and parts[-1][:1].isupper())
+
+    def _alias(self, target: ast.AST, value: ast.AST) -> None:
+        """`_T = torch`, `F = torch.nn.functional`, `relu = torch.relu`: later uses resolve through the alias."""
+        if isinstance(target, ast.Tuple | ast.List) and isinstance(value, ast.Tuple | ast.List) and \
+                len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
+                self._alias(t, v)
+            return
+        if not isinstance(target, ast.Name) or not isinstance(value, ast.Name | ast.Attribute):
+            return
+        head = (_dotted(value) or "").split(".")[0]
+        if head in self.aliases:
+            full = self.resolve(value) or ""
+            self.aliases[target.id] = full
+            if isinstance(value, ast.Name) and value.id in self.module_aliases or full in KNOWN_MODULES:
+                self.module_aliases.add(target.id)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self._check_target(t, node.value)
             self._track_tensor(t, node.value)
+            self._alias(t, node.value)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._alias(node.target, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -353,20 +508,61 @@ class _Scanner(ast.NodeVisitor):
             self.add("reference-model", node, "the reference Model is referenced")
         if node.id in {"__builtins__", "__loader__", "__spec__"}:
             self.add("introspection", node, f"{node.id} is not allowed")
+        if node.id in TENSOR_SUBCLASS_NAMES:
+            self.add("tensor-subclass", node, f"{node.id}: outputs must be plain tensors")
+        if isinstance(node.ctx, ast.Load):
+            self._check_module_value(node)
+            if self.in_forward() and node.id in self.global_mutable and not self.is_local(node.id):
+                self.add("output-cache", node, f"forward uses module-level {node.id}, which can keep state across calls")
         self.generic_visit(node)
+
+    def _check_module_value(self, node: ast.Name) -> None:
+        """A module used as a value (passed, stored, returned) hides which of its functions get called."""
+        if node.id not in self.module_aliases:
+            return
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if isinstance(parent, ast.Assign | ast.NamedExpr | ast.AnnAssign) and getattr(parent, "value", None) is node:
+            return  # an alias: `_T = torch`; later uses resolve through it
+        if isinstance(parent, ast.Tuple | ast.List) and isinstance(self.parents.get(id(parent)), ast.Assign):
+            return  # `a, b = torch, os`, resolved pairwise
+        if isinstance(parent, ast.Call) and _dotted(parent.func) in {"getattr", "hasattr", "isinstance"} and \
+                parent.args and parent.args[0] is node:
+            return  # getattr(torch, "name") is checked by name
+        if isinstance(parent, ast.Import | ast.ImportFrom | ast.alias):
+            return
+        self.add("indirection", node, f"the module {self.aliases.get(node.id, node.id)} is used as a value; "
+                                      "call its functions by name")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         full = self.resolve(node) or ""
+        self._check_name_chain(node, full, node.attr, _dotted(node.value) == "self")
+        self.generic_visit(node)
+
+    def _check_name_chain(self, node: ast.AST, full: str, attr: str, on_self: bool = False) -> None:
+        """Rules on a dotted name (`os.path.os.system`, `sys.modules`, `torch._C`), reached by attribute access
+        or by getattr with a constant name."""
         parts = full.split(".")
         if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
             self.add("os-escape", node, f"os.{parts[1]} is not allowed: only os.environ and os.path may be used")
-        if node.attr in INTROSPECTION_ATTRS:
-            self.add("introspection", node, f".{node.attr} is not allowed in a candidate")
+        for i, part in enumerate(parts[1:], 1):
+            if part in REACHABLE_MODULES and not (i == 1 and parts[0] == "os" and part == "path") and \
+                    (parts[0] in self.module_aliases or parts[0] in KNOWN_MODULES or parts[0] in self.aliases):
+                rule = "os-escape" if part == "os" else "indirection"
+                self.add(rule, node, f"{'.'.join(parts[:i + 1])} reaches the {part} module through another module")
+                break
+        if attr in INTROSPECTION_ATTRS and not (on_self and attr == "modules"):
+            self.add("introspection", node, f".{attr} is not allowed in a candidate")
+        if attr in TENSOR_SUBCLASS_NAMES or full.startswith(TENSOR_SUBCLASS_TORCH):
+            self.add("tensor-subclass", node, f"{full or attr}: outputs must be plain tensors, without "
+                                              "__torch_function__ or subclass wrappers")
+        if attr in MODULE_HOOKS:
+            self.add("forward-outside-class", node, f".{attr}() runs code around forward; do the work in forward")
         if self._check_gpu_name(node, full):
             pass
         elif full.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{full}: compilers and torch internals cannot stand in for the kernel")
-        self.generic_visit(node)
 
     def _is_tensor(self, node: ast.AST) -> bool:
         """A name bound in forward to an input, a custom-kernel result or a view of one."""
@@ -385,7 +581,7 @@ class _Scanner(ast.NodeVisitor):
         (self.tensor_names.add if tensor else self.tensor_names.discard)(target.id)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.MatMult):
+        if isinstance(node.op, ast.MatMult) and not self.in_setup():
             self.add("torch-op", node, "the @ operator runs torch's matmul")
         elif self.in_forward() and (self._is_tensor(node.left) or self._is_tensor(node.right)):
             self.add("tensor-arithmetic", node, "arithmetic on a tensor in forward runs a torch operator; "
@@ -412,7 +608,9 @@ class _Scanner(ast.NodeVisitor):
                 self.add("indirection", node, "getattr with a computed name can hide torch calls")
             if func.id == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
                 target = self.resolve(node.args[0]) or ""
-                self._check_torch_name(node, f"{target}.{node.args[1].value}")
+                attr = str(node.args[1].value)
+                self._check_name_chain(node, f"{target}.{attr}", attr, _dotted(node.args[0]) == "self")
+                self._check_torch_name(node, f"{target}.{attr}")
             if func.id == "Model":
                 self.add("reference-model", node, "instantiates the reference Model")
         if name:
@@ -454,8 +652,10 @@ class _Scanner(ast.NodeVisitor):
         if name.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{name}: compilers cannot stand in for the kernel")
             return
-        if name.startswith(ALLOWED_TORCH_PREFIXES):
+        if name.startswith(ALLOWED_TORCH_PREFIXES) or name.startswith(TENSOR_SUBCLASS_TORCH):
             return
+        if self.in_setup():
+            return  # __init__ is set-up (parameters, masks, weight layouts), not the work
         parts = name.split(".")
         if len(parts) == 2 and parts[1] in ALLOWED_TORCH:
             return
@@ -563,6 +763,7 @@ def scan(source: str, backend: str = "cpu") -> list[Violation]:
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"{exc.msg}")]
     scanner = _Scanner(backend)
+    scanner.prepare(tree)
     scanner.visit(tree)
     violations = list(scanner.violations)
     if not scanner.has_modelnew:

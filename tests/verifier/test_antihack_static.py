@@ -32,7 +32,8 @@ def test_hostile_set_covers_every_static_rule():
     rules = {rule for p in HOSTILE for rule, _ in _marks(p.read_text())}
     static_rules = {"no-modelnew", "torch-op", "indirection", "reference-model", "try-fallback",
                     "compiler-standin", "output-cache", "monkey-patch", "introspection", "concurrency",
-                    "cpp-torch-op", "cpp-library", "cpp-escape", "os-escape", "tensor-arithmetic"}
+                    "cpp-torch-op", "cpp-library", "cpp-escape", "os-escape", "tensor-arithmetic",
+                    "forward-outside-class", "tensor-subclass"}
     assert static_rules <= set(RULES)
     assert static_rules <= rules, f"no hostile file for {static_rules - rules}"
     assert all(_marks(p.read_text()) for p in HOSTILE), "every hostile file marks its offending line"

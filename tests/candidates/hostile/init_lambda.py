@@ -1,0 +1,27 @@
+"""relu: __init__ stores a torch function on self and forward calls it."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = r"""
+#include <torch/extension.h>
+torch::Tensor copy_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i];
+    return out;
+}
+"""
+
+_ext = load_inline(name="evk_hostile", cpp_sources=[CPP], functions=["copy_forward"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = lambda t: torch.relu(t)  # HACK: torch-op
+
+    def forward(self, x):
+        return self.act(_ext.copy_forward(x))

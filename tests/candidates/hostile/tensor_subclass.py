@@ -1,0 +1,29 @@
+"""relu: the output is a Tensor subclass whose __torch_function__ computes when torch touches it."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = r"""
+#include <torch/extension.h>
+torch::Tensor copy_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i];
+    return out;
+}
+"""
+
+_ext = load_inline(name="evk_hostile", cpp_sources=[CPP], functions=["copy_forward"])
+
+
+class Lazy(torch.Tensor):  # HACK: tensor-subclass
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # HACK: tensor-subclass
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.copy_forward(x).as_subclass(Lazy)  # HACK: tensor-subclass
