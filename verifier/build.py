@@ -230,6 +230,39 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def _descendants(pid: int) -> list[int]:
+    """Live descendants of `pid` (cc1plus, as under the g++ driver), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [pid]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def _kill_compiler(proc: subprocess.Popen) -> None:
+    """Kill the g++ driver and its children: killing the driver alone leaves cc1plus running on."""
+    tree = _descendants(proc.pid)
+    proc.kill()
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, 9)
+    proc.wait()
+    if isinstance(proc.args, list) and "-o" in proc.args:
+        with contextlib.suppress(OSError):
+            Path(proc.args[proc.args.index("-o") + 1]).unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def _locked(path: Path):
     """Serialise builds of one artefact across processes (bench workers share a build root)."""
@@ -388,22 +421,25 @@ class InlineBuilder:
         src.write_text(_shared_bindings(module, sigs))
         tmp = d / f"bind.o.tmp{os.getpid()}"
         cmd = [_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c", str(src), "-o", str(tmp)]
+        log_path = d / f"bind.log{os.getpid()}"
         try:
-            proc = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            # the log goes to a file, not a pipe: nothing left behind can keep a reader waiting
+            with open(log_path, "w") as log_file:
+                proc = subprocess.Popen(cmd, cwd=d, stdout=log_file, stderr=subprocess.STDOUT)
         except OSError as exc:
             raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
         try:
             yield obj, module
         except BaseException:
-            proc.kill()
-            proc.communicate()
+            _kill_compiler(proc)
             raise
         try:
-            log, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired as exc:
-            proc.kill()
-            proc.communicate()
+            _kill_compiler(proc)
             raise BuildError("the Python bindings timed out while building", [], "") from exc
+        log = log_path.read_text(errors="replace")
+        log_path.unlink(missing_ok=True)
         if proc.returncode != 0:
             diags = parse_diagnostics(log)
             raise BuildError("the Python bindings failed to build: " + first_error(diags, log), diags, log)

@@ -1,0 +1,47 @@
+"""Bug: a kernel's compile error waited for the bindings compiler (cc1plus kept the pipe open).
+
+The bindings of a new function signature compile alongside the kernel; when the kernel fails, the
+bindings compiler and its children are killed and the error comes back at once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _compilers_on(path_part: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if path_part.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_compile_error_does_not_wait_for_the_bindings(tmp_path):
+    from verifier.build import BuildError, InlineBuilder, prewarm
+
+    root = tmp_path / "build"
+    prewarm(root, flag_sets=(["-O3"],))  # warm headers: the state the app reaches shortly after launch
+    # a signature no earlier test has built bindings for
+    params = ", ".join(f"int64_t p{i}" for i in range(3 + uuid.uuid4().int % 5))
+    source = f"torch::Tensor broken(torch::Tensor x, {params}) {{\n  int y = 1\n  return x;\n}}\n"
+    builder = InlineBuilder(root)
+    start = time.monotonic()
+    with pytest.raises(BuildError) as info:
+        builder.load_inline("latency_probe", source, functions=["broken"], extra_cflags=["-O3"])
+    took = time.monotonic() - start
+    assert "error" in str(info.value)
+    assert took < 8.0, f"the compile error took {took:.1f} s (bindings compiler waited for?)"
+    time.sleep(0.2)
+    assert _compilers_on(str(root / "bind")) == [], "the bindings compiler (or cc1plus) was left running"
