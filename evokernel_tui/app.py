@@ -51,6 +51,16 @@ def read_events(session_dir: Path) -> list[dict[str, Any]]:
     return events
 
 
+def untrusted_pass_as_checking(event: Any) -> Any:
+    """A live `gate` event's "pass" may be the candidate's own progress report (the verifier marks a
+    phase passed when the child moves on); the pane shows "checking" until the `verification` event,
+    the parent's verdict, sets every gate."""
+    kind, data, step = event_parts(event)
+    if kind == "gate" and data.get("status") == "pass":
+        return {"kind": kind, "data": {**data, "status": "checking"}, "step": step}
+    return event
+
+
 def change_summary(before: str, after: str) -> str:
     """`+3 −1 lines` between two versions of the kernel."""
     added = removed = 0
@@ -242,7 +252,7 @@ class EvoKernelApp(App[None]):
         )
 
     def on_evo_kernel_app_session_event(self, message: SessionEvent) -> None:
-        entry = apply_event(self.view, message.event)
+        entry = apply_event(self.view, untrusted_pass_as_checking(message.event))
         kind = event_parts(message.event)[0]
         if kind == "retrieved":
             self._fill_memories()

@@ -10,7 +10,8 @@ from textual.widgets.option_list import Option
 from evokernel_tui.view import GateView
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-STATE_LABELS = {"waiting": "waiting", "running": "running", "pass": "pass", "fail": "FAIL", "skip": "skipped"}
+STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checking", "pass": "pass", "fail": "FAIL",
+                "skip": "skipped"}
 
 
 def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
@@ -25,7 +26,7 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
 class GatePanel(OptionList):
     """Gate lines in verifier order; selecting one asks for its full detail."""
 
-    COMPONENT_CLASSES = {"gate--waiting", "gate--running", "gate--pass", "gate--fail", "gate--skip"}
+    COMPONENT_CLASSES = {"gate--waiting", "gate--running", "gate--checking", "gate--pass", "gate--fail", "gate--skip"}
 
     class GateSelected(Message):
         def __init__(self, gate: GateView) -> None:
