@@ -328,6 +328,9 @@ class EvoKernelApp(App[None]):
             self._take_file_edit(text)
 
     def _model_step(self, session: Any) -> None:
+        best = getattr(session, "best", None)
+        if str(session.stage) == "refine" and best is not None:
+            self.call_from_thread(self.activity.note, f"refining from {_version_text(best, 'the best kernel')}")
         on_event, flush = self._emitter()
         flush(session.step(on_event=on_event, on_token=lambda chunk: self.post_message(self.Token(chunk))))
 
@@ -348,8 +351,17 @@ class EvoKernelApp(App[None]):
 
     # ----- actions (key bindings and command palette) ----------------------------------------------
 
+    def _pending_blocks(self, what: str) -> bool:
+        """A pending refinement is kept until the person decides: no step may replace it meanwhile."""
+        pending = self.session.pending if self.session is not None else None
+        if source_of(pending) is None:
+            return False
+        self._report(f"{what} refused: {_pending_text(pending)} is pending; accept (a) or reject (r) it first.",
+                     "warning")
+        return True
+
     def action_step(self) -> None:
-        if not self._needs_model("A step"):
+        if not self._needs_model("A step") or self._pending_blocks("A step"):
             return
         if self.session is not None and str(self.session.stage) == "done":
             self._report("The session is done; switch stage (g) to keep working on it.", "warning")
@@ -357,7 +369,7 @@ class EvoKernelApp(App[None]):
         self._start("step", self._model_step)
 
     def action_run_steps(self) -> None:
-        if not self._needs_model("Running steps") or self.session is None:
+        if not self._needs_model("Running steps") or self.session is None or self._pending_blocks("Running steps"):
             return
         busy = self._busy_with()
         if busy:
@@ -377,6 +389,12 @@ class EvoKernelApp(App[None]):
                 if str(session.stage) == "done":
                     return
                 self._model_step(session)
+                if source_of(session.pending) is not None and index + 1 < count:
+                    self.call_from_thread(
+                        self.activity.note,
+                        f"Run stopped after {index + 1} of {count} steps: {_pending_text(session.pending)} is "
+                        "pending; accept (a) or reject (r) it, then run again.")
+                    return
                 if index + 1 < count:
                     self.call_from_thread(self._show)
 
@@ -540,6 +558,17 @@ PALETTE = (
     ("Save kernel", "Export the current kernel to a file", "export"),
     ("Switch theme", "Cycle dark → light → high-contrast", "switch_theme"),
 )
+
+
+def _version_text(attempt: Any, what: str) -> str:
+    """`the best kernel v3 (20.4 ms)` from an `Attempt` (or anything with version and latency_ms)."""
+    version = getattr(attempt, "version", None)
+    ms = getattr(attempt, "latency_ms", None)
+    return f"{what}" + (f" v{version}" if version is not None else "") + (f" ({ms:.4g} ms)" if ms else "")
+
+
+def _pending_text(pending: Any) -> str:
+    return _version_text(pending, "the refinement")
 
 
 def _task_name(session: Any) -> str:

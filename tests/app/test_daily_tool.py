@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from support import reply
-from test_controls import SIZE, app_for, settle
+from test_controls import SIZE, app_for, log_text, settle
 
 from evokernel_tui.widgets.gate_panel import GatePanel
 from verifier.result import GATE_ORDER, GateResult, VerificationResult
@@ -51,3 +51,29 @@ async def test_gate_shows_pass_only_once_the_verdict_arrives(make_session):
         assert panel.gate("correctness").state == "fail"
         assert panel.gate("compile").state == "pass"
         assert [g.name for g in panel._gates] == list(GATE_ORDER)
+
+
+async def test_run_stops_at_a_pending_refinement_and_keeps_it(make_session):
+    """A faster pending refinement is never silently replaced by a later, slower one."""
+    insight = "Fewer passes over memory."  # accepting asks the model to distil an insight
+    s = make_session([reply("feasible", 30.0), reply("feasible", 20.4, "faster"), insight, reply("feasible", 32.3, "slower")], draft=2, refine=4)
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        app.run_steps(3)
+        await settle(app, pilot)
+        assert s.pending is not None and s.pending.latency_ms == 20.4
+        assert s.used["refine"] == 1, "the run went on past a pending refinement"
+        text = log_text(app)
+        assert "Run stopped after 2 of 3 steps: the refinement v2 (20.4 ms) is pending" in text
+        assert "refining from the best kernel v1 (30 ms)" in text
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert s.used["refine"] == 1 and s.pending.version == 2
+        assert "A step refused: the refinement v2 (20.4 ms) is pending" in log_text(app)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert s.best.version == 2 and s.pending is None
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert s.used["refine"] == 2 and s.history[-1].latency_ms == 32.3
+        assert s.best.version == 2 and s.pending is None  # 32.3 ms is no improvement on 20.4 ms
