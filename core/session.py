@@ -1,8 +1,11 @@
 """The draft -> refine loop as a step machine, stored as a folder that survives a crash.
 
 Every state change goes through `_emit`: the event is appended (fsynced) to `events.jsonl` first
-and then folded into memory by `_apply`. `Session.open` folds the same log, so a reopened session
-is exactly the session that was running, minus at most the step in flight.
+and then folded into `self.state` by `core.events.apply`, the same pure fold the app's view and the
+command line use. `Session.open` folds the same log, so a reopened session is exactly the session
+that was running; a step that a crash cut short is finished by the next action (`_finish_interrupted`).
+
+One process at a time writes a session: the folder's `.lock` (see `core.fsutil.FolderLock`).
 
 A step never spawns threads or waits on anything but its own model call and verification; the
 app runs `step()` in a worker and the headless commands call `run()`.
@@ -10,19 +13,34 @@ app runs `step()` in a worker and the headless commands call `run()`.
 
 from __future__ import annotations
 
+import errno
 import json
-import os
 import platform
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.events import Event, EventLog, read_events
+from core.events import (
+    Accepted,
+    Attempt,
+    Event,
+    EventLog,
+    PendingRefinement,
+    SessionState,
+    StepDone,
+    StepResumed,
+    apply,
+    fold,
+    read_events,
+)
 from core.extract import ExtractError, extract_kernel
+from core.fsutil import FolderLock, LockHeld, atomic_write_text, os_error_text, release_lock
+from core.fsutil import one_line as _one_line
 from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
 from core.prompting import PromptContext, Tried, build_messages
 from core.rewards import is_improvement, reward_for
@@ -66,47 +84,6 @@ class Budgets:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-@dataclass
-class Attempt:
-    """One kernel version: who wrote it, in which stage, its file and (once verified) its result."""
-
-    version: int
-    stage: str
-    author: str
-    file: str
-    source: str
-    step: int
-    result: VerificationResult | None = None
-    credited: list[str] = field(default_factory=list)
-
-    @property
-    def feasible(self) -> bool:
-        return bool(self.result and self.result.feasible)
-
-    @property
-    def latency_ms(self) -> float | None:
-        return self.result.latency_ms if self.result else None
-
-    @property
-    def speedup(self) -> float | None:
-        return self.result.speedup if self.result else None
-
-    @property
-    def outcome(self) -> str:
-        return self.result.outcome if self.result else "unverified"
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "stage": self.stage,
-            "author": self.author,
-            "file": self.file,
-            "outcome": self.outcome,
-            "latency_ms": self.latency_ms,
-            "speedup": self.speedup,
-        }
-
-
 def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
                    on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
     """The real verifier, imported on first use (it pulls in torch)."""
@@ -125,7 +102,7 @@ class Session:
         self.meta = meta
         self.id: str = meta["id"]
         self.backend: str = meta["backend"]
-        self.budgets = Budgets.from_dict(meta.get("budgets", {}))
+        self._base_budgets = Budgets.from_dict(meta.get("budgets", {}))
         self.auto_accept = bool(meta.get("settings", {}).get("auto_accept", False)) if auto_accept is None else auto_accept
         self.memory = memory
         self.verify_fn = verify_fn or default_verify
@@ -138,22 +115,13 @@ class Session:
         self._lock = threading.Lock()
         self._collect: list[Event] | None = None
         self._on_event: EventSink | None = None
-        # state folded from events
-        self.stage = "draft"
-        self.done_reason = ""
-        self.step_no = 0
-        self.used = {"draft": 0, "refine": 0}
-        self.history: list[Attempt] = []
-        self.best: Attempt | None = None
-        self.pending: Attempt | None = None
-        self.current_source = ""
-        self.feedback = ""
-        self.tokens = 0
-        self.cost_known = 0.0
-        self.cost_unknown = False
-        self.model_calls = 0
-        self.elapsed_s = 0.0
-        self.onscreen_ids: list[str] = []
+        # one writer per session folder across processes (see `FolderLock`); released by close() or GC
+        self.folder_lock = FolderLock(self.path)
+        self._release_folder = weakref.finalize(self, release_lock, self.folder_lock)
+        # everything folded from events lives in `state` (core.events.apply); the attributes below
+        # (stage, history, best, pending, ...) read it
+        self.state = SessionState()
+        # the memories on screen as `memory.Retrieved` objects (prompts and the app's table); not folded
         self.retrieved: list[Any] = []
 
     # ---------------------------------------------------------------- create / open
@@ -173,7 +141,7 @@ class Session:
         except FileExistsError:
             raise SessionError(f"session folder {path} already exists; pick another id") from None
         except OSError as exc:
-            raise SessionError(f"cannot create session folder {path}: {exc.strerror or exc}") from None
+            raise SessionError(f"cannot create session folder {path}: {os_error_text(exc)}") from None
         meta = {
             "format": FORMAT_VERSION,
             "id": sid,
@@ -189,6 +157,7 @@ class Session:
         _atomic_write(path / "session.json", json.dumps(meta, indent=2, default=str))
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
+        session._take_folder_lock()
         with session._collecting(None):
             session._emit("session_started", {
                 "task": task_dict["name"], "backend": backend, "model": session.model_name,
@@ -209,25 +178,88 @@ class Session:
     @classmethod
     def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False, memory: Any = None,
              verify_fn: VerifyFn | None = None, verify_config: Any = None, policy: Any = None,
-             auto_accept: bool | None = None, budgets: Budgets | None = None) -> Session:
-        """Rebuild a session from its folder; `model=False` means "the model it was created with"."""
+             auto_accept: bool | None = None, budgets: Budgets | None = None, lock: bool = True) -> Session:
+        """Rebuild a session from its folder; `model=False` means "the model it was created with".
+
+        With `lock` (the default) the session is opened for writing: if another process has it open
+        (a second `resume` or `tui --session`), SessionError names that process. Readers (listings,
+        replay) pass `lock=False`; a session opened so takes the lock at its first write.
+        """
         path = Path(path)
         meta = load_meta(path)
         if budgets is not None:
             meta["budgets"] = budgets.to_dict()
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
+        if lock:
+            session._take_folder_lock(quiet_if_read_only=True)
         try:
             events = read_events(path / "events.jsonl")
         except ValueError as exc:
             raise SessionError(str(exc)) from None
-        for ev in events:
-            session._apply(ev)
-        if session.current_source and not session.kernel_path.exists():
+        session.state = fold(events)
+        if session.current_source and not session.kernel_path.exists() and session.folder_lock.held:
             _atomic_write(session.kernel_path, session.current_source)
         return session
 
-    # ---------------------------------------------------------------- public state
+    def close(self) -> None:
+        """Let other processes open this session (also done when the object is collected or the process ends)."""
+        self._release_folder()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _take_folder_lock(self, quiet_if_read_only: bool = False) -> None:
+        try:
+            self.folder_lock.acquire()
+        except LockHeld as exc:
+            raise SessionError(f"session {self.id} is open in {exc.holder}; close it there first "
+                               f"(or wait for it to finish)") from None
+        except OSError as exc:
+            if quiet_if_read_only and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                return  # a read-only folder can still be read; the first write says why it cannot
+            raise SessionError(f"cannot lock session {self.id} in {self.path}: {os_error_text(exc)}") from None
+
+
+    # ---------------------------------------------------------------- public state (read from `state`)
+
+    stage = property(lambda self: self.state.stage, doc="draft, refine or done")
+    done_reason = property(lambda self: self.state.done_reason)
+    used = property(lambda self: dict(self.state.used), doc="model steps spent per stage")
+    history = property(lambda self: self.state.history, doc="every kernel version, oldest first")
+    best = property(lambda self: self.state.best, doc="the accepted kernel")
+    pending = property(lambda self: self.state.pending, doc="a faster refinement awaiting accept/reject")
+    current_source = property(lambda self: self.state.current_source, doc="the kernel on screen")
+    feedback = property(lambda self: self.state.feedback, doc="the last step's feedback for the next prompt")
+    tokens = property(lambda self: self.state.tokens)
+    cost_known = property(lambda self: self.state.cost_known)
+    cost_unknown = property(lambda self: self.state.cost_unknown)
+    model_calls = property(lambda self: self.state.model_calls)
+    elapsed_s = property(lambda self: self.state.elapsed_s)
+    onscreen_ids = property(lambda self: list(self.state.onscreen_ids), doc="ids of the memories on screen")
+
+    @property
+    def step_no(self) -> int:
+        return self.state.step
+
+    @step_no.setter
+    def step_no(self, value: int) -> None:
+        self.state = replace(self.state, step=value)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets the session was created (or opened) with, plus the steps granted since."""
+        b, added = self._base_budgets, self.state.budget_added
+        return replace(b, draft_steps=b.draft_steps + added.get("draft", 0),
+                       refine_steps=b.refine_steps + added.get("refine", 0))
+
+    @property
+    def interrupted(self) -> Attempt | None:
+        """The kernel of a step that a crash cut short (recorded, never finished); the next action finishes it."""
+        return self.state.attempt(self.state.in_flight)
 
     @property
     def task(self) -> Any:
@@ -267,7 +299,7 @@ class Session:
     @property
     def cost(self) -> float | None:
         """Money spent on model calls; None when any call's price was unknown."""
-        return None if self.cost_unknown else self.cost_known
+        return self.state.cost
 
     @property
     def busy(self) -> bool:
@@ -282,7 +314,7 @@ class Session:
                              shapes=self.meta.get("shapes", ""), text=t.get("description") or "")
 
     def attempt(self, version: int) -> Attempt | None:
-        return next((a for a in self.history if a.version == version), None)
+        return self.state.attempt(version)
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able digest for listings, `--json` output and the app's header."""
@@ -312,6 +344,9 @@ class Session:
     def step(self, on_event: EventSink | None = None, on_token: Callable[[str], None] | None = None) -> list[Event]:
         """Run one draft or refine step and return its events; [] once the session is done."""
         with self._exclusive(), self._collecting(on_event) as events:
+            if self._finish_interrupted():
+                self._advance()
+                return events
             self._advance()
             if self.stage == "done":
                 return events
@@ -334,6 +369,7 @@ class Session:
         if not source.strip():
             raise SessionError("the edited kernel is empty")
         with self._exclusive(), self._collecting(on_event) as events:
+            self._finish_interrupted()
             self.step_no += 1
             start = time.monotonic()
             stage = self._work_stage()
@@ -346,11 +382,7 @@ class Session:
                 outcome = result.outcome
                 best_ms = self.best.latency_ms if self.best else None
                 self._learn(stage, attempt, result, credited, best_ms)
-                if is_improvement(result, best_ms) and (stage == "draft" and self.best is None or stage == "refine"):
-                    before = self.best
-                    self._emit("accepted", {"version": attempt.version, "by": "person", "reason": "person's edit"})
-                    if before is not None:
-                        self._distil_insight(before, attempt)
+                self._judge(stage, attempt, result, best_ms)
             self._emit("step_done", {"stage": stage, "counts": False, "outcome": outcome,
                                      "seconds": time.monotonic() - start, "feedback": self._feedback_for(result)})
             self._advance()
@@ -365,7 +397,7 @@ class Session:
 
             before, after = self.best, self.pending
             self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
-            self._credit(after.credited, "refine", person_reward("accepted"))
+            self._credit(list(after.credited), "refine", person_reward("accepted"))
             if before is not None:
                 self._distil_insight(before, after)
             return events
@@ -379,7 +411,7 @@ class Session:
             self._emit("rejected", {"version": rejected.version, "by": "person"})
             from memory.values import person_reward
 
-            self._credit(rejected.credited, "refine", person_reward("rejected"))
+            self._credit(list(rejected.credited), "refine", person_reward("rejected"))
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:
@@ -449,19 +481,59 @@ class Session:
             return
         best_ms = self.best.latency_ms if self.best else None
         self._learn(stage, attempt, result, [h.item.id for h in hits], best_ms)
-        if stage == "draft" and result.feasible:
-            self._emit("accepted", {"version": attempt.version, "by": "loop", "reason": "first feasible kernel"})
-        elif stage == "refine" and is_improvement(result, best_ms):
-            self._emit("pending_refinement", {
-                "version": attempt.version, "latency_ms": result.latency_ms, "best_ms": best_ms,
-                "gain": (best_ms / result.latency_ms) if best_ms and result.latency_ms else None,
-            })
-            if self.auto_accept:
+        self._judge(stage, attempt, result, best_ms)
+        self._finish_step(stage, result.outcome, result, start)
+
+    def _judge(self, stage: str, attempt: Attempt, result: VerificationResult, best_ms: float | None) -> None:
+        """What a verified kernel becomes. State changes (by `core.events.apply`):
+        `accepted` makes it the best and puts it on screen (and in current_kernel.py);
+        `pending_refinement` makes it the pending one, awaiting the person (or auto-accept)."""
+        attempt = self.attempt(attempt.version) or attempt  # attempts are immutable: take the verified one
+        if attempt.author == "person":
+            if is_improvement(result, best_ms) and (stage == "draft" and self.best is None or stage == "refine"):
                 before = self.best
-                self._emit("accepted", {"version": attempt.version, "by": "auto", "reason": "faster (headless)"})
+                self._emit_payload(Accepted(version=attempt.version, by="person", reason="person's edit"))
                 if before is not None:
                     self._distil_insight(before, attempt)
-        self._finish_step(stage, result.outcome, result, start)
+        elif stage == "draft" and result.feasible:
+            self._emit_payload(Accepted(version=attempt.version, by="loop", reason="first feasible kernel"))
+        elif stage == "refine" and is_improvement(result, best_ms):
+            self._emit_payload(PendingRefinement(
+                version=attempt.version, latency_ms=result.latency_ms, best_ms=best_ms,
+                gain=(best_ms / result.latency_ms) if best_ms and result.latency_ms else None))
+            if self.auto_accept:
+                before = self.best
+                self._emit_payload(Accepted(version=attempt.version, by="auto", reason="faster (headless)"))
+                if before is not None:
+                    self._distil_insight(before, attempt)
+
+    def _finish_interrupted(self) -> bool:
+        """Finish the step a crash cut short: verify its kernel, credit its memories, judge it, close it.
+
+        Returns whether there was one. Whatever the log shows as done (verification, reward, a
+        decision) is not done twice.
+        """
+        attempt = self.interrupted
+        if attempt is None:
+            return False
+        start = time.monotonic()
+        stage, counts = attempt.stage, attempt.author != "person"
+        self._emit_payload(StepResumed(version=attempt.version, stage=stage, author=attempt.author,
+                                       verified=attempt.result is not None, rewarded=attempt.rewarded))
+        result = attempt.result if attempt.result is not None else self._verify(attempt)
+        if result is None:
+            self._emit_payload(StepDone(stage=stage, counts=counts, outcome="verifier_error",
+                                        seconds=time.monotonic() - start, feedback=self.feedback))
+            return True
+        best = self.best if self.state.best_version != attempt.version else None
+        best_ms = best.latency_ms if best else None
+        if not self.attempt(attempt.version).rewarded:
+            self._learn(stage, attempt, result, list(attempt.context), best_ms)
+        if attempt.version not in (self.state.best_version, self.state.pending_version):
+            self._judge(stage, attempt, result, best_ms)
+        self._emit_payload(StepDone(stage=stage, counts=counts, outcome=result.outcome,
+                                    seconds=time.monotonic() - start, feedback=result.feedback()))
+        return True
 
     def _finish_step(self, stage: str, outcome: str, result: VerificationResult | None, start: float,
                      feedback: str | None = None) -> None:
@@ -629,10 +701,19 @@ class Session:
     # ---------------------------------------------------------------- events
 
     def _emit(self, kind: str, data: dict[str, Any]) -> Event:
+        """Record an event: append it (fsynced) to the log, fold it into `state` with `core.events.apply`,
+        keep current_kernel.py equal to the kernel on screen, then tell the caller."""
         event = Event(kind, data, step=self.step_no)
-        self.log.append(event)
-        self._apply(event)
-        if kind in ("kernel", "accepted", "rejected", "starter"):
+        if not self.folder_lock.held:
+            self._take_folder_lock()
+        try:
+            self.log.append(event)
+        except OSError as exc:
+            raise SessionError(f"cannot write to session {self.id} ({self.log.path}): {os_error_text(exc)}; "
+                               f"then `evokernel resume {self.id}`") from None
+        before = self.state.current_source
+        self.state = apply(self.state, event)
+        if kind in ("kernel", "accepted", "rejected", "starter") or self.state.current_source != before:
             _atomic_write(self.kernel_path, self.current_source)
         if self._collect is not None:
             self._collect.append(event)
@@ -640,57 +721,8 @@ class Session:
             self._on_event(event)
         return event
 
-    def _apply(self, ev: Event) -> None:
-        """Fold one event into the in-memory state (used live and by `open`)."""
-        d = ev.data
-        self.step_no = max(self.step_no, ev.step)
-        k = ev.kind
-        if k == "stage_changed":
-            self.stage = d["to"]
-            self.done_reason = d.get("reason", "") if d["to"] == "done" else ""
-        elif k == "retrieved":
-            self.onscreen_ids = [h["id"] for h in d.get("items", [])]
-        elif k == "model_reply":
-            self.tokens += int(d.get("prompt_tokens", 0)) + int(d.get("completion_tokens", 0))
-            if d.get("cost") is None:
-                self.cost_unknown = True
-            else:
-                self.cost_known += float(d["cost"])
-        elif k == "starter":
-            self.current_source = d["source"]
-        elif k == "kernel":
-            self.history.append(Attempt(d["version"], d["stage"], d["author"], d["file"], d["source"], ev.step))
-            self.current_source = d["source"]
-        elif k == "verification" and not d.get("reverify"):
-            attempt = self.attempt(d["version"])
-            if attempt is not None:
-                attempt.result = VerificationResult.from_dict(d["result"])
-        elif k == "reward":
-            attempt = self.attempt(d["version"])
-            if attempt is not None:
-                attempt.credited = list(d.get("credited", []))
-        elif k == "pending_refinement":
-            self.pending = self.attempt(d["version"])
-        elif k == "accepted":
-            self.best = self.attempt(d["version"])
-            if self.pending is not None and (self.pending.version == d["version"] or not _faster(self.pending, self.best)):
-                self.pending = None
-            if self.best is not None:
-                self.current_source = self.best.source
-        elif k == "rejected":
-            self.pending = None
-            if self.best is not None:
-                self.current_source = self.best.source
-        elif k == "step_done":
-            if d.get("counts"):
-                self.used[d["stage"]] += 1
-            self.elapsed_s += float(d.get("seconds", 0.0))
-            self.feedback = d.get("feedback", self.feedback) or ""
-        elif k == "budget_changed":
-            field_name = f"{d['stage']}_steps"
-            setattr(self.budgets, field_name, getattr(self.budgets, field_name) + int(d["add"]))
-        if d.get("model_call"):
-            self.model_calls += 1
+    def _emit_payload(self, payload: Any) -> Event:
+        return self._emit(payload.KIND, payload.to_data())
 
     def _make_client(self) -> ModelClient | None:
         if self._model_override is not False:
@@ -780,7 +812,7 @@ def list_sessions(root: Path) -> list[dict[str, Any]]:
         if not (d / "session.json").exists():
             continue
         try:
-            rows.append(Session.open(d).summary())
+            rows.append(Session.open(d, lock=False).summary())
         except SessionError as exc:
             rows.append({"id": d.name, "path": str(d), "error": str(exc), "created": 0})
     rows.sort(key=lambda r: r.get("created") or 0, reverse=True)
@@ -851,7 +883,7 @@ def fresh_config(config: Any) -> Any:
 def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: Any = None,
                  on_row: Callable[[ReverifyRow], None] | None = None) -> list[ReverifyRow]:
     """Run the verifier again on every recorded kernel (read-only: nothing is appended to the session)."""
-    session = Session.open(path)
+    session = Session.open(path, lock=False)
     verify_fn = verify_fn or default_verify
     rows: list[ReverifyRow] = []
     for a in session.history:
@@ -903,12 +935,10 @@ def _versions() -> dict[str, str]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise SessionError(f"cannot write {path}: {os_error_text(exc)}") from None
 
 
 def _slug(name: str) -> str:
@@ -926,17 +956,6 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
 
 
-def _faster(a: Attempt, b: Attempt | None) -> bool:
-    if b is None or b.latency_ms is None:
-        return True
-    return a.latency_ms is not None and a.latency_ms < b.latency_ms
-
-
 def _failed_reason(a: Attempt) -> str:
     gate = a.result.failed_gate if a.result else None
     return gate.reason[:160] if gate else ""
-
-
-def _one_line(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}"

@@ -1,8 +1,12 @@
 """What the panes show, folded from session events.
 
-Live mode and replay mode build the screen from the same fold over the same `Event` records, so a
-replay shows exactly what the live session showed. Event payloads are read tolerantly (missing keys
-fall back to defaults) because a recorded session outlives the code that wrote it.
+The session's state (stage, kernels, best, pending, current source, tokens and cost) comes from
+`core.events.apply`, the one fold the session itself and the command line use, kept in
+`SessionView.state`; this module adds only what is particular to the screen (gate lights, memory
+rows with their last Q change, latency points, activity lines). Live mode and replay mode build the
+screen from the same fold over the same `Event` records, so a replay shows exactly what the live
+session showed. Payloads are read through the typed records of `core.events`, tolerantly, because
+a recorded session outlives the code that wrote it.
 """
 
 from __future__ import annotations
@@ -12,9 +16,39 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.events import (
+    Accepted,
+    BudgetChanged,
+    ErrorEvent,
+    GateEvent,
+    HumanEdit,
+    Insight,
+    Kernel,
+    MemoryAdded,
+    ModelErrorEvent,
+    ModelReply,
+    NeedsHuman,
+    PendingRefinement,
+    Prompt,
+    QUpdate,
+    Rejected,
+    Retrieved,
+    Reward,
+    SessionStarted,
+    SessionState,
+    StageChanged,
+    Starter,
+    StepDone,
+    StepResumed,
+    UnknownPayload,
+    Verification,
+    as_event,
+)
+from core.events import apply as apply_state
 from verifier.result import GATE_ORDER, GATE_TITLES
 
-GATE_STATES = ("waiting", "running", "pass", "fail", "skip")
+# "checking": the candidate reported the gate's phase done, the trusted verdict is not in yet (app.py)
+GATE_STATES = ("waiting", "running", "checking", "pass", "fail", "skip")
 STAGE_COLUMN = {"draft": "q1", "refine": "q2"}
 
 
@@ -94,6 +128,8 @@ class SessionView:
     step: int = 0
     versions: dict[int, str] = field(default_factory=dict)
     best_version: int | None = None
+    #: the session as `core.events.apply` folds it; the fields above that it covers are copied from it
+    state: SessionState = field(default_factory=SessionState)
 
     @property
     def best_source(self) -> str | None:
@@ -229,131 +265,117 @@ def _reset_gates(view: SessionView) -> None:
 
 def apply_event(view: SessionView, event: Any) -> ActivityEntry | None:
     """Fold one event into `view`; returns the activity line it adds (also appended), if any."""
-    kind, data, step = event_parts(event)
+    ev = as_event(event)
+    step = ev.step if _has_step(event) else None
+    view.state = apply_state(view.state, ev)
     if step is not None:
         view.step = max(view.step, int(step))
-    text = _fold(view, kind, data, step)
+    payload = ev.payload
+    text = _fold(view, payload, step)
+    if isinstance(payload, UnknownPayload):  # a kind this version does not know: name it, change nothing
+        text = ev.kind.replace("_", " ") or None
+    _copy_state(view, payload)
     if text is None:
         return None
-    entry = ActivityEntry(step=step, kind=kind, text=text)
+    entry = ActivityEntry(step=step, kind=ev.kind, text=text)
     view.activity.append(entry)
     return entry
 
 
-def _version_source(view: SessionView, data: Mapping[str, Any]) -> str | None:
-    version = data.get("version")
-    return view.versions.get(int(version)) if version is not None else source_of(data)
+def _has_step(event: Any) -> bool:
+    step = event.get("step") if isinstance(event, Mapping) else getattr(event, "step", None)
+    return step is not None
 
 
-def _fold(view: SessionView, kind: str, data: dict[str, Any], step: int | None) -> str | None:
-    """The per-kind update; returns the activity text (None for events that only change panes)."""
-    if kind == "session_started":
-        view.task = str(data.get("task", view.task))
-        view.backend = str(data.get("backend", view.backend))
-        view.manual = bool(data.get("manual", view.manual))
-        view.model = str(data.get("model") or "")
-        who = "manual mode" if view.manual else f"model {view.model}"
-        return f"session started: {view.task} on {view.backend} ({who})"
-    if kind == "stage_changed":
-        view.stage = str(data.get("to", data.get("stage", view.stage)))
-        reason = data.get("reason")
-        return f"stage → {view.stage}" + (f" ({reason})" if reason else "")
-    if kind == "retrieved":
-        view.memories = [memory_row(r) for r in data.get("items", [])]
-        return f"retrieved {len(view.memories)} memories for {data.get('stage', view.stage)}"
-    if kind == "prompt":
+def _copy_state(view: SessionView, payload: Any) -> None:
+    """The fields the one fold decides, copied from `view.state`."""
+    st = view.state
+    if isinstance(payload, SessionStarted):
+        view.task, view.backend = st.task or view.task, st.backend or view.backend
+        view.manual, view.model = st.manual, str(st.model or "")
+    view.stage = st.stage
+    view.tokens, view.cost_known, view.cost_unknown = st.tokens, st.cost_known, st.cost_unknown
+    view.versions = {a.version: a.source for a in st.history}
+    view.best_version = st.best_version
+    pending = st.pending
+    view.pending = pending.source if pending is not None else None
+    author = view.author
+    if isinstance(payload, Starter):
+        author = "starter"
+    elif isinstance(payload, Kernel):
+        author = payload.author
+    _set_source(view, st.current_source or None, author)
+
+
+def _fold(view: SessionView, p: Any, step: int | None) -> str | None:
+    """The screen-only update of one payload; returns the activity text (None for events that only change panes)."""
+    if isinstance(p, SessionStarted):
+        who = "manual mode" if p.manual else f"model {p.model or ''}"
+        return f"session started: {p.task or view.task} on {p.backend or view.backend} ({who})"
+    if isinstance(p, StageChanged):
+        to = p.to or view.stage
+        return f"stage → {to}" + (f" ({p.reason})" if p.reason else "")
+    if isinstance(p, Retrieved):
+        view.memories = [memory_row(i) for i in p.items]
+        return f"retrieved {len(view.memories)} memories for {p.stage or view.stage}"
+    if isinstance(p, Prompt):
         view.streaming = ""
-        return f"prompt sent for {data.get('stage', view.stage)}"
-    if kind == "model_reply":
+        return f"prompt sent for {p.stage or view.stage}"
+    if isinstance(p, ModelReply):
         view.streaming = ""
-        _add_usage(view, data)
-        tokens = int(data.get("prompt_tokens", 0) or 0) + int(data.get("completion_tokens", 0) or 0)
-        purpose = data.get("purpose", "kernel")
-        return f"model replied ({purpose}, {tokens:,} tokens)"
-    if kind == "model_error":
+        return f"model replied ({p.purpose or 'kernel'}, {p.tokens:,} tokens)"
+    if isinstance(p, ModelErrorEvent):
         view.streaming = ""
-        return f"model error: {data.get('message', data.get('reason', ''))}"
-    if kind == "starter":
-        _set_source(view, source_of(data), "starter")
+        return f"model error: {p.message or p.reason}"
+    if isinstance(p, Starter):
         return "starter kernel: it builds and copies its input; edit it to compute the task (ctrl+s submits)"
-    if kind == "kernel":
+    if isinstance(p, Kernel):
         _reset_gates(view)
-        source = source_of(data)
-        if source is not None and data.get("version") is not None:
-            view.versions[int(data["version"])] = source
-        _set_source(view, source, str(data.get("author", "model")))
-        version = f" v{data['version']}" if data.get("version") is not None else ""
-        return f"kernel{version} from {data.get('author', 'model')}"
-    if kind == "gate":
-        name = str(data.get("name", ""))
-        status = str(data.get("status", "running"))
-        if name == "anti_hacking" and status == "running":
+        return f"kernel v{p.version} from {p.author or 'model'}"
+    if isinstance(p, GateEvent):
+        if p.name == "anti_hacking" and p.status == "running":
             _reset_gates(view)
-        view.gates.setdefault(name, GateView(name)).state = status if status in GATE_STATES else "waiting"
+        view.gates.setdefault(p.name, GateView(p.name)).state = p.status if p.status in GATE_STATES else "waiting"
         return None
-    if kind == "verification":
-        result = data.get("result", data)
-        text = apply_verification(view, result, None if data.get("reverify") else step)
+    if isinstance(p, Verification):
+        result = p.result
+        text = apply_verification(view, result, None if p.reverify else step)
         if any("cached verdict" in note for note in (result.get("notes") or []) if isinstance(note, str)):
             text += " (cached verdict: same source, task and settings; press v to measure again)"
-        return ("re" + text) if data.get("reverify") else text
-    if kind == "reward":
-        value = data.get("value", data.get("reward"))
-        return f"reward {float(value):+.2f} ({data.get('stage', view.stage)})" if value is not None else None
-    if kind == "q_update":
-        changes = data.get("changes", [])
-        for change in changes:
+        return ("re" + text) if p.reverify else text
+    if isinstance(p, Reward):
+        return f"reward {float(p.value):+.2f} ({p.stage or view.stage})" if p.value is not None else None
+    if isinstance(p, QUpdate):
+        for change in p.changes:
             apply_value_change(view, change)
-        return f"updated {len(changes)} memory value{'s' if len(changes) != 1 else ''}" if changes else None
-    if kind == "memory_added":
-        return f"memory added: {data.get('title', data.get('id', ''))}"
-    if kind == "pending_refinement":
-        view.pending = _version_source(view, data)
-        gain = data.get("gain")
-        extra = f" ({gain:.2f}× faster)" if gain else ""
+        n = len(p.changes)
+        return f"updated {n} memory value{'s' if n != 1 else ''}" if n else None
+    if isinstance(p, MemoryAdded):
+        return f"memory added: {p.title or p.id}"
+    if isinstance(p, PendingRefinement):
+        extra = f" ({p.gain:.2f}× faster)" if p.gain else ""
         return f"refinement pending{extra}: accept (a) or reject (r)"
-    if kind == "accepted":
-        source = _version_source(view, data)
-        if data.get("version") is not None:
-            view.best_version = int(data["version"])
-        _set_source(view, source, view.author)
-        if view.pending is not None and view.pending == source:
-            view.pending = None
-        return f"accepted v{data.get('version', '?')} ({data.get('reason', data.get('by', ''))})"
-    if kind == "rejected":
-        view.pending = None
-        if view.best_version is not None:
-            _set_source(view, view.versions.get(view.best_version), view.author)
-        return f"rejected v{data.get('version', '?')}"
-    if kind == "human_edit":
+    if isinstance(p, Accepted):
+        return f"accepted v{p.version} ({p.reason or p.by})"
+    if isinstance(p, Rejected):
+        return f"rejected v{p.version}"
+    if isinstance(p, HumanEdit):
         view.author = "person"
-        credited = data.get("credited") or []
-        return f"person's edit recorded; credits {len(credited)} memor{'y' if len(credited) == 1 else 'ies'}"
-    if kind == "step_done":
-        seconds = data.get("seconds")
-        took = f" in {float(seconds):.1f}s" if seconds is not None else ""
-        return f"step done: {data.get('outcome', '')}{took}"
-    if kind == "insight":
-        if data.get("skipped"):
-            return f"no insight: {data['skipped']}"
-        return f"insight saved: {data.get('title', '')}"
-    if kind == "needs_human":
-        return f"needs you: {data.get('message', '')}"
-    if kind == "budget_changed":
-        return f"{data.get('add', '?')} more {data.get('stage', '')} steps"
-    if kind == "error":
-        where = data.get("where")
-        return f"error{f' in {where}' if where else ''}: {data.get('message', '')}"
-    return kind.replace("_", " ") if kind else None
-
-
-def _add_usage(view: SessionView, data: Mapping[str, Any]) -> None:
-    """Token and cost totals the way the session counts them (an unknown price makes the cost unknown)."""
-    view.tokens += int(data.get("prompt_tokens", 0) or 0) + int(data.get("completion_tokens", 0) or 0)
-    if data.get("cost") is None:
-        view.cost_unknown = True
-    else:
-        view.cost_known += float(data["cost"])
+        n = len(p.credited)
+        return f"person's edit recorded; credits {n} memor{'y' if n == 1 else 'ies'}"
+    if isinstance(p, StepDone):
+        return f"step done: {p.outcome}" + (f" in {float(p.seconds):.1f}s" if p.seconds is not None else "")
+    if isinstance(p, StepResumed):
+        return f"finishing v{p.version}: the step stopped mid-way when the session last closed"
+    if isinstance(p, Insight):
+        return f"no insight: {p.skipped}" if p.skipped else f"insight saved: {p.title or ''}"
+    if isinstance(p, NeedsHuman):
+        return f"needs you: {p.message}"
+    if isinstance(p, BudgetChanged):
+        return f"{p.add} more {p.stage} steps"
+    if isinstance(p, ErrorEvent):
+        return f"error{f' in {p.where}' if p.where else ''}: {p.message}"
+    return None
 
 
 def fold(events: Iterable[Any], view: SessionView | None = None) -> SessionView:

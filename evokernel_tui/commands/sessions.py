@@ -114,7 +114,7 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
             replay_events(path, on_event=lambda ev: click.echo(json.dumps(ev.to_dict(), default=str)))
         else:
             replay_events(path, on_event=lambda ev: _print_event(console, ev))
-        summary = Session.open(path).summary()
+        summary = Session.open(path, lock=False).summary()
     except SessionError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -123,7 +123,8 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
         best = summary["best"]
         best_text = f"v{best['version']} {_speedup(best['speedup'])}" if best else "none"
         console.print(f"[bold]{summary['task']}[/] on {summary['backend']} with {summary['model'] or 'no model'}: "
-                      f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}")
+                      f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}"
+                      + (f", refinement v{summary['pending']} pending" if summary["pending"] is not None else ""))
     if reverify:
         differs = _reverify(console, path, as_json)
         sys.exit(1 if differs else 0)

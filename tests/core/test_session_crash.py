@@ -1,4 +1,4 @@
-"""Kill a process mid-session with SIGKILL; reopening loses at most the step in flight."""
+"""Kill a process mid-session with SIGKILL; reopening finishes the step that was in flight."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from session_fakes import fake_verify  # noqa: E402
 
 from core.events import read_events  # noqa: E402
 from core.session import Session  # noqa: E402
+from memory import MemoryStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,6 +29,7 @@ CHILD = textwrap.dedent(
     from core.llm import ScriptedModel
     from core.session import Budgets, Session
     from core.tasks import load_task
+    from memory import MemoryStore
 
     def verify(ref, cand, **kw):
         if "second" in cand:
@@ -38,7 +40,8 @@ CHILD = textwrap.dedent(
     replies = [reply("compile_fail", tag="first"), reply("incorrect", tag="second"), reply("feasible", 0.5, "third"),
                reply("feasible", 0.25, "fourth")]
     s = Session.create(load_task("softmax_rows"), model=ScriptedModel(replies), root=Path({root!r}),
-                       verify_fn=verify, budgets=Budgets(3, 1), session_id="crash", auto_accept=True)
+                       verify_fn=verify, budgets=Budgets(3, 1), session_id="crash", auto_accept=True,
+                       memory=MemoryStore(Path({root!r}) / "memory.json", fsync=False))
     s.run()
     """
 )
@@ -59,11 +62,33 @@ def test_sigkill_mid_step_then_resume(tmp_path):
     path = tmp_path / "crash"
     events = read_events(path / "events.jsonl")
     assert events[-1].kind == "kernel"  # killed while verifying the kernel of step 2
-    s = Session.open(path, verify_fn=fake_verify, auto_accept=True)
-    assert s.used["draft"] == 1  # the finished step counts, the one in flight does not
-    assert [a.outcome for a in s.history] == ["compile_fail", "unverified"]
-    s.run()
-    assert s.stage == "done" and s.best is not None and s.best.latency_ms == 0.25
-    assert s.used == {"draft": 2, "refine": 1}
-    assert "third" in (path / "kernels" / "0003_model_draft.py").read_text()
-    assert s.kernel_path.read_text() == (path / s.best.file).read_text()
+    on_screen = [e for e in events if e.kind == "retrieved"][-1].data["items"]
+    memory = MemoryStore(tmp_path / "memory.json", fsync=False)
+    try:
+        s = Session.open(path, verify_fn=fake_verify, auto_accept=True, memory=memory)
+        assert s.used["draft"] == 1  # the finished step counts; the one in flight is not finished yet
+        assert [a.outcome for a in s.history] == ["compile_fail", "unverified"]
+        assert s.interrupted is not None and s.interrupted.version == 2
+        visits_before = {i["id"]: memory.get(i["id"]).visits1 for i in on_screen}
+
+        finished = s.step()  # the next action finishes the interrupted step, nothing else
+        kinds = [e.kind for e in finished]
+        assert kinds[:2] == ["step_resumed", "gate"] and "kernel" not in kinds
+        assert all(e.step == 2 for e in finished if e.kind != "stage_changed")
+        reward = next(e for e in finished if e.kind == "reward")
+        assert reward.data["version"] == 2 and reward.data["credited"] == [i["id"] for i in on_screen]
+        assert {i["id"]: memory.get(i["id"]).visits1 for i in on_screen} == {k: v + 1 for k, v in visits_before.items()}
+        assert "q_update" in kinds and "memory_added" in kinds and kinds[-1] == "step_done"
+        assert [a.outcome for a in s.history] == ["compile_fail", "incorrect"] and s.interrupted is None
+        assert s.used["draft"] == 2
+
+        s.run()
+        assert s.stage == "done" and s.best is not None and s.best.latency_ms == 0.25
+        assert s.used == {"draft": 3, "refine": 1}
+        assert "third" in (path / "kernels" / "0003_model_draft.py").read_text()
+        assert s.kernel_path.read_text() == (path / s.best.file).read_text()
+        # each reply became one kernel: finishing the step in flight did not ask the model again
+        tags = ["first", "second", "third", "fourth"]
+        assert [next(t for t in tags if t in a.source) for a in s.history] == tags
+    finally:
+        memory.close()
