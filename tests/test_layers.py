@@ -1,0 +1,57 @@
+"""The layering of docs/ARCHITECTURE.md as a contract: evokernel_tui -> core -> (memory | verifier).
+
+import-linter checks the contract in pyproject.toml on every test run, and the same contract is shown
+to fail on a small tree that breaks it (so this test cannot pass whatever the code does).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+
+
+def _lint(cwd: Path, config: Path, pythonpath: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", LINT, "--config", str(config), "--no-cache"], cwd=cwd,
+                          env={"PYTHONPATH": str(pythonpath), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _contract() -> dict:
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert cfg["contracts"], "pyproject.toml has no import-linter contract"
+    return cfg
+
+
+def test_layering_contract_is_kept():
+    out = _lint(REPO, REPO / "pyproject.toml", REPO)
+    assert "No module named 'importlinter'" not in out.stderr, "install the test extra: pip install -e '.[test]'"
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "1 kept, 0 broken" in out.stdout
+
+
+def test_contract_catches_memory_importing_verifier_and_core_importing_the_app(tmp_path):
+    cfg = _contract()
+    for pkg, body in {"evokernel_tui": "import core\n", "core": "import memory\nimport evokernel_tui\n",
+                      "memory": "from verifier import x\n", "verifier": "x = 1\n"}.items():
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(body)
+    layers = ", ".join(f'"{layer}"' for layer in cfg["contracts"][0]["layers"])
+    roots = ", ".join(f'"{r}"' for r in cfg["root_packages"])
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [tool.importlinter]
+        root_packages = [{roots}]
+        [[tool.importlinter.contracts]]
+        name = "layers"
+        type = "layers"
+        layers = [{layers}]
+    """))
+    out = _lint(tmp_path, tmp_path / "pyproject.toml", tmp_path)
+    assert out.returncode != 0, out.stdout
+    assert "0 kept, 1 broken" in out.stdout
+    assert "memory -> verifier" in out.stdout and "core -> evokernel_tui" in out.stdout
