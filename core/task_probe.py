@@ -1,19 +1,27 @@
 """Child-process probe for one KernelBench-format task file.
 
-Run as `python -I task_probe.py FILENAME` with the task source on stdin. It executes the task
-(which may hang, crash or allocate wildly, hence the separate process), builds the model, runs one
-forward pass and prints a single JSON line: either {"ok": true, ...shapes...} or
-{"ok": false, "error": "<one line>"}. It imports nothing from this project so that `-I` isolation
-works.
+Run as `python -I task_probe.py FILENAME [--estimate] [--degenerate PRESET]` with the task source on
+stdin. It executes the task (which may hang, crash or allocate wildly, hence the separate process),
+builds the model, runs one forward pass and prints a single JSON line: either {"ok": true,
+...shapes...} or {"ok": false, "error": "<one line>"}.
+
+`--estimate` runs nothing for real: the task runs on the `meta` device (shapes and dtypes only, no
+memory), and the memory the reference needs is counted from the tensors it would allocate
+(`estimate_memory`). `--degenerate PRESET` also runs the reference on other inputs and other weights
+and reports which trivial answers would pass (verifier/compare.py's `degenerate_answers`, loaded by
+path). It imports nothing from this project by module name, so that `-I` isolation works.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 import sys
 import time
 import traceback
+import weakref
+from pathlib import Path
 
 MAX_REASON = 240
 
@@ -63,15 +71,8 @@ def _call(what: str, fn, filename: str):
 def _probe(source: str, filename: str) -> dict:
     import torch
 
-    namespace: dict = {"__name__": "__evokernel_task__", "__file__": filename}
-    code = compile(source, filename, "exec")
-    _call("importing the task file", lambda: exec(code, namespace), filename)
-    model_cls = namespace.get("Model")
-    if not isinstance(model_cls, type):
-        raise ProbeError("`Model` is not a class after running the file; define class Model(nn.Module)")
-    for name in ("get_inputs", "get_init_inputs"):
-        if not callable(namespace.get(name)):
-            raise ProbeError(f"`{name}` is not a function after running the file; define def {name}()")
+    namespace = _exec_task(source, filename)
+    model_cls = namespace["Model"]
 
     torch.manual_seed(0)
     init_args = _call("get_init_inputs()", namespace["get_init_inputs"], filename)
@@ -118,11 +119,159 @@ def _probe(source: str, filename: str) -> dict:
     }
 
 
+def _nbytes(t) -> int:
+    return int(t.numel()) * int(t.element_size())
+
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def estimate_memory(namespace: dict, filename: str = "<task>") -> dict:
+    """The memory one reference run needs, in bytes, found without allocating: the task's model and inputs
+    are built on the `meta` device and forward runs there under a dispatch mode that adds up every tensor
+    an operator creates and subtracts it when it is freed.
+
+    Returns {"bytes": weights + inputs + peak of forward (outputs included), "weights_bytes",
+    "inputs_bytes", "peak_bytes", "outputs_bytes", "inputs": [...], "outputs": [...]}. Raises ProbeError
+    when the task cannot run on `meta` (an operator without a meta kernel, or data-dependent shapes).
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live = self.peak = 0
+
+        def _free(self, n: int) -> None:
+            self.live -= n
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            outs = out if isinstance(out, list | tuple) else [out]
+            for ret, t in zip(returns, outs, strict=False):
+                if isinstance(t, torch.Tensor) and ret.alias_info is None:  # views and in-place results are not new memory
+                    n = _nbytes(t)
+                    self.live += n
+                    self.peak = max(self.peak, self.live)
+                    weakref.finalize(t, self._free, n)
+            return out
+
+    model_cls, get_inputs, get_init_inputs = namespace["Model"], namespace["get_inputs"], namespace["get_init_inputs"]
+    with torch.device("meta"):
+        init_args = _call("get_init_inputs()", get_init_inputs, filename)
+        inputs = _call("get_inputs()", get_inputs, filename)
+        try:
+            model = model_cls(*init_args)
+        except Exception as exc:
+            raise ProbeError(f"Model(*get_init_inputs()) failed on the meta device with {_one_line(exc)}") from None
+    inputs_list = _tensors(inputs)
+    weights = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    counter = Counter()
+    with torch.no_grad(), counter:
+        try:
+            out = model(*inputs)
+        except Exception as exc:
+            raise ProbeError(f"forward cannot run on the meta device ({_one_line(exc)})") from None
+    outputs = _tensors(out)
+    weights_bytes = sum(_nbytes(t) for t in weights.values())
+    inputs_bytes = sum(_nbytes(t) for t in inputs_list)
+    return {
+        "bytes": weights_bytes + inputs_bytes + counter.peak,
+        "weights_bytes": weights_bytes,
+        "inputs_bytes": inputs_bytes,
+        "peak_bytes": counter.peak,
+        "outputs_bytes": sum(_nbytes(t) for t in outputs),
+        "inputs": [_describe(t) for t in inputs_list],
+        "outputs": [_describe(t) for t in outputs],
+        "init_args": [repr(a)[:80] for a in init_args],
+    }
+
+
+def _exec_task(source: str, filename: str) -> dict:
+    namespace: dict = {"__name__": "__evokernel_task__", "__file__": filename}
+    code = compile(source, filename, "exec")
+    _call("importing the task file", lambda: exec(code, namespace), filename)
+    if not isinstance(namespace.get("Model"), type):
+        raise ProbeError("`Model` is not a class after running the file; define class Model(nn.Module)")
+    for name in ("get_inputs", "get_init_inputs"):
+        if not callable(namespace.get(name)):
+            raise ProbeError(f"`{name}` is not a function after running the file; define def {name}()")
+    return namespace
+
+
+def _estimate(source: str, filename: str) -> dict:
+    import torch
+
+    with torch.device("meta"):
+        namespace = _exec_task(source, filename)
+    return {"ok": True, **estimate_memory(namespace, filename)}
+
+
+def _compare_module():
+    path = Path(__file__).resolve().parents[1] / "verifier" / "compare.py"
+    spec = importlib.util.spec_from_file_location("_evokernel_compare", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _outputs_np(out) -> list:
+    import torch
+
+    return [t.detach().cpu().float().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
+            for t in _tensors(out) if isinstance(t, torch.Tensor)]
+
+
+def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] = (1, 2, 3)) -> list[str]:
+    """Which trivial answers pass for this task under `preset`: reference outputs on several inputs, and on
+    the first inputs with weights drawn from another seed."""
+    import torch
+
+    namespace = _exec_task(source, filename)
+    compare = _compare_module()
+    init_args = namespace["get_init_inputs"]()
+    torch.manual_seed(0)
+    model = namespace["Model"](*init_args)
+    trials, dtypes, first_inputs = [], None, None
+    with torch.no_grad():
+        for seed in seeds:
+            torch.manual_seed(seed)
+            inputs = namespace["get_inputs"]()
+            first_inputs = first_inputs if first_inputs is not None else inputs
+            out = model(*inputs)
+            dtypes = dtypes or [str(t.dtype).removeprefix("torch.") for t in _tensors(out)]
+            trials.append(_outputs_np(out))
+        torch.manual_seed(12345)
+        other = namespace["Model"](*init_args)
+        reweighted = _outputs_np(other(*first_inputs)) if list(other.parameters()) else None
+    atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
+    return compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted)
+
+
 def main() -> None:
-    filename = sys.argv[1] if len(sys.argv) > 1 else "<task>"
+    args = sys.argv[1:]
+    filename = args[0] if args and not args[0].startswith("--") else "<task>"
     source = sys.stdin.read()
     try:
-        result = _probe(source, filename)
+        if "--estimate" in args:
+            result = _estimate(source, filename)
+        else:
+            result = _probe(source, filename)
+            if "--degenerate" in args:
+                preset = args[args.index("--degenerate") + 1] if len(args) > args.index("--degenerate") + 1 else "kernelbench"
+                result["degenerate"] = _degenerate(source, filename, preset)
     except ProbeError as exc:
         result = {"ok": False, "error": str(exc)}
     except SyntaxError as exc:

@@ -8,7 +8,10 @@ app. This module never imports torch, which keeps `evokernel tasks` and the app'
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import math
+import os
 import re
 import subprocess
 import sys
@@ -82,6 +85,7 @@ class TaskInfo:
     init_args: list[str] = field(default_factory=list)
     reference_ms: float | None = None
     parameters: int = 0
+    degenerate: list[str] = field(default_factory=list)
 
     @property
     def output_shape(self) -> list[int]:
@@ -98,6 +102,7 @@ class TaskInfo:
             init_args=list(data.get("init_args", [])),
             reference_ms=data.get("reference_ms"),
             parameters=int(data.get("parameters", 0)),
+            degenerate=list(data.get("degenerate", [])),
         )
 
 
@@ -275,34 +280,161 @@ def forward_arg_names(tree: ast.Module) -> list[str]:
     return []
 
 
-def validate_task(task: Task, timeout_s: float = 60) -> TaskInfo:
-    """Run the task once in a child process; its shapes, or a one-line TaskError."""
-    arg_names = forward_arg_names(check_task_source(task.source, task.name))
+#: the probe's address-space limit when the caller gives none (the verifier's default memory limit)
+DEFAULT_PROBE_MEMORY_GB = 8.0
+
+
+def _limit_memory(memory_gb: float | None):
+    """A preexec function that caps the child's address space (the probe allocates what the task asks for)."""
+    if not memory_gb or os.name != "posix":
+        return None
+    limit = int(memory_gb * 1024**3)
+
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def _run_probe(task: Task, args: list[str], timeout_s: float, memory_gb: float | None, what: str) -> dict:
     filename = task.path or f"<task {task.name}>"
     try:
         proc = subprocess.run(
-            [sys.executable, "-I", str(PROBE_PATH), filename],
+            [sys.executable, "-I", str(PROBE_PATH), filename, *args],
             input=task.source,
             capture_output=True,
             text=True,
             timeout=timeout_s,
+            preexec_fn=_limit_memory(memory_gb),  # noqa: PLW1509 - only sets an rlimit, no threads involved
         )
     except subprocess.TimeoutExpired:
-        raise TaskError(
-            f"task {task.name} did not finish within {timeout_s:g}s (get_inputs, Model() or forward is too slow or stuck)"
-        ) from None
+        raise TaskError(f"task {task.name} did not finish within {timeout_s:g}s ({what} is too slow or stuck)") from None
     result = _last_json_line(proc.stdout)
     if result is None:
-        raise TaskError(f"task {task.name} crashed the probe process (exit {proc.returncode}): {_last_line(proc.stderr)}")
+        hint = ""
+        if memory_gb and re.search(r"MemoryError|alloc|out of memory|std::bad_alloc", proc.stderr or ""):
+            hint = f" (it ran out of the {memory_gb:g} GiB memory limit; raise it with --memory-gb)"
+        raise TaskError(f"task {task.name} crashed the probe process (exit {proc.returncode}): "
+                        f"{_last_line(proc.stderr)}{hint}")
     if not result.get("ok"):
-        raise TaskError(f"task {task.name}: {result.get('error', 'unknown failure')}")
+        error = result.get("error", "unknown failure")
+        if memory_gb and re.search(r"MemoryError|alloc|out of memory|not enough memory", error):
+            error += f" (the probe's memory limit is {memory_gb:g} GiB; raise it with --memory-gb)"
+        raise TaskError(f"task {task.name}: {error}")
+    return result
+
+
+def validate_task(task: Task, timeout_s: float = 60, *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
+                  degenerate: str | None = None) -> TaskInfo:
+    """Run the task once in a child process (its address space capped at `memory_gb`); its shapes, or a
+    one-line TaskError. `degenerate="kernelbench"|"v0"|"paper"` also finds which trivial answers pass."""
+    arg_names = forward_arg_names(check_task_source(task.source, task.name))
+    args = ["--degenerate", degenerate] if degenerate else []
+    result = _run_probe(task, args, timeout_s, memory_gb, "get_inputs, Model() or forward")
     return TaskInfo(
         inputs=[_spec(_arg_name(arg_names, i), s) for i, s in enumerate(result["inputs"])],
         outputs=[_spec("out" if i == 0 else f"out{i}", s) for i, s in enumerate(result["outputs"])],
         init_args=result["init_args"],
         reference_ms=result["reference_ms"],
         parameters=result["parameters"],
+        degenerate=list(result.get("degenerate", [])),
     )
+
+
+@dataclass
+class MemoryEstimate:
+    """What one reference run needs, counted on the meta device without allocating (`task_probe.estimate_memory`)."""
+
+    bytes: int
+    weights_bytes: int
+    inputs_bytes: int
+    peak_bytes: int
+    outputs_bytes: int
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """`about 12.0 GiB (inputs 6.0 GiB, weights 0 B, forward peak 6.0 GiB)`."""
+        return (f"about {fmt_bytes(self.bytes)} (inputs {fmt_bytes(self.inputs_bytes)}, weights "
+                f"{fmt_bytes(self.weights_bytes)}, forward peak {fmt_bytes(self.peak_bytes)})")
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+ESTIMATE_FORMAT = 1
+
+
+def _estimate_cache(task: Task) -> Path:
+    from verifier.config import default_build_root
+
+    key = hashlib.sha256(f"{ESTIMATE_FORMAT}\0{task.source}".encode()).hexdigest()[:32]
+    return default_build_root() / "task_estimates" / f"{key}.json"
+
+
+def estimate_task_memory(task: Task, timeout_s: float = 60, use_cache: bool = True) -> MemoryEstimate | None:
+    """The memory the task's reference needs, from its shapes alone (nothing is allocated: the task runs
+    on torch's meta device in a child process). None when that cannot be worked out (an operator with no
+    meta kernel, data-dependent shapes, a task that moves tensors to a device by hand): then nothing is
+    refused up front. Cached per task source."""
+    arg_names = forward_arg_names(check_task_source(task.source, task.name))
+    cache = _estimate_cache(task)
+    result = None
+    if use_cache and cache.is_file():
+        try:
+            result = json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = None
+    if result is None:
+        try:
+            result = _run_probe(task, ["--estimate"], timeout_s, 4.0, "building the task on the meta device")
+        except TaskError:
+            result = {"ok": False}
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result), encoding="utf-8")
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    if not result.get("ok"):
+        return None
+    return MemoryEstimate(
+        bytes=int(result["bytes"]), weights_bytes=int(result["weights_bytes"]), inputs_bytes=int(result["inputs_bytes"]),
+        peak_bytes=int(result["peak_bytes"]), outputs_bytes=int(result["outputs_bytes"]),
+        inputs=[_spec(_arg_name(arg_names, i), s) for i, s in enumerate(result["inputs"])],
+        outputs=[_spec("out" if i == 0 else f"out{i}", s) for i, s in enumerate(result["outputs"])],
+    )
+
+
+def memory_refusal(task_name: str, estimate: MemoryEstimate, limit_gb: float, flag: str = "--memory-gb") -> str | None:
+    """One line refusing a problem too big for the memory limit, naming the estimate, the limit and the flag;
+    None when it fits."""
+    limit = limit_gb * 1024**3
+    if estimate.bytes <= limit:
+        return None
+    need = max(1, math.ceil(estimate.bytes * 1.25 / 1024**3))
+    return (f"task {task_name} needs {estimate.describe()} for one reference run, over the {limit_gb:g} GiB memory "
+            f"limit; raise it with {flag} {need} or use a smaller problem size")
+
+
+def check_task_memory(task: Task, limit_gb: float, flag: str = "--memory-gb", timeout_s: float = 60) -> MemoryEstimate | None:
+    """Refuse (TaskError, one line) a task whose reference would not fit in `limit_gb`, before anything runs."""
+    estimate = estimate_task_memory(task, timeout_s=timeout_s)
+    if estimate is not None:
+        refusal = memory_refusal(task.name, estimate, limit_gb, flag)
+        if refusal:
+            raise TaskError(refusal)
+    return estimate
 
 
 def _arg_name(names: list[str], i: int) -> str:

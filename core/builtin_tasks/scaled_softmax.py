@@ -15,8 +15,10 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(1024, 4096)]
+    return [torch.randn(2048, 1024)]
 
 
 def get_init_inputs():
-    return [4096, 2.0]
+    # a low temperature keeps the rows peaked: with a high one every probability is ~1/features, and
+    # zeros or a constant would pass a 1e-2 tolerance (a degenerate task)
+    return [1024, 0.2]

@@ -1,0 +1,109 @@
+"""KernelBench fidelity of the task layer: memory estimates without allocating, refusal of too-big problems,
+degenerate-task detection in the probe, and no degenerate task in the built-in suite.
+
+The KernelBench-style files under tests/candidates/kernelbench/ are our own, written in KernelBench's format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.tasks import (
+    MemoryEstimate,
+    TaskError,
+    builtin_tasks,
+    check_task_memory,
+    estimate_task_memory,
+    load_task,
+    memory_refusal,
+    validate_task,
+)
+from verifier.compare import degenerate_answers
+
+KB = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench"
+
+
+def _kb(level: int, problem: int):
+    return load_task(kernelbench=KB, level=level, problem=problem)
+
+
+def test_memory_estimate_of_a_huge_problem_allocates_nothing():
+    huge = _kb(1, 100)  # 4096 x 393216 fp32: 6 GiB in, 6 GiB out
+    est = estimate_task_memory(huge, use_cache=False)
+    assert est is not None
+    assert est.inputs_bytes == 4096 * 393216 * 4 and est.outputs_bytes == est.inputs_bytes
+    assert est.bytes == est.inputs_bytes + est.peak_bytes and est.peak_bytes >= est.outputs_bytes
+    assert est.inputs[0].shape == [4096, 393216] and est.outputs[0].short() == "out: 4096x393216 f32"
+    with pytest.raises(TaskError) as info:
+        check_task_memory(huge, 8.0)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert "about 12.0 GiB" in msg and "8 GiB memory limit" in msg and "--memory-gb 15" in msg
+    assert check_task_memory(huge, 16.0).bytes == est.bytes       # fits under a raised limit
+    assert estimate_task_memory(huge) == est                       # cached by source
+
+
+def test_memory_estimate_counts_weights_and_intermediates():
+    est = estimate_task_memory(_kb(2, 12), use_cache=False)
+    assert est.weights_bytes == (256 * 128 + 128 + 128 + 128) * 4
+    assert est.inputs_bytes == 64 * 256 * 4 and est.outputs_bytes == 64 * 128 * 4
+    attention = estimate_task_memory(_kb(3, 7), use_cache=False)
+    assert attention.peak_bytes > 4 * 64 * 64 * 4 * 3      # q/k/v and the attention matrix at least
+    assert attention.weights_bytes >= 64 * 64 * 4             # the tril mask buffer counts too
+
+
+def test_memory_refusal_message():
+    est = MemoryEstimate(bytes=3 * 1024**3, weights_bytes=0, inputs_bytes=1024**3, peak_bytes=2 * 1024**3,
+                         outputs_bytes=1024**3, inputs=[], outputs=[])
+    assert memory_refusal("t", est, 4.0) is None
+    line = memory_refusal("t", est, 2.0, flag="--memory-gb")
+    assert line == ("task t needs about 3.0 GiB (inputs 1.0 GiB, weights 0 B, forward peak 2.0 GiB) for one reference "
+                    "run, over the 2 GiB memory limit; raise it with --memory-gb 4 or use a smaller problem size")
+
+
+def test_estimate_is_none_when_the_task_cannot_run_on_meta(tmp_path):
+    source = _kb(1, 19).source.replace("return torch.relu(x)", "return x[x.nonzero(as_tuple=True)]")
+    path = tmp_path / "1_Nonzero.py"
+    path.write_text(source)
+    assert estimate_task_memory(load_task(str(path)), use_cache=False) is None
+
+
+def test_probe_has_a_memory_limit():
+    with pytest.raises(TaskError, match=r"memory limit|--memory-gb|alloc"):
+        validate_task(_kb(1, 100), memory_gb=2.0, timeout_s=60)
+
+
+def test_probe_flags_degenerate_tasks():
+    flat = _kb(1, 41)
+    assert validate_task(flat, degenerate="kernelbench").degenerate == []
+    found = validate_task(flat, degenerate="v0").degenerate
+    assert "zeros" in found and "a constant" in found
+    loss = validate_task(_kb(1, 12), degenerate="v0")
+    assert loss.outputs[0].shape == [] and loss.outputs[0].short() == "out: scalar f32"
+    assert loss.degenerate == ["outputs that ignore the inputs"]
+    assert validate_task(_kb(2, 12), degenerate="v0").degenerate == []
+
+
+def _outputs(task, seed: int):
+    import torch
+
+    ns: dict = {}
+    exec(compile(task.source, task.name, "exec"), ns)
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]())
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model(*ns["get_inputs"]())
+    outs = list(out) if isinstance(out, list | tuple) else [out]
+    return [o.float().numpy() if o.is_floating_point() else o.numpy() for o in outs]
+
+
+@pytest.mark.parametrize("task", builtin_tasks(), ids=lambda t: t.name)
+def test_no_builtin_task_is_degenerate(task):
+    """At the loosest preset (1e-2 for every dtype) no trivial answer passes any built-in task."""
+    trials = [_outputs(task, seed) for seed in (1, 2)]
+    assert degenerate_answers(trials, atol=1e-2, rtol=1e-2) == [], task.name
+    assert all(np.isfinite(o).all() for t in trials for o in t)
