@@ -1,9 +1,15 @@
-"""User settings: the TOML config file under the user's config dir, overridable by env vars."""
+"""User settings: the TOML config file under the user's config dir, overridable by env vars.
+
+`load_settings()` is the one place that reads both and checks them; every command and the app call
+it (through the command line's error policy) before doing any work, so a broken config file is one
+line that names the file and the fix, never a traceback and never a silent "no model configured".
+"""
 
 from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +17,23 @@ CONFIG_ENV = "EVOKERNEL_CONFIG"
 SESSIONS_ENV = "EVOKERNEL_SESSIONS"
 MODEL_ENV = "EVOKERNEL_MODEL"
 API_BASE_ENV = "EVOKERNEL_API_BASE"
+MEMORY_ENV = "EVOKERNEL_MEMORY"
+
+# config.toml keys and the type each must have (numbers may be written as ints)
+KNOWN_KEYS: dict[str, tuple[type, ...]] = {
+    "model": (str,),
+    "api_base": (str,),
+    "sessions_dir": (str,),
+    "memory": (str,),
+    "timeout_s": (int, float),
+    "retries": (int,),
+    "temperature": (int, float),
+    "max_tokens": (int,),
+}
 
 
 class ConfigError(Exception):
-    """The config file exists but cannot be read; the message says which file and why."""
+    """The config file exists but cannot be used; the message says which file, why, and what to do."""
 
 
 def config_path() -> Path:
@@ -27,28 +46,92 @@ def config_path() -> Path:
     return Path(user_config_dir("evokernel")) / "config.toml"
 
 
+def _fix_hint() -> str:
+    return f"fix it, or set {CONFIG_ENV} to another file"
+
+
 def load_config(path: Path | None = None) -> dict[str, Any]:
-    """The config file as a dict; {} when there is none."""
+    """The config file as a dict; {} when there is none. Raises `ConfigError` (one line) when it is
+    unreadable, not TOML, or holds a known key of the wrong type."""
     path = path or config_path()
     if not path.exists():
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML ({exc}); {_fix_hint()}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"cannot read config file {path} ({reason}); {_fix_hint()}") from None
+    for key, types in KNOWN_KEYS.items():
+        value = data.get(key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            want = " or ".join("a number" if t in (int, float) else "a string" for t in types[:1])
+            raise ConfigError(f"config file {path}: `{key}` must be {want}, not {value!r}; {_fix_hint()}")
+    return data
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the environment and config.toml say, env vars first; flags override these in the commands."""
+
+    path: Path
+    model: str | None = None
+    api_base: str | None = None
+    sessions_dir: Path | None = None
+    memory: Path | None = None
+    file: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def file_exists(self) -> bool:
+        return self.path.exists()
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """`EVOKERNEL_*` variables over the config file, checked; raises `ConfigError` with one line."""
+    path = path or config_path()
+    data = load_config(path)
+
+    def pick(env: str, key: str) -> str | None:
+        value = os.environ.get(env) or data.get(key)
+        return str(value) if value else None
+
+    sessions = pick(SESSIONS_ENV, "sessions_dir")
+    memory = pick(MEMORY_ENV, "memory")
+    return Settings(
+        path=path,
+        model=pick(MODEL_ENV, "model"),
+        api_base=pick(API_BASE_ENV, "api_base"),
+        sessions_dir=Path(sessions).expanduser() if sessions else None,
+        memory=Path(memory).expanduser() if memory else None,
+        file=data,
+    )
 
 
 def sessions_root(cli_value: str | Path | None = None) -> Path:
     """Where session folders live: flag > `$EVOKERNEL_SESSIONS` > config `sessions_dir` > ./sessions."""
     if cli_value:
         return Path(cli_value).expanduser()
-    env = os.environ.get(SESSIONS_ENV)
-    if env:
-        return Path(env).expanduser()
-    configured = load_config().get("sessions_dir")
-    if configured:
-        return Path(str(configured)).expanduser()
-    return Path("sessions")
+    return load_settings().sessions_dir or Path("sessions")
+
+
+def api_key_problem(model: str, api_base: str | None = None) -> str | None:
+    """Why `model` cannot be called from here for want of a key (one line), or None.
+
+    Checked before a session is created, without importing litellm: a provider we know the key of
+    (openai/…, anthropic/…, …) needs that variable unless an API base (a local server) or
+    `EVOKERNEL_API_KEY` is given. Scripted models and unknown providers pass; litellm still checks.
+    """
+    from core.llm import _PROVIDER_KEYS, API_KEY_ENV, SCRIPTED_PREFIX
+
+    if model.startswith(SCRIPTED_PREFIX) or api_base or os.environ.get(API_KEY_ENV):
+        return None
+    provider = model.split("/", 1)[0] if "/" in model else ("anthropic" if model.startswith("claude") else "openai")
+    var = _PROVIDER_KEYS.get(provider)
+    if var is None or os.environ.get(var):
+        return None
+    return (f"{model}: no API key; set {var} (or {API_KEY_ENV}), pass --api-base for a local "
+            "OpenAI-compatible server, or leave the model out for manual mode")
 
 
 HOW_TO_CONFIGURE = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import click
 
@@ -25,8 +26,100 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# One error policy for every command and the app: these are problems with what a person gave us
+# (config file, task, session, memory bank, model or its key, backend), not bugs. They print as one
+# line saying what to do, exit 1, and never show a traceback. Matched by class name so that checking
+# an error never imports the layer that raised it.
+USER_ERRORS = frozenset({
+    "ConfigError", "TaskError", "SessionError", "SessionBusy", "LockHeld", "ModelError", "MemoryCorrupt",
+    "VerifyError", "VerifierError", "BackendUnavailable", "ProbeError", "BenchError", "ExecutorError",
+})
+HELP_FLAGS = frozenset({"--help", "-h"})
+
+
+def is_user_error(exc: BaseException) -> bool:
+    return any(cls.__name__ in USER_ERRORS for cls in type(exc).__mro__)
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_settings() -> None:
+    """Read and check the environment and config.toml; a problem is one line (click) before any work."""
+    from core.config import ConfigError, load_settings
+
+    try:
+        load_settings()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def check_model(model: str | None, api_base: str | None) -> None:
+    """The model a command would use can be called from here: its key is set, a scripted file reads.
+
+    Run before a session (or the full-screen app) starts, so a missing key is one line at once and
+    no session folder is made for it.
+    """
+    from core.config import ConfigError, api_key_problem
+    from core.llm import SCRIPTED_PREFIX, ModelError, ScriptedModel, resolve_model
+
+    try:
+        cfg = resolve_model(model, api_base)
+        if cfg is None:
+            return
+        if cfg.model.startswith(SCRIPTED_PREFIX):
+            ScriptedModel.from_file(cfg.model[len(SCRIPTED_PREFIX):])
+            return
+        problem = api_key_problem(cfg.model, cfg.api_base)
+    except (ConfigError, ModelError) as exc:
+        raise click.ClickException(one_line(exc)) from None
+    if problem:
+        raise click.ClickException(problem)
+
+
+def check_task(task: str | None, kernelbench: str | None = None, level: int | None = None,
+               problem: int | None = None) -> Any:
+    """The task a command names, loaded and checked (default relu); one line when it is not usable."""
+    from core.tasks import TaskError, load_task
+
+    try:
+        if kernelbench:
+            return load_task(task, kernelbench=kernelbench, level=level, problem=problem)
+        return load_task(task or "relu")
+    except TaskError as exc:
+        raise click.ClickException(one_line(exc)) from None
+
+
+def open_memory_checked(path: str | None, enabled: bool) -> Any:
+    """The memory bank opened (None with --no-memory); a damaged or locked bank is one line."""
+    if not enabled:
+        return None
+    from memory import MemoryStore
+
+    try:
+        return MemoryStore(path)
+    except Exception as exc:  # MemoryCorrupt, a lock held, an unreadable file: say so and how around it
+        raise click.ClickException(
+            f"cannot open the memory bank ({one_line(exc)}); run `evokernel memory repair`, pass "
+            "--memory FILE for another bank, or --no-memory") from None
+
+
 class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
+    """A click group whose subcommands are imported on first use, under one error policy."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        if args and not HELP_FLAGS.intersection(args):
+            check_settings()
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if is_user_error(exc):
+                raise click.ClickException(one_line(exc)) from None
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)

@@ -170,10 +170,31 @@ def final_report(session: Session, console: Console, out: Path | None) -> None:
     console.print(f"session {session.path} ({session.tokens} tokens, cost {cost})")
 
 
+def default_out(session: Session) -> Path:
+    return Path(f"{session.meta['task']['name']}_{session.backend}.py")
+
+
+def kernel_target(session: Session, out: Path) -> tuple[Path, str]:
+    """Where the best kernel goes, and a note when that is not simply `out`.
+
+    The default `<task>_<backend>.py` is never overwritten: an existing one keeps its content and the
+    kernel goes to `<task>_<backend>_<session id>.py`. A path given with --out is replaced, saying so.
+    """
+    if not out.exists():
+        return out, ""
+    if out == default_out(session):
+        other = out.with_name(f"{out.stem}_{session.id}{out.suffix}")
+        return other, f"{out} already exists and was left as it is; pass --out FILE to choose the file"
+    return out, f"replaced the existing {out}"
+
+
 def finish(session: Session, out: Path | None, as_json: bool, console: Console) -> None:
     if session.best is not None and out is not None:
+        out, note = kernel_target(session, out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(session.best.source, encoding="utf-8")
+        if note:
+            Console(stderr=True).print(note, highlight=False, soft_wrap=True)
     if as_json:
         summary = session.summary()
         shown = session.best or (session.history[-1] if session.history else None)
@@ -196,6 +217,11 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
     if cfg is None:
         Console(stderr=True).print(manual_mode_message(), highlight=False, soft_wrap=True)
         sys.exit(2)
+    from core.config import api_key_problem
+
+    problem = None if cfg.model.startswith("scripted:") else api_key_problem(cfg.model, cfg.api_base)
+    if problem:  # before a session folder is made for a model that cannot be called
+        raise click.ClickException(problem)
     cfg.timeout_s = timeout
     return cfg
 
@@ -245,4 +271,4 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     except KeyboardInterrupt:
         console.print(f"interrupted; continue with `evokernel resume {session.id}`")
         sys.exit(130)
-    finish(session, out or Path(f"{the_task.name}_{backend}.py"), as_json, console)
+    finish(session, out or default_out(session), as_json, console)

@@ -21,7 +21,7 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
     for g in result.gates:
         light, style = LIGHTS.get(g.status, ("?", ""))
         reason = g.reason
-        if g.status == "pass" and g.name == "latency":
+        if g.status == "pass" and g.name == "latency" and g.detail.get("median_ms") is not None:
             med = g.detail.get("median_ms")
             ref = g.detail.get("reference_ms")
             sp = g.detail.get("speedup")

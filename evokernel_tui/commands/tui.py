@@ -13,9 +13,14 @@ import click
 
 
 def session_opener(
-    backend: str, model: str | None, api_base: str | None, sessions_dir: str | None, draft_steps: int, refine_steps: int
+    backend: str, model: str | None, api_base: str | None, sessions_dir: str | None, draft_steps: int, refine_steps: int,
+    *, memory: Any = True, first_task: Any = None,
 ):
-    """A function the app calls (in a worker) to turn a task name or path into a new `Session`."""
+    """A function the app calls (in a worker) to turn a task name or path into a new `Session`.
+
+    `memory`: an open store, None for no memory, True for the default bank; `first_task`: a `Task`
+    already loaded (and checked) before the app started, used when the app asks for its first task."""
+    loaded = {"first": first_task}
 
     def open_session(task_ref: str | None) -> Any:
         from core.config import sessions_root
@@ -23,15 +28,20 @@ def session_opener(
         from core.session import Budgets, Session
         from core.tasks import load_task
         from core.verifying import prewarm_in_background
-        from memory import MemoryStore
 
-        task = load_task(task_ref or "relu")
+        first, loaded["first"] = loaded["first"], None
+        task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
+        store = memory
+        if store is True:
+            from memory import MemoryStore
+
+            store = MemoryStore()
         return Session.create(
             task,
             backend=backend,
             model=resolve_model(model, api_base),
-            memory=MemoryStore(),
+            memory=store,
             budgets=Budgets(draft_steps=draft_steps, refine_steps=refine_steps),
             root=sessions_root(sessions_dir),
         )
@@ -39,13 +49,17 @@ def session_opener(
     return open_session
 
 
-def resume_opener(path: Path, model: str | None, api_base: str | None):
+def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory: Any = True):
     def open_session(_task_ref: str | None) -> Any:
         from core.llm import resolve_model
         from core.session import Session
-        from memory import MemoryStore
 
-        return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=MemoryStore())
+        store = memory
+        if store is True:
+            from memory import MemoryStore
+
+            store = MemoryStore()
+        return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store)
 
     return open_session
 
@@ -77,6 +91,11 @@ def run_replay(path: Path) -> None:
 @click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
 @click.option("--session", "session_ref", default=None, help="Resume a saved session (id or folder) instead of starting one.")
 @click.option("--replay", "replay_ref", default=None, help="Replay a saved session (id or folder); no model calls.")
+@click.option("--memory", "memory_path", default=None, help="Memory bank file (default: $EVOKERNEL_MEMORY or user data dir).")
+@click.option("--no-memory", is_flag=True, help="Run without the memory bank.")
+@click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="KernelBench checkout (with --level, --problem).")
+@click.option("--level", type=int, default=None)
+@click.option("--problem", type=int, default=None)
 def tui(
     task: str | None,
     backend: str,
@@ -87,18 +106,34 @@ def tui(
     refine_steps: int,
     session_ref: str | None,
     replay_ref: str | None,
+    memory_path: str | None = None,
+    no_memory: bool = False,
+    kernelbench: str | None = None,
+    level: int | None = None,
+    problem: int | None = None,
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu)."""
+    from evokernel_tui.cli import check_model, check_settings, check_task, open_memory_checked
+
+    check_settings()  # every problem below is one line before the full screen starts
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return
+    if session_ref is not None:
+        path = _find(session_ref, sessions_dir)
+        if model:
+            check_model(model, api_base)
+        opener = resume_opener(path, model, api_base, memory=open_memory_checked(memory_path, not no_memory))
+        first = None
+    else:
+        first = check_task(task, kernelbench, level, problem)
+        check_model(model, api_base)
+        opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps,
+                                memory=open_memory_checked(memory_path, not no_memory), first_task=first)
     from evokernel_tui.app import EvoKernelApp
 
-    if session_ref is not None:
-        opener = resume_opener(_find(session_ref, sessions_dir), model, api_base)
-    else:
-        opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps)
-    EvoKernelApp(open_session=opener, task=task).run()
+    app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task)
+    app.run()
 
 
 def _find(ref: str, sessions_dir: str | None) -> Path:
