@@ -13,8 +13,9 @@ KINDS = ("seed", "trajectory", "insight")
 STAGES = ("draft", "refine")
 AUTHORS = ("model", "person", "seed")
 
-# Neutral starting values: the middle of the draft reward range, "no improvement" for refining.
-INITIAL_Q1 = 0.5
+# Neutral starting values: both stages' rewards lie in [-1, 1] (see `values`), so 0 is "no evidence
+# either way" for drafting and "no improvement" for refining; never optimistic.
+INITIAL_Q1 = 0.0
 INITIAL_Q2 = 0.0
 
 
@@ -103,6 +104,13 @@ class MemoryItem:
     def lexical_text(self) -> str:
         """Everything BM25 should see: title, text, tags, category and backends."""
         return " ".join([self.title, self.text, " ".join(self.tags), self.category, " ".join(self.backends)])
+
+    def duplicate_key(self) -> tuple[str, str, str] | None:
+        """Trajectories of one task, stage and outcome are near-duplicates of each other."""
+        if self.kind != "trajectory":
+            return None
+        d = self.data
+        return (str(d.get("task", "")), str(d.get("stage", "")), str(d.get("outcome", "")))
 
     def fingerprint(self) -> str:
         """Content identity (kind, title, text) used by import to avoid duplicates under other ids."""

@@ -1,13 +1,17 @@
-"""Stage-aware retrieval: lexical recall of candidates, then ranking by the stage's learned value.
+"""Stage-aware retrieval: a pool of similar candidates, then a choice by the stage's learned value.
 
-Every item in an attempt's context is credited with the same return, so an item's Q is the mean
-return of the contexts it appeared in. Ranked greedily from the start, weak items that happen to sit
-next to strong ones inherit their return and the ranking locks in early. The default exploration,
-"screen", therefore first shows the relevant candidates in random slates (random companions, so
-each item's mean return reflects its own contribution) until they average `screen_visits` visits,
-then exploits: the top k - `explore_slots` by value, plus random picks among the rest so new items
-still get tried. "ucb" and "epsilon" remain for comparison; `similarity` and `random` modes rank
-the same candidates by BM25 alone or draw them at random, for ablation.
+The default follows the EvoKernel paper: the pool is the K = lambda * N items most similar to the
+task (BM25 plus a backend boost), and N of them are picked epsilon-greedily by the stage's Q (each
+slot is the pool's best remaining Q, ties broken by similarity, or with probability epsilon a random
+remaining candidate). Every item put in the context is then credited with the attempt's reward
+(`store.credit`), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
+API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
+rule, outside the N ranked slots, and is not credited.
+
+Options kept for comparison: exploration "screen" (random slates until the pool averages
+`screen_visits` visits, then the best k - `explore_slots` plus random others), "ucb" and "none";
+`value_weight` < 1 mixes similarity into the score; `min_similarity` drops weak matches; modes
+`similarity` and `random` rank the same pool by BM25 alone or draw from it at random (ablations).
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from memory.items import MemoryItem, TaskSignature, check_stage
 from memory.values import normalised_value
 
 MODES = ("value", "similarity", "random")
-EXPLORATION = ("screen", "ucb", "epsilon", "none")
+EXPLORATION = ("epsilon", "screen", "ucb", "none")
+#: How a slot was filled: by the learned value, by similarity alone, at random (random mode), by
+#: exploration, or by rule (contract knowledge).
+CHOSEN_BY = ("value", "similarity", "random", "explore", "rule")
+#: Seed categories fetched by rule instead of being ranked.
+RULE_CATEGORIES = ("contract",)
 
 
 class Recaller(Protocol):
@@ -39,6 +48,7 @@ class Retrieved:
     value: float
     exploration: float
     score: float
+    chosen_by: str = "value"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +57,7 @@ class Retrieved:
             "value": self.value,
             "exploration": self.exploration,
             "score": self.score,
+            "chosen_by": self.chosen_by,
         }
 
     @classmethod
@@ -57,37 +68,96 @@ class Retrieved:
             value=float(d["value"]),
             exploration=float(d["exploration"]),
             score=float(d["score"]),
+            chosen_by=str(d.get("chosen_by", "value")),
         )
 
 
 @dataclass
-class RetrievalPolicy:
-    """How to pick the k items put in a prompt. Seeded, so runs are reproducible.
+class Selection:
+    """One retrieval: the chosen hits (ranked slots, then rule items) and the pool they came from."""
 
-    - `candidates`: size of the lexical recall pool that is then ranked;
-    - `min_similarity`: candidates below this share of the best match are dropped (the k best are
-      always kept), so a value learnt on unrelated tasks cannot pull in an unrelated item; 0.5 also
-      drops items that share only the backend with the task (the boost alone gives them 0.2);
-    - `value_weight`: w in the score ``w * value + (1 - w) * similarity`` (value mode);
-    - `exploration`: "screen" (random slates of the relevant candidates until they average
-      `screen_visits` stage visits, then the best k - `explore_slots` plus random others), "ucb"
-      (bonus ``ucb_c * sqrt(ln(N + 1) / (n + 1))``), "epsilon" (each slot is a random candidate
-      with probability `epsilon`) or "none";
-    - `backend_boost`: similarity bonus for items of the task's backend; other backends still count.
+    stage: str
+    hits: list[Retrieved]
+    pool: list[dict[str, Any]]  # {"id", "similarity", "q"} of every candidate, most similar first
+    similarity_top: list[str]  # the ids similarity alone would have put in the ranked slots
+
+    @property
+    def ranked(self) -> list[Retrieved]:
+        return [h for h in self.hits if h.chosen_by != "rule"]
+
+    @property
+    def credited_ids(self) -> list[str]:
+        """The ids the attempt's reward is credited to: every ranked slot (rule items are not)."""
+        return [h.item.id for h in self.ranked]
+
+    def value_chosen_beyond_similarity(self) -> int:
+        """Slots chosen by value (not exploration) that similarity's top-k would not have chosen."""
+        top = set(self.similarity_top)
+        return sum(1 for h in self.hits if h.chosen_by == "value" and h.item.id not in top)
+
+    def explored_slots(self) -> list[int]:
+        return [i for i, h in enumerate(self.hits) if h.chosen_by == "explore"]
+
+    def event(self) -> dict[str, Any]:
+        """What the `retrieved` event records besides the items: the pool and why each slot was chosen."""
+        return {
+            "pool": [dict(p) for p in self.pool],
+            "similarity_top": list(self.similarity_top),
+            "explored": self.explored_slots(),
+            "value_beyond_similarity": self.value_chosen_beyond_similarity(),
+            "slots": len(self.ranked),
+        }
+
+
+def dedup_pool(pool: list[tuple[MemoryItem, float]], stage: str) -> list[tuple[MemoryItem, float]]:
+    """Keep one item per near-duplicate group (highest stage Q, then most similar), in pool order."""
+    best: dict[tuple[str, str, str], tuple[MemoryItem, float]] = {}
+    for item, sim in pool:
+        key = item.duplicate_key()
+        if key is None:
+            continue
+        held = best.get(key)
+        if held is None or (item.q(stage), sim) > (held[0].q(stage), held[1]):
+            best[key] = (item, sim)
+    keep = {id(v[0]) for v in best.values()}
+    return [(item, sim) for item, sim in pool if item.duplicate_key() is None or id(item) in keep]
+
+
+@dataclass
+class RetrievalPolicy:
+    """How to pick the N items put in a prompt. Seeded, so runs are reproducible.
+
+    - `k`: N, the ranked slots; `pool_factor` (lambda) and `pool_size` (K, overrides lambda * N):
+      the pool of most similar candidates the slots are chosen from;
+    - `exploration`: "epsilon" (each slot is a random remaining candidate with probability
+      `epsilon`, else the best by value), "screen", "ucb" (bonus ``ucb_c * sqrt(ln(N+1)/(n+1))``)
+      or "none";
+    - `value_weight`: w in the score ``w * value + (1 - w) * similarity`` (1: by Q alone);
+    - `min_similarity`: drop candidates under this share of the best match (0: keep the pool);
+    - `neutral`: an item not yet tried in this stage ranks at the mean value of the pool's tried
+      items (neither better nor worse than a typical item) instead of its stored initial value;
+    - `rules`: fetch contract knowledge by rule on top of the N slots;
+    - `dedup`: near-duplicate trajectories (same task, stage and outcome) take one place in the
+      pool, the one of highest stage Q (then the most similar), so they cannot crowd it;
+    - `backend_boost`: similarity bonus for items of the task's backend.
     """
 
     mode: str = "value"
     k: int = 5
     seed: int | None = 0
-    candidates: int = 40
+    pool_factor: float = 5.0
+    pool_size: int | None = None
+    exploration: str = "epsilon"
+    epsilon: float = 0.1
     value_weight: float = 1.0
-    exploration: str = "screen"
     screen_visits: float = 10.0
     explore_slots: int = 1
     ucb_c: float = 0.1
-    epsilon: float = 0.1
     backend_boost: float = 0.25
-    min_similarity: float = 0.5
+    min_similarity: float = 0.0
+    rules: bool = True
+    dedup: bool = True
+    neutral: bool = True
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,29 +167,78 @@ class RetrievalPolicy:
             raise ValueError(
                 f"unknown exploration {self.exploration!r}; expected one of {', '.join(EXPLORATION)}"
             )
-        if self.k < 1 or self.candidates < 1:
-            raise ValueError("k and candidates must be at least 1")
+        if self.k < 1:
+            raise ValueError(f"k (memories per prompt) must be at least 1, got {self.k!r}")
+        if self.pool_size is not None and self.pool_size < 1:
+            raise ValueError(f"pool size must be at least 1, got {self.pool_size!r}")
+        if self.pool_factor < 1.0:
+            raise ValueError(f"pool factor (lambda) must be at least 1, got {self.pool_factor!r}")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"epsilon must be within 0..1, got {self.epsilon!r}")
         if not 0 <= self.explore_slots <= self.k or self.screen_visits < 0:
             raise ValueError("explore_slots must be within 0..k and screen_visits at least 0")
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
         self._rng = random.Random(self.seed)
 
+    @property
+    def pool(self) -> int:
+        """K: how many of the most similar items the N slots are chosen from (at least N)."""
+        size = self.pool_size if self.pool_size is not None else round(self.pool_factor * self.k)
+        return max(self.k, size)
+
+    def settings(self) -> dict[str, Any]:
+        """The fields a session records so that reopening it retrieves the same way."""
+        return {
+            "mode": self.mode, "k": self.k, "seed": self.seed, "pool_factor": self.pool_factor,
+            "pool_size": self.pool_size, "exploration": self.exploration, "epsilon": self.epsilon,
+            "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
+            "dedup": self.dedup, "neutral": self.neutral,
+        }
+
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:
-        """The top k items for this task and stage, best first, with their score parts."""
+        """The chosen items for this task and stage (ranked slots first, then rule items)."""
+        return self.select(store, sig, stage).hits
+
+    def select(self, store: Recaller, sig: TaskSignature, stage: str) -> Selection:
+        """The chosen items together with the pool they were chosen from (for events and metrics)."""
         check_stage(stage)
-        pool = store.recall(
-            sig.query_text(),
-            max(self.candidates, self.k),
-            backend=sig.backend,
-            backend_boost=self.backend_boost,
-        )
+        rule_ids = self._rule_ids(store, sig)
+        want = self.pool * (4 if self.dedup else 1) + len(rule_ids)
+        raw = store.recall(sig.query_text(), want, backend=sig.backend, backend_boost=self.backend_boost)
+        pool = [(item, sim) for item, sim in raw if item.id not in rule_ids]
+        if self.dedup:
+            pool = dedup_pool(pool, stage)
+        pool = pool[: self.pool]
+        pool = self._relevant(pool)
+        similarity_top = [item.id for item, _ in pool[: self.k]]
         if self.mode == "similarity":
-            return [Retrieved(item, sim, 0.0, 0.0, sim) for item, sim in pool[: self.k]]
-        if self.mode == "random":
+            hits = [Retrieved(item, sim, 0.0, 0.0, sim, "similarity") for item, sim in pool[: self.k]]
+        elif self.mode == "random":
             picked = self._rng.sample(pool, min(self.k, len(pool)))
-            return [Retrieved(item, sim, 0.0, 0.0, 0.0) for item, sim in picked]
-        return self._by_value(pool, stage)
+            hits = [Retrieved(item, sim, 0.0, 0.0, 0.0, "random") for item, sim in picked]
+        else:
+            hits = self._by_value(pool, stage)
+        hits += self._rule_hits(store, rule_ids, stage)
+        described = [{"id": item.id, "similarity": round(sim, 4), "q": round(item.q(stage), 4)} for item, sim in pool]
+        return Selection(stage, hits, described, similarity_top)
+
+    # ----------------------------------------------------------------- rules
+
+    def _rule_ids(self, store: Any, sig: TaskSignature) -> dict[str, MemoryItem]:
+        """Contract items for the task's backend, when the store can list them."""
+        if not self.rules or not hasattr(store, "items"):
+            return {}
+        seeds = store.items("seed")
+        return {
+            i.id: i for i in seeds if i.category in RULE_CATEGORIES and (not i.backends or sig.backend in i.backends)
+        }
+
+    @staticmethod
+    def _rule_hits(store: Any, rule_ids: dict[str, MemoryItem], stage: str) -> list[Retrieved]:
+        return [Retrieved(item, 0.0, normalised_value(item.q(stage), stage), 0.0, 0.0, "rule") for item in rule_ids.values()]
+
+    # ----------------------------------------------------------------- value ranking
 
     def _relevant(self, pool: list[tuple[MemoryItem, float]]) -> list[tuple[MemoryItem, float]]:
         """Drop candidates under `min_similarity` of the best match, keeping at least k."""
@@ -130,16 +249,18 @@ class RetrievalPolicy:
         return kept if len(kept) >= self.k else pool[: max(self.k, len(kept))]
 
     def _by_value(self, pool: list[tuple[MemoryItem, float]], stage: str) -> list[Retrieved]:
-        pool = self._relevant(pool)
         w = self.value_weight
         total = sum(item.visits(stage) for item, _ in pool)
+        visited = [item.q(stage) for item, _ in pool if item.visits(stage)]
+        neutral = sum(visited) / len(visited) if visited and self.neutral else None
         scored = []
         for item, sim in pool:
-            value = normalised_value(item.q(stage), stage)
+            q = item.q(stage) if neutral is None or item.visits(stage) else neutral
+            value = normalised_value(q, stage)
             bonus = 0.0
             if self.exploration == "ucb":
                 bonus = self.ucb_c * math.sqrt(math.log(total + 1) / (item.visits(stage) + 1))
-            scored.append(Retrieved(item, sim, value, bonus, w * value + (1 - w) * sim + bonus))
+            scored.append(Retrieved(item, sim, value, bonus, w * value + (1 - w) * sim + bonus, "value"))
         scored.sort(key=lambda r: (-r.score, -r.similarity, r.item.id))
         if self.exploration == "screen":
             return self._screen(scored, total / len(scored) if scored else 0.0)
@@ -148,9 +269,9 @@ class RetrievalPolicy:
         chosen: list[Retrieved] = []
         rest = list(scored)
         while rest and len(chosen) < self.k:
-            if self._rng.random() < self.epsilon:
+            if self.epsilon > 0 and self._rng.random() < self.epsilon:
                 pick = rest.pop(self._rng.randrange(len(rest)))
-                pick.exploration = 1.0
+                pick.exploration, pick.chosen_by = 1.0, "explore"
             else:
                 pick = rest.pop(0)
             chosen.append(pick)
@@ -162,5 +283,19 @@ class RetrievalPolicy:
         head, rest = ranked[:keep], ranked[keep:]
         tail = self._rng.sample(rest, min(self.k - len(head), len(rest)))
         for r in tail:
-            r.exploration = 1.0
+            r.exploration, r.chosen_by = 1.0, "explore"
         return head + sorted(tail, key=lambda r: (-r.score, -r.similarity, r.item.id))
+
+    # ----------------------------------------------------------------- start points
+
+    def choose_start(self, points: list[tuple[Any, float]]) -> tuple[Any, bool]:
+        """Pick a refine start point epsilon-greedily by Q2; `points` are (key, q2), oldest first.
+
+        Returns (key, explored). Ties go to the later start point (the newer variant).
+        """
+        if not points:
+            raise ValueError("no start points to choose from")
+        if len(points) > 1 and self.epsilon > 0 and self._rng.random() < self.epsilon:
+            return points[self._rng.randrange(len(points))][0], True
+        best = max(range(len(points)), key=lambda i: (points[i][1], i))
+        return points[best][0], False

@@ -1,14 +1,29 @@
-"""A simulated environment to check that value-driven retrieval learns (no model, no compiler).
+"""A simulated environment to check that value-driven retrieval learns as it would in real use.
 
-Each task has hidden per-item utilities: a few items of the task's op category truly help, the
-rest of the category barely does, and how often an item repeats the category's words (its lexical
-similarity) is drawn independently of its utility. An attempt succeeds with probability
-``1 - (1 - base) * prod(1 - u_i)`` over the retrieved items (noisy-OR). The oracle retrieves the
-k items of highest utility. Rewards and credit go through the real store and `values` module.
+No model and no compiler, but the shape of a real run:
+
+- Tasks fall in op categories. Each category has seed items whose lexical overlap with the
+  category's tasks is set by a latent z (how many of the category's words an item repeats), and
+  whose hidden utility for drafting and for refining is ``rho * z + sqrt(1 - rho^2) * noise``
+  thresholded: similarity is informative about utility, but imperfect, at a set correlation rho.
+- Each task is one session with a budget of T attempts shared by both stages: drafting until a
+  kernel is feasible, then refining. Refining keeps the session's start points (the first feasible
+  draft and every later feasible variant), each with a hidden potential, and picks one per attempt.
+- The bank grows by one trajectory per attempt, as real sessions do: a failed attempt is a
+  near-duplicate of the task's words with almost no utility, a feasible one is useful for its
+  task. Trajectories therefore crowd the similarity ranking exactly as they do in real banks.
+- An attempt succeeds with probability ``1 - (1 - base) * prod(1 - u_i)`` over the items in its
+  context (noisy-OR), times the start point's potential when refining. Rewards are the real ones
+  (`memory.values`) and credit goes through the real store and `RetrievalPolicy`.
+
+Methods: "oracle" (the k items of highest hidden utility in the whole bank and the start point of
+highest potential), "value" (the shipped policy), "similarity", "random", and "bandit" (a plain
+count-based UCB1 over the pool: sample-mean values and a visit-count bonus, no epsilon).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import tempfile
 import uuid
@@ -19,159 +34,290 @@ from typing import Any
 from memory.items import MemoryItem, TaskSignature
 from memory.retrieval import RetrievalPolicy
 from memory.store import MemoryStore
-from memory.values import draft_reward
+from memory.values import draft_reward, refine_reward
 
 CATEGORIES = ("softmax", "matmul", "conv", "layernorm", "reduction", "elementwise", "attention", "scan")
-BACKENDS = ("cpu", "cuda", "triton")
-FILLER = [
-    "kernel",
-    "loop",
-    "thread",
-    "block",
-    "tile",
-    "cache",
-    "vector",
-    "memory",
-    "register",
-    "launch",
-    "buffer",
-    "pointer",
-    "stride",
-    "index",
-    "shape",
-    "tensor",
-    "output",
-    "input",
-    "float",
-    "accumulate",
-    "pass",
-    "fuse",
-    "bound",
-    "latency",
-]
+FILLER = ["kernel", "loop", "thread", "block", "tile", "cache", "vector", "memory", "register", "launch", "buffer", "pointer", "stride", "index", "shape", "tensor", "output", "input", "float", "accumulate", "pass", "fuse", "bound", "latency"]
+METHODS = ("oracle", "value", "similarity", "random", "bandit")
 
 
 @dataclass
 class SimConfig:
-    categories: int = 4
-    items_per_category: int = 12
-    good_per_category: int = 3
-    tasks_per_category: int = 3
-    good_utility: tuple[float, float] = (0.45, 0.7)
-    poor_utility: tuple[float, float] = (0.0, 0.05)
-    base: float = 0.05
-    k: int = 4
-    episodes: int = 400
+    categories: int = 6
+    tasks_per_category: int = 4
+    items_per_category: int = 14
+    words_per_category: int = 8
+    rho: float = 0.4  # correlation of lexical overlap (z) with the utility latent
+    good_share: float = 0.2  # share of seed items that truly help, per stage
+    good_utility: tuple[float, float] = (0.35, 0.6)
+    poor_utility: tuple[float, float] = (0.0, 0.04)
+    base_draft: float = 0.05
+    base_refine: float = 0.05
+    budget: int = 10  # T: attempts per session, draft and refine together
+    rounds: int = 2  # how often each task is run (a fresh session each time)
+    k: int = 5
     seed: int = 0
 
 
 @dataclass
+class SimItem:
+    """What the simulator knows about an item besides the store: its hidden utilities."""
+
+    item: MemoryItem
+    draft: dict[str, float]  # task -> utility when drafting
+    refine: dict[str, float]  # task -> utility when refining
+    potential: float = 0.0  # start points only: how fertile refining from it is
+    task: str = ""
+
+
+@dataclass
 class World:
-    items: list[MemoryItem]
+    cfg: SimConfig
     tasks: list[TaskSignature]
-    utility: dict[str, dict[str, float]] = field(default_factory=dict)  # task -> item id -> utility
+    items: dict[str, SimItem] = field(default_factory=dict)
+    z: dict[str, float] = field(default_factory=dict)
 
-    def success_probability(self, task: str, item_ids: list[str], base: float) -> float:
+    def utility(self, task: str, stage: str, item_id: str) -> float:
+        s = self.items.get(item_id)
+        if s is None:
+            return 0.0
+        return (s.draft if stage == "draft" else s.refine).get(task, 0.0)
+
+    def success_probability(self, task: str, stage: str, ids: list[str], potential: float = 1.0) -> float:
+        base = self.cfg.base_draft if stage == "draft" else self.cfg.base_refine
         miss = 1.0 - base
-        for item_id in item_ids:
-            miss *= 1.0 - self.utility[task].get(item_id, 0.0)
-        return 1.0 - miss
+        for item_id in ids:
+            miss *= 1.0 - self.utility(task, stage, item_id)
+        return min(0.97, (1.0 - miss) * potential)
 
-    def oracle(self, task: str, k: int) -> list[str]:
-        ranked = sorted(self.utility[task].items(), key=lambda kv: -kv[1])
-        return [item_id for item_id, _ in ranked[:k]]
+    def oracle(self, task: str, stage: str, k: int) -> list[str]:
+        ranked = sorted(self.items, key=lambda i: -self.utility(task, stage, i))
+        return ranked[:k]
+
+    def similarity_utility_correlation(self, stage: str = "draft") -> float:
+        """Pearson correlation, over seed items and their own category's tasks, of z and utility."""
+        xs, ys = [], []
+        for sig in self.tasks:
+            for item_id, z in self.z.items():
+                if self.items[item_id].item.category == sig.category:
+                    xs.append(z)
+                    ys.append(self.utility(sig.task, stage, item_id))
+        return _pearson(xs, ys)
+
+
+def _pearson(xs: list[float], ys: list[float]) -> float:
+    n = len(xs)
+    if n < 2:
+        return 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / math.sqrt(sxx * syy) if sxx and syy else 0.0
+
+
+def _words(cat: str, cfg: SimConfig) -> list[str]:
+    return [f"{cat}v{j}" for j in range(cfg.words_per_category)]
 
 
 def build_world(cfg: SimConfig) -> World:
-    """Items and tasks with hidden utilities; lexical overlap is independent of utility."""
+    """Seed items and tasks with hidden utilities correlated with lexical overlap at `cfg.rho`."""
     rng = random.Random(cfg.seed)
-    items: list[MemoryItem] = []
     tasks: list[TaskSignature] = []
-    utility: dict[str, dict[str, float]] = {}
+    world = World(cfg=cfg, tasks=tasks)
+    threshold = _normal_quantile(1.0 - cfg.good_share)
+    noise = math.sqrt(max(0.0, 1.0 - cfg.rho**2))
     for c in range(cfg.categories):
         cat = CATEGORIES[c % len(CATEGORIES)] + ("" if c < len(CATEGORIES) else str(c))
-        good = set(rng.sample(range(cfg.items_per_category), cfg.good_per_category))
-        quality: dict[str, float] = {}
+        vocab = _words(cat, cfg)
+        cat_tasks = [
+            TaskSignature(task=f"{cat}t{t}", category=cat, backend="cpu", text=f"{cat} {' '.join(vocab)}")
+            for t in range(cfg.tasks_per_category)
+        ]
+        tasks.extend(cat_tasks)
         for j in range(cfg.items_per_category):
-            backend = rng.choice(BACKENDS)
-            words = [cat] * rng.randint(1, 4) + rng.sample(FILLER, 8)
+            z = rng.gauss(0.0, 1.0)
+            m = max(1, min(len(vocab), round(len(vocab) / 2 + 2 * z)))
+            words = [cat] + rng.sample(vocab, m) + rng.sample(FILLER, 6)
             item = MemoryItem(
-                id=f"sim-{cat}-{j:02d}",
-                kind="seed",
-                backends=[backend],
-                category=cat,
-                title=f"{cat} note {j}",
-                text=" ".join(words),
-                tags=[cat],
+                id=f"sim-{cat}-{j:02d}", kind="seed", backends=["cpu"], category=cat,
+                title=f"{cat} note {j}", text=" ".join(words), tags=[cat],
             )
-            items.append(item)
-            lo, hi = cfg.good_utility if j in good else cfg.poor_utility
-            quality[item.id] = rng.uniform(lo, hi)
-        for t in range(cfg.tasks_per_category):
-            sig = TaskSignature(
-                task=f"{cat}_task_{t}", category=cat, backend=rng.choice(BACKENDS), text=f"{cat} op"
-            )
-            tasks.append(sig)
-            utility[sig.task] = {
-                i: max(0.0, min(1.0, u + rng.uniform(-0.05, 0.05))) for i, u in quality.items()
-            }
-    return World(items=items, tasks=tasks, utility=utility)
+            per_stage = []
+            for _stage in ("draft", "refine"):
+                latent = cfg.rho * z + noise * rng.gauss(0.0, 1.0)
+                lo, hi = cfg.good_utility if latent > threshold else cfg.poor_utility
+                u = rng.uniform(lo, hi)
+                per_stage.append({s.task: max(0.0, min(1.0, u + rng.uniform(-0.03, 0.03))) for s in cat_tasks})
+            world.items[item.id] = SimItem(item, per_stage[0], per_stage[1])
+            world.z[item.id] = z
+    return world
+
+
+def _normal_quantile(p: float) -> float:
+    """Inverse of the standard normal CDF by bisection (enough precision for a threshold)."""
+    lo, hi = -8.0, 8.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def trajectory(world: World, sig: TaskSignature, stage: str, ok: bool, rng: random.Random, potential: float = 0.0) -> SimItem:
+    """The trajectory one attempt leaves: a near-duplicate of its task's words."""
+    siblings = [s.task for s in world.tasks if s.category == sig.category]
+    words = [sig.category] + _words(sig.category, world.cfg) + [sig.task, stage, "ok" if ok else "fail"]
+    item = MemoryItem(
+        id=f"traj-{uuid.UUID(int=rng.getrandbits(128)).hex[:12]}", kind="trajectory", backends=["cpu"],
+        category=sig.category, title=f"{stage} {'feasible' if ok else 'failed'}: {sig.task}", text=" ".join(words),
+        tags=[sig.category, stage], provenance="model",
+        data={"task": sig.task, "stage": stage, "outcome": "feasible" if ok else "failed"},
+    )
+    if ok and stage == "draft":
+        draft = {t: (0.5 if t == sig.task else 0.12) for t in siblings}
+        refine = {t: (0.05 if t == sig.task else 0.0) for t in siblings}
+    elif ok:
+        draft = {t: (0.1 if t == sig.task else 0.03) for t in siblings}
+        refine = {t: (0.1 if t == sig.task else 0.03) for t in siblings}
+    else:
+        draft = {t: (0.02 if t == sig.task else 0.0) for t in siblings}
+        refine = {t: 0.0 for t in siblings}
+    return SimItem(item, draft, refine, potential=potential, task=sig.task)
 
 
 @dataclass
 class SimResult:
-    mode: str
-    probability: list[float]  # expected success probability of each episode's retrieval
-    success: list[bool]
+    method: str
+    draft: list[float] = field(default_factory=list)  # expected success probability per draft attempt
+    refine: list[float] = field(default_factory=list)  # expected improvement probability per refine attempt
+    attempts: list[float] = field(default_factory=list)  # both, in order
+    value_slots: int = 0  # ranked slots chosen by value that similarity's top-k would not have chosen
+    slots: int = 0
+    trajectory_slots: int = 0
 
-    def mean_probability(self, last: int | None = None) -> float:
-        xs = self.probability[-last:] if last else self.probability
-        return sum(xs) / len(xs)
+    def success(self, last: float = 1.0) -> float:
+        """Mean expected success per attempt over the last `last` share of the run."""
+        xs = self.attempts[int(len(self.attempts) * (1 - last)) :]
+        return sum(xs) / len(xs) if xs else 0.0
 
 
-def run_mode(
-    world: World,
-    cfg: SimConfig,
-    mode: str,
-    workdir: Path,
-    policy_seed: int = 0,
-    policy: dict[str, Any] | None = None,
-    store: dict[str, Any] | None = None,
-) -> SimResult:
-    """Run `cfg.episodes` draft attempts with one retrieval mode ("oracle" uses hidden utilities).
+def schedule(world: World, rng: random.Random) -> list[TaskSignature]:
+    """Sessions in mixed order: every task `rounds` times, shuffled within each round."""
+    out: list[TaskSignature] = []
+    for _ in range(world.cfg.rounds):
+        order = list(world.tasks)
+        rng.shuffle(order)
+        out += order
+    return out
 
-    `policy` and `store` override RetrievalPolicy and MemoryStore settings, for ablations.
-    """
+
+def method_policy(method: str, seed: int, params: dict[str, Any] | None = None) -> tuple[RetrievalPolicy, dict[str, Any]]:
+    """RetrievalPolicy and MemoryStore settings of one method (`params` override the value method's)."""
+    params = dict(params or {})
+    store_keys = {"alpha", "schedule"}
+    store = {k: params.pop(k) for k in list(params) if k in store_keys}
+    if method == "value":
+        return RetrievalPolicy(mode="value", seed=seed, rules=False, **params), store
+    # Baselines see the same pool (K items) as the value method.
+    if method == "bandit":
+        ucb = {"ucb_c": params.pop("ucb_c", 0.5)}
+        return RetrievalPolicy(mode="value", seed=seed, rules=False, exploration="ucb", **ucb, **{
+            k: v for k, v in params.items() if k in ("k", "pool_factor", "pool_size")}), {"schedule": "mean", "alpha": 0.01}
+    if method in ("similarity", "random"):
+        return RetrievalPolicy(mode=method, seed=seed, rules=False, **{
+            k: v for k, v in params.items() if k in ("k", "pool_factor", "pool_size")}), {}
+    raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+
+
+def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
+               params: dict[str, Any] | None = None) -> SimResult:
+    """Run every session of the schedule with one method; the bank grows by one item per attempt."""
+    cfg = world.cfg
     rng = random.Random(cfg.seed * 7919 + policy_seed)
-    probability: list[float] = []
-    success: list[bool] = []
+    env = random.Random(cfg.seed * 104729 + policy_seed)  # outcomes, the same stream for every method
+    sessions = schedule(world, random.Random(cfg.seed + 17))
+    local = World(cfg=cfg, tasks=world.tasks, items=dict(world.items), z=world.z)
+    result = SimResult(method)
     bank: MemoryStore | None = None
-    retrieval: RetrievalPolicy | None = None
-    if mode != "oracle":
-        bank = MemoryStore(workdir / f"{mode}-{uuid.uuid4().hex[:8]}.json", seed=False, fsync=False, **(store or {}))
-        bank.add_many(world.items)
-        retrieval = RetrievalPolicy(mode=mode, k=cfg.k, seed=policy_seed, **(policy or {}))
-    for _ in range(cfg.episodes):
-        sig = rng.choice(world.tasks)
-        if bank is None or retrieval is None:
-            ids = world.oracle(sig.task, cfg.k)
-        else:
-            ids = [h.item.id for h in retrieval.retrieve(bank, sig, "draft")]
-        p = world.success_probability(sig.task, ids, cfg.base)
-        ok = rng.random() < p
-        probability.append(p)
-        success.append(ok)
-        if bank is not None:
-            outcome = "feasible" if ok else rng.choice(("compile_fail", "incorrect"))
-            bank.credit(ids, "draft", draft_reward(outcome))
+    policy: RetrievalPolicy | None = None
+    k = int((params or {}).get("k", cfg.k))
+    if method != "oracle":
+        policy, store_kw = method_policy(method, policy_seed, {"k": cfg.k, **(params or {})})
+        bank = MemoryStore(workdir / f"{method}-{uuid.uuid4().hex[:8]}.json", seed=False, fsync=False, **store_kw)
+        bank.add_many([s.item for s in world.items.values()])
+    for sig in sessions:
+        start_points: list[SimItem] = []
+        best_ms: float | None = None
+        for _ in range(cfg.budget):
+            stage = "draft" if not start_points else "refine"
+            start: SimItem | None = None
+            if stage == "refine":
+                if bank is None or policy is None:
+                    start = max(start_points, key=lambda s: s.potential)
+                elif method in ("value", "bandit"):
+                    points = [(s, bank.get(s.item.id).q2 if s.item.id in bank else 0.0) for s in start_points]
+                    start, _ = policy.choose_start(points)
+                elif method == "similarity":
+                    start = min(start_points, key=lambda s: s.item.data["latency_ms"])  # refine the best
+                else:
+                    start = rng.choice(start_points)
+            if bank is None or policy is None:
+                ids = local.oracle(sig.task, stage, k)
+            else:
+                sel = policy.select(bank, sig, stage)
+                ids = sel.credited_ids
+                result.value_slots += sel.value_chosen_beyond_similarity()
+                result.slots += len(ids)
+                result.trajectory_slots += sum(1 for h in sel.ranked if h.item.kind == "trajectory")
+            potential = start.potential if start is not None else 1.0
+            p = local.success_probability(sig.task, stage, ids, potential)
+            ok = env.random() < p
+            (result.draft if stage == "draft" else result.refine).append(p)
+            result.attempts.append(p)
+            if stage == "draft":
+                reward = draft_reward("feasible" if ok else env.choice(("compile_fail", "incorrect")))
+                feasible, latency = ok, 1.0 if ok else None
+                new_potential = env.uniform(0.6, 1.4)
+            else:
+                assert start is not None and best_ms is not None
+                parent_ms = float(start.item.data.get("latency_ms", best_ms))
+                if ok:
+                    latency = min(best_ms, parent_ms) / env.uniform(1.1, 1.6)
+                    feasible = True
+                elif env.random() < 0.4:
+                    latency, feasible = None, False
+                else:
+                    latency, feasible = parent_ms * env.uniform(1.0, 1.3), True
+                reward = refine_reward(latency, best_ms, feasible)
+                new_potential = start.potential * env.uniform(0.75, 1.05)
+            credit = list(ids) + ([start.item.id] if start is not None else [])
+            if bank is not None and credit:
+                bank.credit(credit, stage, reward)
+            traj = trajectory(local, sig, stage, feasible, env, potential=new_potential if feasible else 0.0)
+            if feasible:
+                traj.item.data["latency_ms"] = latency
+                start_points.append(traj)
+                best_ms = latency if best_ms is None else min(best_ms, latency)
+            if bank is not None:
+                stored, how = bank.add_trajectory(traj.item)
+                if how == "merged":
+                    traj = SimItem(stored, traj.draft, traj.refine, traj.potential, traj.task)
+            else:
+                merged = next((s for s in local.items.values() if s.item.kind == "trajectory" and not feasible
+                               and s.item.duplicate_key() == traj.item.duplicate_key()), None)
+                if merged is not None:
+                    traj = SimItem(merged.item, traj.draft, traj.refine, traj.potential, traj.task)
+            local.items[traj.item.id] = traj
     if bank is not None:
         bank.close()
-    return SimResult(mode=mode, probability=probability, success=success)
+    return result
 
 
-def run_all(
-    cfg: SimConfig, modes: tuple[str, ...] = ("oracle", "value", "similarity", "random"), policy_seed: int = 0
-) -> dict[str, SimResult]:
+def run_all(cfg: SimConfig, methods: tuple[str, ...] = METHODS, policy_seed: int = 0,
+            params: dict[str, Any] | None = None) -> dict[str, SimResult]:
     world = build_world(cfg)
     with tempfile.TemporaryDirectory(prefix="evokernel-sim-") as tmp:
-        return {mode: run_mode(world, cfg, mode, Path(tmp), policy_seed) for mode in modes}
+        return {m: run_method(world, m, Path(tmp), policy_seed, params if m == "value" else None) for m in methods}

@@ -26,7 +26,7 @@ from tinydb import TinyDB
 from tinydb.middlewares import CachingMiddleware
 from tinydb.storages import Storage
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class MemoryCorrupt(Exception):
@@ -168,7 +168,29 @@ def _v1_to_v2(item: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(item: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 drafted on a 0..1 reward scale (neutral 0.5); schema 3 uses [-1, 1] (neutral 0)."""
+    out = dict(item)
+    out["q1"] = 2.0 * float(out.get("q1", 0.5)) - 1.0
+    return out
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+
+
+def migrate_record(record: dict[str, Any], schema: int) -> dict[str, Any]:
+    """A journal operation written under an older `schema`, brought up to `SCHEMA_VERSION`."""
+    if schema >= SCHEMA_VERSION:
+        return record
+    out = dict(record)
+    if out.get("op") == "put":
+        items = [dict(d) for d in out.get("items", [])]
+        for version in range(schema, SCHEMA_VERSION):
+            items = [MIGRATIONS[version](d) for d in items]
+        out["items"] = items
+    elif out.get("op") == "credit" and out.get("stage") == "draft" and schema < 3:
+        out["reward"] = 2.0 * float(out["reward"]) - 1.0
+    return out
 
 
 def migrate(

@@ -25,7 +25,7 @@ import platformdirs
 from filelock import FileLock, Timeout
 
 from memory.index import LexicalIndex
-from memory.items import KINDS, MemoryItem, ValueChange, check_stage, now
+from memory.items import INITIAL_Q1, INITIAL_Q2, KINDS, MemoryItem, ValueChange, check_stage, now
 from memory.storage import (
     SCHEMA_VERSION,
     Journal,
@@ -36,6 +36,7 @@ from memory.storage import (
     journal_path,
     lock_path,
     migrate,
+    migrate_record,
     read_json_file,
     read_snapshot,
     write_snapshot,
@@ -43,6 +44,8 @@ from memory.storage import (
 from memory.values import DEFAULT_ALPHA, DEFAULT_SCHEDULE, SCHEDULES, mc_update, step_size
 
 ENV_VAR = "EVOKERNEL_MEMORY"
+#: Feasible trajectories kept per task and stage (see `add_trajectory`).
+DUPLICATE_CAP = 5
 EXPORT_FORMAT = "evokernel-memory"
 
 
@@ -71,7 +74,8 @@ def _read_header(path: Path) -> dict[str, Any] | None:
         return None
     try:
         header = json.loads(line)
-        return {"base_seq": int(header["base_seq"]), "gen": str(header["gen"]), "size": len(line)}
+        return {"base_seq": int(header["base_seq"]), "gen": str(header["gen"]), "size": len(line),
+                "schema": int(header.get("schema", 2))}
     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
         raise MemoryCorrupt(f"{path} has a damaged header") from None
 
@@ -113,6 +117,7 @@ class MemoryStore:
         self._seq = 0
         self._snap_key: tuple[int, int, int, int] | None = None
         self._gen = ""
+        self._jschema = SCHEMA_VERSION
         self._offset = 0
         self._snap_size = 0
         self._created = now()
@@ -182,6 +187,7 @@ class MemoryStore:
             if snap_key != self._snap_key and header["base_seq"] <= self._seq:
                 # Another process compacted: the snapshot holds nothing we have not applied.
                 self._snap_key, self._gen, self._offset = snap_key, header["gen"], header["size"]
+                self._jschema = header["schema"]
                 self._snap_size = snap_key[3] if snap_key else 0
             else:
                 self._load_full()
@@ -211,6 +217,7 @@ class MemoryStore:
             self._rotate()
         else:
             self._gen, self._offset = header["gen"], header["size"]
+            self._jschema = header["schema"]
             records, self._offset = self._journal.read_from(self._offset)
             for record in records:
                 self._apply(record)
@@ -226,6 +233,7 @@ class MemoryStore:
 
     def _rotate(self) -> None:
         self._gen = uuid.uuid4().hex
+        self._jschema = SCHEMA_VERSION
         header = {"base_seq": self._seq, "gen": self._gen, "schema": SCHEMA_VERSION}
         payload = (json.dumps(header) + "\n").encode()
         atomic_write_bytes(self._journal.path, payload, fsync=self.fsync)
@@ -246,6 +254,7 @@ class MemoryStore:
         seq = int(record["seq"])
         if seq <= self._seq:
             return []
+        record = migrate_record(record, self._jschema)
         self._seq = seq
         op = record["op"]
         changes: list[ValueChange] = []
@@ -282,19 +291,85 @@ class MemoryStore:
             self._compact()
         return changes
 
-    def add(self, item: MemoryItem) -> MemoryItem:
-        """Add a new item; its id must not be taken."""
-        return self.add_many([item])[0]
+    def add(self, item: MemoryItem, neutral: bool = False) -> MemoryItem:
+        """Add a new item; its id must not be taken (`neutral`: see `add_many`)."""
+        return self.add_many([item], neutral=neutral)[0]
 
-    def add_many(self, items: Iterable[MemoryItem]) -> list[MemoryItem]:
+    def neutral_values(self) -> tuple[float, float]:
+        """(Q1, Q2) a new item starts at: the mean value of the items already visited in each stage.
+
+        "Neutral" means no better and no worse than a typical item that has been tried: a fixed 0
+        would rank a fresh, untried item above every item whose contexts succeed less than half
+        the time, so each new attempt would push proven items out of the prompt.
+        """
+        with self._locked():
+            q1 = [i.q1 for i in self._items.values() if i.visits1]
+            q2 = [i.q2 for i in self._items.values() if i.visits2]
+        return (sum(q1) / len(q1) if q1 else INITIAL_Q1, sum(q2) / len(q2) if q2 else INITIAL_Q2)
+
+    def add_many(self, items: Iterable[MemoryItem], neutral: bool = False) -> list[MemoryItem]:
+        """Add new items; with `neutral`, unvisited ones start at `neutral_values()`."""
         items = list(items)
         with self._locked():
             for item in items:
                 if item.id in self._items:
                     raise ValueError(f"memory item {item.id!r} already exists")
+            if neutral:
+                q1, q2 = self.neutral_values()
+                for item in items:
+                    if not item.visits1:
+                        item.q1 = q1
+                    if not item.visits2:
+                        item.q2 = q2
             if items:
                 self._commit({"op": "put", "items": [item.to_dict() for item in items]})
         return items
+
+    def add_trajectory(self, item: MemoryItem, cap: int = DUPLICATE_CAP) -> tuple[MemoryItem, str]:
+        """Add one attempt's trajectory without letting near-duplicates crowd the bank.
+
+        - A failed attempt is merged into the task's existing lesson of the same stage and outcome
+          (its text becomes the newest lesson, its value and visits are kept, `data["merged"]`
+          counts the attempts folded in), so repeated failures are one item, not a pool full.
+        - A feasible attempt is a new item (a refine start point) at the neutral value; when its
+          task already has more than `cap` of them for the stage, the lowest-valued, oldest go.
+        Returns (the stored item, "merged" or "added").
+        """
+        key = item.duplicate_key()
+        if key is None:
+            raise ValueError(f"{item.id} is not a trajectory")
+        stage = key[1] if key[1] in ("draft", "refine") else "draft"
+        with self._locked():
+            same = [i for i in self._items.values() if i.duplicate_key() == key and i.id != item.id]
+            if same and key[2] != "feasible":
+                keep = max(same, key=lambda i: (i.visits(stage), i.created))
+                merged = copy.deepcopy(keep)
+                merged.title, merged.text, merged.tags = item.title, item.text, list(item.tags)
+                merged.data = {**item.data, "merged": int(keep.data.get("merged", 1)) + 1,
+                               "first_created": keep.data.get("first_created", keep.created)}
+                merged.updated = now()
+                self._commit({"op": "put", "items": [merged.to_dict()]})
+                return copy.deepcopy(self._items[keep.id]), "merged"
+            self.add_many([item], neutral=True)
+            group = same + [self._items[item.id]]
+            if len(group) > cap:
+                group.sort(key=lambda i: (i.q(stage), i.created), reverse=True)
+                doomed = [i.id for i in group[cap:] if i.id != item.id]
+                if doomed:
+                    self._commit({"op": "remove", "ids": doomed})
+            return copy.deepcopy(self._items[item.id]), "added"
+
+    def add_insight(self, item: MemoryItem) -> tuple[MemoryItem, str]:
+        """Add an insight unless it repeats one already stored: returns (item, "added"), or the
+        stored insight it repeats and "duplicate" (nothing is written then)."""
+        from memory.writing import is_duplicate_insight
+
+        with self._locked():
+            same = is_duplicate_insight(item, [i for i in self._items.values() if i.kind == "insight"])
+            if same is not None:
+                return copy.deepcopy(same), "duplicate"
+            self.add_many([item], neutral=True)
+            return copy.deepcopy(self._items[item.id]), "added"
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove items by id; unknown ids are ignored. Returns how many were removed."""

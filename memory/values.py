@@ -1,8 +1,14 @@
 """Rewards and the value update: the exact definitions the memory learns from, in one place.
 
-Drafting is graded by the furthest gate an attempt reached; refining by how much faster the new
-kernel is than the best feasible one so far, on a log scale so that 2x faster and 2x slower weigh
-the same, clipped so one lucky timing cannot dominate an item's value.
+Two reward schemes share one scale, [-1, 1], so a value learnt under either means the same thing
+and a new item starts at the neutral 0:
+
+- ``"paper"`` (the default, as in the EvoKernel paper): drafting earns +1 for a feasible kernel and
+  -1 for anything else; refining earns -1 when the kernel is not feasible, else
+  ``tanh(ln best - ln latency)`` (positive when faster than the best so far, negative when slower).
+- ``"shaped"`` (the earlier default, kept as an option): drafting is graded by the furthest gate
+  reached, -1 < -0.6 < -0.2 < +1 for hack_fail < compile_fail < incorrect < feasible (the earlier
+  0 / 0.2 / 0.4 / 1 mapped onto [-1, 1]); refining uses ``clip(ln best - ln latency, -1, 1)``.
 """
 
 from __future__ import annotations
@@ -10,72 +16,84 @@ from __future__ import annotations
 import math
 
 OUTCOMES = ("hack_fail", "compile_fail", "incorrect", "feasible")
+REWARD_SCHEMES = ("paper", "shaped")
+DEFAULT_SCHEME = "paper"
 
-#: Draft reward per outcome. Strictly increasing along the gates; a feasible kernel is worth 1.
-DRAFT_REWARDS: dict[str, float] = {
-    "hack_fail": 0.0,
-    "compile_fail": 0.2,
-    "incorrect": 0.4,
-    "feasible": 1.0,
+#: Draft reward per outcome and scheme.
+DRAFT_REWARDS_BY_SCHEME: dict[str, dict[str, float]] = {
+    "paper": {"hack_fail": -1.0, "compile_fail": -1.0, "incorrect": -1.0, "feasible": 1.0},
+    "shaped": {"hack_fail": -1.0, "compile_fail": -0.6, "incorrect": -0.2, "feasible": 1.0},
 }
+#: The default scheme's draft rewards.
+DRAFT_REWARDS: dict[str, float] = DRAFT_REWARDS_BY_SCHEME[DEFAULT_SCHEME]
 
-#: Refine rewards are ln(best_ms / latency_ms) clipped to [-REFINE_CLIP, REFINE_CLIP] (about 2.7x).
+#: Refine rewards lie within [-REFINE_CLIP, REFINE_CLIP].
 REFINE_CLIP = 1.0
-#: Reward for an incorrect (or unmeasured) refinement: as bad as the worst clipped slowdown.
+#: Reward for an incorrect (or unmeasured) refinement.
 REFINE_INCORRECT = -REFINE_CLIP
 
-#: A person's verdict on a pending refinement, credited in the refine stage to the memories that were
-#: on screen when it was made (on top of the refinement's own latency reward): accepting counts as a
-#: solid gain (half the clipped maximum), rejecting as no gain at all.
-PERSON_REWARDS: dict[str, float] = {"accepted": 0.5 * REFINE_CLIP, "rejected": 0.0}
+#: What a person's verdict on a pending refinement is worth. The refinement's own reward is held
+#: back while it is pending, so the verdict is the one credit of that attempt: accepting credits
+#: the refinement's latency reward ("accepted" below is only the floor for an accepted refinement
+#: whose reward was not positive), rejecting credits "no gain" (0).
+PERSON_REWARDS: dict[str, float] = {"accepted": 0.0, "rejected": 0.0}
 
-#: Default learning rate of the Monte-Carlo update (with the "mean" schedule: its floor).
-DEFAULT_ALPHA = 0.05
-#: Step-size schedules: "constant" uses alpha every time; "mean" uses max(alpha, 1 / visits), the
-#: running mean of an item's returns until alpha takes over, so early noisy returns average out
-#: instead of one lucky or unlucky attempt deciding an item's rank.
+#: Default learning rate of the Monte-Carlo update (chosen on the simulator's tuning seeds).
+DEFAULT_ALPHA = 0.1
+#: Step-size schedules: "constant" uses alpha every time (the paper's update); "mean" uses
+#: max(alpha, 1 / visits), the running mean of an item's returns until alpha takes over.
 SCHEDULES = ("constant", "mean")
 DEFAULT_SCHEDULE = "mean"
 
 
-def draft_reward(outcome: str) -> float:
-    """Reward of a drafting attempt: hack_fail 0 < compile_fail 0.2 < incorrect 0.4 < feasible 1."""
+def check_scheme(scheme: str) -> str:
+    if scheme not in REWARD_SCHEMES:
+        raise ValueError(f"unknown reward scheme {scheme!r}; expected one of {', '.join(REWARD_SCHEMES)}")
+    return scheme
+
+
+def draft_reward(outcome: str, scheme: str = DEFAULT_SCHEME) -> float:
+    """Reward of a drafting attempt: paper +1 feasible / -1 otherwise; shaped graded by gate."""
+    table = DRAFT_REWARDS_BY_SCHEME[check_scheme(scheme)]
     try:
-        return DRAFT_REWARDS[outcome]
+        return table[outcome]
     except KeyError:
         raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(OUTCOMES)}") from None
 
 
-def refine_reward(latency_ms: float | None, best_ms: float | None, correct: bool) -> float:
+def refine_reward(latency_ms: float | None, best_ms: float | None, correct: bool, scheme: str = DEFAULT_SCHEME) -> float:
     """Reward of a refinement against the best feasible latency so far.
 
     - incorrect, or no latency measured: ``REFINE_INCORRECT`` (-1);
     - no feasible baseline yet (``best_ms`` is None): 0, nothing to improve on;
-    - otherwise ``clip(ln(best_ms / latency_ms), -1, 1)``: positive when faster, negative when slower.
+    - otherwise paper ``tanh(ln(best_ms / latency_ms))``, shaped ``clip(ln(best_ms / latency_ms), -1, 1)``.
     """
+    check_scheme(scheme)
     if not correct or latency_ms is None:
         return REFINE_INCORRECT
     if best_ms is None:
         return 0.0
     if latency_ms <= 0 or best_ms <= 0 or not (math.isfinite(latency_ms) and math.isfinite(best_ms)):
         raise ValueError(f"latencies must be positive and finite, got {latency_ms!r} and {best_ms!r}")
-    return max(-REFINE_CLIP, min(REFINE_CLIP, math.log(best_ms / latency_ms)))
+    gain = math.log(best_ms / latency_ms)
+    if scheme == "paper":
+        return math.tanh(gain)
+    return max(-REFINE_CLIP, min(REFINE_CLIP, gain))
 
 
-def person_reward(decision: str) -> float:
-    """Reward of a person's accept/reject of a pending refinement (see ``PERSON_REWARDS``)."""
+def person_reward(decision: str, refinement_reward: float = 0.0) -> float:
+    """The one credit of a pending refinement once a person decides (see ``PERSON_REWARDS``)."""
     try:
-        return PERSON_REWARDS[decision]
+        floor = PERSON_REWARDS[decision]
     except KeyError:
         raise ValueError(f"unknown decision {decision!r}; expected accepted or rejected") from None
+    return max(floor, refinement_reward) if decision == "accepted" else floor
 
 
 def reward_range(stage: str) -> tuple[float, float]:
-    """The (lowest, highest) reward of a stage, used to put Q-values on a 0..1 scale for ranking."""
-    if stage == "draft":
-        return min(DRAFT_REWARDS.values()), max(DRAFT_REWARDS.values())
-    if stage == "refine":
-        return -REFINE_CLIP, REFINE_CLIP
+    """The (lowest, highest) reward of a stage, used to put Q-values on a 0..1 scale for display."""
+    if stage in ("draft", "refine"):
+        return -1.0, 1.0
     raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
 
 
@@ -101,3 +119,26 @@ def mc_update(q: float, reward: float, alpha: float) -> float:
     if not math.isfinite(reward):
         raise ValueError(f"reward must be a finite number, got {reward!r}")
     return q + alpha * (reward - q)
+
+
+class RunningNorm:
+    """Optional z-normalisation of refine rewards with running mean and variance (Welford).
+
+    ``normalise(r)`` returns ``tanh((r - mean) / std)`` over the rewards seen before (r itself is
+    then added), so it stays within [-1, 1]; with fewer than two rewards seen it returns r.
+    """
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def normalise(self, reward: float) -> float:
+        out = reward
+        if self.n >= 2:
+            std = math.sqrt(self.m2 / (self.n - 1))
+            if std > 1e-9:
+                out = math.tanh((reward - self.mean) / std)
+        self.n += 1
+        delta = reward - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (reward - self.mean)
+        return out

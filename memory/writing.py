@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,26 @@ from memory.values import OUTCOMES
 
 #: How much of a kernel's source goes into the searchable text (the full code stays in `data`).
 CODE_EXCERPT = 1500
+#: A failed attempt's lesson is at most this long: gate, rule and first error line, not a code dump.
+LESSON_CHARS = 400
+#: An insight needs at least this many words of substance (title and text together).
+MIN_INSIGHT_WORDS = 8
+
+
+def compact_lesson(outcome: str, feedback: str = "", gates: dict[str, str] | None = None, lesson: str = "") -> str:
+    """The short lesson a failed attempt leaves: which gate failed, why, and the first error line.
+
+    `lesson` (a model-written lesson, when a model is configured) is used as it is, trimmed.
+    """
+    if lesson.strip():
+        return lesson.strip()[:LESSON_CHARS]
+    failed = next((name for name, status in (gates or {}).items() if status == "fail"), "")
+    lines = [ln.strip() for ln in feedback.splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    rule = next((ln for ln in lines[1:] if ln.lower().startswith(("rule", "error", "line"))), "")
+    parts = [f"Outcome: {outcome}" + (f" at the {failed} gate" if failed else "")]
+    parts += [p for p in (first, rule) if p]
+    return "\n".join(parts)[:LESSON_CHARS]
 
 
 def _digest(text: str) -> str:
@@ -28,8 +49,15 @@ def trajectory_item(
     diff: str | None = None,
     gates: dict[str, str] | None = None,
     speedup: float | None = None,
+    lesson: str = "",
+    source: dict[str, Any] | None = None,
 ) -> MemoryItem:
-    """One attempt as a memory: its task, stage, code (or diff), gate outcomes, feedback and author."""
+    """One attempt as a memory: its task, stage, code (or diff), gate outcomes, feedback and author.
+
+    A feasible attempt keeps a code excerpt in its searchable text (it is a start point to refine
+    from); a failed one keeps only a compact lesson (`compact_lesson`), the code stays in `data`.
+    `source` is provenance (session, version, model) kept in `data["source"]`.
+    """
     check_stage(stage)
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}; expected one of {', '.join(OUTCOMES)}")
@@ -38,16 +66,11 @@ def trajectory_item(
     timing = f" in {latency_ms:.3g} ms" if latency_ms is not None else ""
     title = f"{stage} {outcome}{timing}: {sig.task} ({sig.backend})"
     body = diff if diff else code
-    text = "\n".join(
-        p
-        for p in (
-            sig.text,
-            f"shapes: {sig.shapes}" if sig.shapes else "",
-            feedback.strip(),
-            body[:CODE_EXCERPT],
-        )
-        if p
-    )
+    if outcome == "feasible":
+        tail = (feedback.strip()[:LESSON_CHARS], body[:CODE_EXCERPT])
+    else:
+        tail = (compact_lesson(outcome, feedback, gates, lesson),)
+    text = "\n".join(p for p in (sig.text, f"shapes: {sig.shapes}" if sig.shapes else "", *tail) if p)
     data: dict[str, Any] = {
         "task": sig.task,
         "shapes": sig.shapes,
@@ -61,6 +84,7 @@ def trajectory_item(
         "diff": diff,
         "gates": dict(gates or {}),
         "author": author,
+        "source": dict(source or {}),
     }
     return MemoryItem(
         id=new_id("trajectory"),
@@ -92,17 +116,21 @@ def insight_from_refinement(
     speedup: float,
     summarise: Callable[[str], str],
     author: str = "model",
+    source: dict[str, Any] | None = None,
 ) -> MemoryItem:
     """Distil a successful refinement into an insight; `summarise` is a model call (or any function).
 
-    Raises ValueError for a refinement that was not faster or a summary that is empty, so no
-    content-free insight enters the bank.
+    Raises ValueError for a refinement that was not faster or a summary that is empty or trivial
+    (fewer than `MIN_INSIGHT_WORDS` words, e.g. "Variant 1."), so no content-free insight enters
+    the bank. Duplicates are refused by `is_duplicate_insight` before the item is stored.
     """
     if not speedup > 1.0:
         raise ValueError(f"an insight needs a refinement that was faster (speedup > 1), got {speedup!r}")
     summary = (summarise(insight_prompt(sig, before, after, speedup)) or "").strip()
     if not summary:
         raise ValueError("the summariser returned no text; no insight was written")
+    if len(re.findall(r"[A-Za-z]{2,}", summary)) < MIN_INSIGHT_WORDS:
+        raise ValueError(f"the summary is too short to be a reusable lesson ({summary[:60]!r}); no insight was written")
     first, _, rest = summary.partition("\n")
     title = first.strip().strip("#*").strip()[:100] or f"Refinement insight for {sig.category}"
     return MemoryItem(
@@ -119,5 +147,24 @@ def insight_from_refinement(
             "speedup": speedup,
             "before_hash": _digest(before),
             "after_hash": _digest(after),
+            "source": dict(source or {}),
         },
     )
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z0-9]{3,}", text)}
+
+
+def is_duplicate_insight(new: MemoryItem, existing: list[MemoryItem], threshold: float = 0.8) -> MemoryItem | None:
+    """The stored insight `new` repeats (same content, or word overlap (Jaccard) >= `threshold`)."""
+    mine = _words(new.title + " " + new.text)
+    for item in existing:
+        if item.kind != "insight":
+            continue
+        if item.fingerprint() == new.fingerprint():
+            return item
+        theirs = _words(item.title + " " + item.text)
+        if mine and theirs and len(mine & theirs) / len(mine | theirs) >= threshold:
+            return item
+    return None

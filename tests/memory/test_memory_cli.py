@@ -26,8 +26,9 @@ def test_list_show_search_stats_json(run):
     shown = json.loads(run("show", "seed-cuda-contract", "--json").output)
     assert shown["kind"] == "seed" and "ModelNew" in shown["text"]
     hits = json.loads(run("search", "softmax rows", "--backend", "triton", "--json", "-k", "3").output)
-    assert len(hits) == 3 and {"similarity", "value", "exploration", "score"} <= set(hits[0])
-    assert all(h["similarity"] >= 0.5 for h in hits)  # a fresh bank screens only relevant items
+    assert len(hits) == 4 and {"similarity", "value", "exploration", "score"} <= set(hits[0])
+    assert hits[-1]["id"] == "seed-triton-contract"  # contract knowledge comes by rule, after the 3 ranked
+    assert all(h["similarity"] >= 0.5 for h in hits[:-1])  # a fresh bank: the most similar items first
     similar = json.loads(run("search", "softmax rows", "--backend", "triton", "--json", "--retrieval", "similarity").output)
     assert "softmax" in similar[0]["title"].lower()
     stats = json.loads(run("stats", "--json").output)

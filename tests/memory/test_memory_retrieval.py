@@ -36,8 +36,8 @@ def test_similarity_mode_ranks_by_bm25(store):
 
 def test_value_mode_prefers_high_stage_value(store):
     store.credit(["i2"], "draft", 1.0, alpha=1.0)
-    store.credit(["i0"], "draft", 0.0, alpha=1.0)
-    policy = RetrievalPolicy(mode="value", k=2, exploration="none", value_weight=0.7)
+    store.credit(["i0"], "draft", -1.0, alpha=1.0)
+    policy = RetrievalPolicy(mode="value", k=2, exploration="none", value_weight=0.7, neutral=False)
     draft = policy.retrieve(store, SIG, "draft")
     assert draft[0].item.id == "i2" and "i0" not in [h.item.id for h in draft]
     assert draft[0].score == pytest.approx(0.7 * draft[0].value + 0.3 * draft[0].similarity)
@@ -62,13 +62,13 @@ def test_ucb_explores_unvisited_items(store):
 
 
 def test_screening_draws_random_slates_then_exploits_with_one_explore_slot(store):
-    policy = RetrievalPolicy(mode="value", k=3, seed=5, screen_visits=2.0, min_similarity=0.0)
+    policy = RetrievalPolicy(mode="value", k=3, seed=5, exploration="screen", screen_visits=2.0, neutral=False)
     seen = set()
     for _ in range(4):  # 4 slates of 3 bring the 6 candidates to a mean of 2 visits
         hits = policy.retrieve(store, SIG, "draft")
         assert all(h.exploration == 1.0 for h in hits)
         seen.update(h.item.id for h in hits)
-        store.credit([h.item.id for h in hits], "draft", 1.0 if "i5" in {h.item.id for h in hits} else 0.2)
+        store.credit([h.item.id for h in hits], "draft", 1.0 if "i5" in {h.item.id for h in hits} else -0.6)
     assert len(seen) >= 5, "screening should show more than the lexical top 3"
     hits = policy.retrieve(store, SIG, "draft")
     best = max(store.items(), key=lambda i: (i.q1, -i.visits1))
@@ -78,8 +78,8 @@ def test_screening_draws_random_slates_then_exploits_with_one_explore_slot(store
 
 def test_min_similarity_drops_backend_only_matches(store):
     store.add(_item(6, "matmul tiling registers"))  # shares only the cuda backend with the query
-    wide = RetrievalPolicy(mode="value", k=1, candidates=10, min_similarity=0.0, screen_visits=0, explore_slots=0)
-    gated = RetrievalPolicy(mode="value", k=1, candidates=10, screen_visits=0, explore_slots=0)
+    wide = RetrievalPolicy(mode="value", k=1, pool_size=10, exploration="none", neutral=False)
+    gated = RetrievalPolicy(mode="value", k=1, pool_size=10, exploration="none", neutral=False, min_similarity=0.5)
     store.credit(["i6"], "draft", 1.0, alpha=1.0)  # a high value learnt elsewhere
     assert wide.retrieve(store, SIG, "draft")[0].item.id == "i6"
     assert gated.retrieve(store, SIG, "draft")[0].item.id != "i6"
@@ -92,7 +92,68 @@ def test_random_and_epsilon_are_seeded(store):
     assert ids(RetrievalPolicy(mode="random", k=2, seed=3)) == ids(RetrievalPolicy(mode="random", k=2, seed=3))
     eps = RetrievalPolicy(mode="value", k=2, exploration="epsilon", epsilon=1.0, seed=1)
     hits = eps.retrieve(store, SIG, "draft")
-    assert all(h.exploration == 1.0 for h in hits)
+    assert all(h.exploration == 1.0 and h.chosen_by == "explore" for h in hits)
+
+
+def test_default_policy_is_epsilon_greedy_over_q_in_a_pool_of_lambda_n(store):
+    policy = RetrievalPolicy()
+    assert (policy.mode, policy.exploration, policy.value_weight) == ("value", "epsilon", 1.0)
+    assert policy.pool == round(policy.pool_factor * policy.k) and RetrievalPolicy(k=2, pool_size=3).pool == 3
+    store.credit(["i5"], "draft", 1.0, alpha=1.0)  # the least similar item has the best Q
+    store.credit(["i0", "i1"], "draft", -1.0, alpha=1.0)
+    greedy = RetrievalPolicy(k=2, pool_size=6, epsilon=0.0)
+    sel = greedy.select(store, SIG, "draft")
+    ids = [h.item.id for h in sel.hits]
+    assert ids[0] == "i5" and "i0" not in ids and "i1" not in ids
+    assert sel.similarity_top == ["i0", "i1"] and sel.value_chosen_beyond_similarity() == 2
+    assert [p["id"] for p in sel.pool][:2] == ["i0", "i1"] and {"id", "similarity", "q"} <= set(sel.pool[0])
+    assert sel.event()["explored"] == [] and sel.event()["value_beyond_similarity"] == 2
+    small = RetrievalPolicy(k=2, pool_size=2, epsilon=0.0).select(store, SIG, "draft")
+    assert {h.item.id for h in small.hits} == {"i0", "i1"}  # only the K most similar are candidates
+
+
+def test_untried_items_rank_at_the_pools_mean_value(store):
+    store.credit(["i0"], "draft", 0.8, alpha=1.0)
+    store.credit(["i1"], "draft", -0.6, alpha=1.0)  # mean of the tried: 0.1 > 0
+    hits = RetrievalPolicy(k=6, pool_size=6, epsilon=0.0).retrieve(store, SIG, "draft")
+    order = [h.item.id for h in hits]
+    assert order[0] == "i0" and order[-1] == "i1"  # untried items sit between the tried ones
+
+
+def test_near_duplicate_trajectories_take_one_pool_place(tmp_path):
+    from memory.writing import trajectory_item
+
+    s = MemoryStore(tmp_path / "d.json", seed=False, fsync=False)
+    sig = TaskSignature(task="softmax_rows", category="softmax", backend="cuda", text="row softmax")
+    kept = [s.add_trajectory(trajectory_item(sig, "draft", f"code{i}", "compile_fail", feedback=f"error {i}"))
+            for i in range(4)]
+    assert [how for _, how in kept] == ["added", "merged", "merged", "merged"]
+    assert len(s.items("trajectory")) == 1 and s.items("trajectory")[0].data["merged"] == 4
+    for i in range(7):
+        s.add_trajectory(trajectory_item(sig, "draft", f"ok{i}", "feasible", latency_ms=1.0 + i))
+    from memory.store import DUPLICATE_CAP
+
+    assert len([i for i in s.items("trajectory") if i.data["outcome"] == "feasible"]) == DUPLICATE_CAP
+    pool = RetrievalPolicy(k=3, pool_size=6).select(s, sig, "draft").pool
+    assert len(pool) == 2  # one lesson, one feasible start point: duplicates do not crowd the pool
+
+
+def test_contract_knowledge_is_fetched_by_rule_not_ranked(tmp_path):
+    s = MemoryStore(tmp_path / "r.json")
+    sig = TaskSignature(task="relu", category="elementwise", backend="cuda", text="relu activation")
+    sel = RetrievalPolicy(k=3).select(s, sig, "draft")
+    rule = [h for h in sel.hits if h.chosen_by == "rule"]
+    assert [h.item.id for h in rule] == ["seed-cuda-contract"]
+    assert "seed-cuda-contract" not in sel.credited_ids and len(sel.credited_ids) == 3
+    assert all(p["id"] != "seed-cuda-contract" for p in sel.pool)
+
+
+def test_start_point_is_chosen_by_q2():
+    policy = RetrievalPolicy(epsilon=0.0)
+    assert policy.choose_start([("v1", 0.2), ("v2", 0.5), ("v3", -0.1)]) == ("v2", False)
+    assert policy.choose_start([("v1", 0.0), ("v2", 0.0)]) == ("v2", False)  # ties: the newer variant
+    explorer = RetrievalPolicy(epsilon=1.0, seed=3)
+    assert all(explorer.choose_start([("a", 1.0), ("b", 0.0)])[1] for _ in range(5))
 
 
 def test_bad_policy_settings_are_rejected():
@@ -102,6 +163,10 @@ def test_bad_policy_settings_are_rejected():
         RetrievalPolicy(exploration="greedy")
     with pytest.raises(ValueError, match="explore_slots"):
         RetrievalPolicy(k=2, explore_slots=3)
+    with pytest.raises(ValueError, match="epsilon"):
+        RetrievalPolicy(epsilon=1.5)
+    with pytest.raises(ValueError, match="pool"):
+        RetrievalPolicy(pool_size=0)
 
 
 def test_new_items_are_found_before_and_after_rebuild(tmp_path):

@@ -21,7 +21,7 @@ def test_new_bank_is_seeded_and_reopens(bank):
     seeds = store.items("seed")
     assert len(seeds) >= 30
     assert {b for s in seeds for b in s.backends} >= {"cpu", "cuda", "triton"}
-    assert all(s.q1 == 0.5 and s.q2 == 0.0 and s.visits1 == 0 for s in seeds)
+    assert all(s.q1 == 0.0 and s.q2 == 0.0 and s.visits1 == 0 for s in seeds)  # neutral, not optimistic
     contracts = [s for s in seeds if s.category == "contract"]
     assert {c.backends[0] for c in contracts} == {"cpu", "cuda", "triton"}
     assert all("ModelNew" in c.text and "torch.compile" in c.text for c in contracts)
@@ -43,7 +43,7 @@ def test_add_get_credit_persist(bank):
     assert [(c.item_id, c.old, c.new, c.visits) for c in changes] == [("t-1", 0.0, 0.5, 1)]
     again = MemoryStore(bank, seed=False)
     got = again.get("t-1")
-    assert (got.q2, got.visits2, got.q1, got.visits1) == (0.5, 1, 0.5, 0)
+    assert (got.q2, got.visits2, got.q1, got.visits1) == (0.5, 1, 0.0, 0)
     with pytest.raises(KeyError, match="no memory item"):
         again.get("nope")
     with pytest.raises(ValueError, match="stage"):
@@ -51,7 +51,7 @@ def test_add_get_credit_persist(bank):
 
 
 def test_mean_schedule_averages_returns_until_alpha_takes_over(bank):
-    store = MemoryStore(bank, seed=False, alpha=0.25)
+    store = MemoryStore(bank, seed=False, alpha=0.25, schedule="mean")
     store.add(_item(1))
     rewards = [1.0, 0.2, 0.4, 1.0, 0.0, 1.0]
     qs = [store.credit(["t-1"], "draft", r)[0].new for r in rewards]
@@ -170,8 +170,9 @@ def test_schema_1_is_migrated(bank):
     bank.write_text(json.dumps(old))
     store = MemoryStore(bank, seed=False)
     item = store.get("old")
-    assert (item.q1, item.visits1, item.q2, item.visits2) == (0.8, 3, 0.0, 0)
-    assert json.loads(bank.read_text())["meta"]["1"]["schema"] == 2
+    # schema 1 -> 2 splits the value per stage; 2 -> 3 maps the 0..1 draft scale onto -1..1
+    assert (item.q1, item.visits1, item.q2, item.visits2) == (pytest.approx(0.6), 3, 0.0, 0)
+    assert json.loads(bank.read_text())["meta"]["1"]["schema"] == 3
 
 
 def test_newer_schema_is_refused(bank):
