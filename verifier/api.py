@@ -1,17 +1,26 @@
-"""`verify()`: the one entry point the loop, the app and the command line call."""
+"""`verify()`: the one entry point the loop, the app and the command line call.
+
+A verification reads as its phases: static anti-hacking; a fresh draw of seeds; the trusted reference
+worker prepares inputs and outputs; the candidate builds and runs in its sandbox and answers commands
+(correctness trials, a profiled call, timed rounds interleaved with the reference's); the parent
+compares every file, audits every binary the candidate mapped, and signs the verdict it caches.
+"""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import json
 import os
+import random
+import secrets
 import shutil
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -24,15 +33,13 @@ from verifier.gates import (
     CompileGate,
     CorrectnessGate,
     Evidence,
-    LatencyGate,
     ProfileGate,
-    file_identity,
+    compare_files,
 )
 from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
-from verifier.sandbox import Limits, run_sandboxed
+from verifier.sandbox import Limits, LiveJob
 
 GateCallback = Callable[[str, str], None]
-_PHASE_TO_GATE = {"build": "compile", "correctness": "correctness", "latency": "latency", "profile": "profile"}
 
 
 class VerifierError(Exception):
@@ -46,124 +53,189 @@ def _digest(*parts: object) -> str:
     return h.hexdigest()[:24]
 
 
-def _job(mode: str, ref_path: Path, cand_path: Path | None, backend: Backend, config: VerifyConfig, root: Path) -> dict:
-    return {
-        "mode": mode,
-        "reference_path": str(ref_path),
-        "candidate_path": str(cand_path) if cand_path else None,
-        "backend": backend.name,
-        "device": backend.device,
-        "installer": backend.installer,
-        "seeds": config.seeds(),
-        "warmup": config.warmup,
-        "min_reps": config.min_reps,
-        "max_reps": config.max_reps,
-        "min_time_s": config.min_time_s,
-        "time": config.time_kernels,
-        "compare_compile": config.compare_compile and mode == "reference",
-        "build_root": str(root),
-        "build_timeout_s": config.build_timeout_s,
-        "threads": config.threads,
-        **backend.job_fields(),
-    }
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def _threads(config: VerifyConfig) -> int:
+    """One thread count for both sides of every paired measurement, recorded in the verdict."""
+    return max(1, int(config.threads or os.cpu_count() or 1))
 
 
 def _limits(config: VerifyConfig, wall_s: float, backend: Backend | None = None) -> Limits:
     """CUDA reserves far more address space than it uses, so GPU runs get no RLIMIT_AS (-1: unlimited)."""
     memory = -1 if backend is not None and backend.device == "cuda" else int(config.memory_gb * 1024**3)
-    return Limits(wall_s=wall_s, memory_bytes=memory, max_processes=config.max_processes)
+    file_bytes = int(max(2.0, config.memory_gb) * 1024**3)
+    return Limits(wall_s=wall_s, memory_bytes=memory, file_bytes=file_bytes, max_processes=config.max_processes)
 
 
-def _harness_argv(job_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "verifier.harness", str(job_dir)]
-
-
-def reference_run(reference_source: str, backend: Backend, config: VerifyConfig) -> tuple[dict, Path]:
-    """Reference outputs, inputs and timings for these seeds, computed once per machine and cached on disk."""
-    root = config.root()
-    key = _digest("ref-v2", reference_source, config.seeds(), backend.name, backend.device, config.warmup,
-                  config.min_reps, config.max_reps, config.min_time_s, config.compare_compile, config.time_kernels,
-                  config.threads, sys.version_info[:2])
-    final = root / "reference" / key
-    report_path = final / "out" / "report.json"
-    if report_path.exists():
-        report = json.loads(report_path.read_text())
-        return _with_fresh_times(report, final, reference_source, backend, config), final / "out"
-    (root / "reference").mkdir(parents=True, exist_ok=True)
-    with open(root / "reference" / f"{key}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if report_path.exists():
-            return json.loads(report_path.read_text()), final / "out"
-        work = root / "reference" / f"{key}.tmp{uuid.uuid4().hex[:8]}"
-        work.mkdir(parents=True)
-        ref_path = work / "reference.py"
-        ref_path.write_text(reference_source)
-        (work / "job.json").write_text(json.dumps(_job("reference", ref_path, None, backend, config, root)))
-        outcome = run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s * 3, backend),
-                                env={**_base_env(), **backend.child_env()})
-        try:
-            report = json.loads((work / "out" / "report.json").read_text())
-        except (OSError, ValueError):
-            shutil.rmtree(work, ignore_errors=True)
-            raise VerifierError(f"the reference task {outcome.describe()}; check the task file with `evokernel tasks`") from None
-        if report.get("phase") != "done":
-            shutil.rmtree(work, ignore_errors=True)
-            raise VerifierError(f"the reference task failed: {report.get('error_type')}: {report.get('error', '')[:200]}")
-        if final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        work.rename(final)
-        out = final / "out"
-        report["identities"] = {p.name: file_identity(p.lstat()) for p in out.glob("*.npy")}
-        _write_json_atomic(out / "report.json", report)
-    return report, final / "out"
-
-
-def _with_fresh_times(report: dict, ref_dir: Path, reference_source: str, backend: Backend,
-                      config: VerifyConfig) -> dict:
-    """Cached reference outputs stay valid; cached reference *timings* go stale as the machine's load
-    changes. Re-time the eager reference (one forward per call, nothing saved) when the last timing is
-    older than `config.reference_ttl_s`, so speedups compare measurements taken close together."""
-    if not config.time_kernels or config.reference_ttl_s is None:
-        return report
-    timing_path = ref_dir / "timing.json"
-    try:
-        timing = json.loads(timing_path.read_text())
-    except (OSError, ValueError):
-        timing = {"times_ms": report.get("times_ms"), "measured_at": (ref_dir / "out" / "report.json").stat().st_mtime}
-    if time.time() - float(timing.get("measured_at", 0)) > config.reference_ttl_s:
-        work = _scratch_root(config.root()) / f"retime-{uuid.uuid4().hex}"
-        work.mkdir(parents=True)
-        try:
-            ref_path = work / "reference.py"
-            ref_path.write_text(reference_source)
-            job = _job("reference", ref_path, None, backend, config, config.root())
-            job.update(seeds=config.seeds()[:1], save_outputs=False, compare_compile=False)
-            (work / "job.json").write_text(json.dumps(job))
-            run_sandboxed(_harness_argv(work), work, _limits(config, config.run_timeout_s, backend),
-                          env={**_base_env(), **backend.child_env()}, zygote=_warm_worker(backend, config))
-            fresh = json.loads((work / "out" / "report.json").read_text())
-            if fresh.get("phase") == "done" and fresh.get("times_ms"):
-                timing = {"times_ms": fresh["times_ms"], "measured_at": time.time()}
-                _write_json_atomic(timing_path, timing)
-        except (OSError, ValueError):
-            pass
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    if timing.get("times_ms"):
-        report = {**report, "times_ms": timing["times_ms"]}
-    return report
-
-
-def _base_env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env.pop("EVK_PROGRESS_FD", None)
+def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """What a sandboxed worker gets: no credentials, no paths to the person's state."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "HOME": "/tmp",
+           "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1"}
+    for key in ("CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    env.update(extra or {})
     return env
 
 
-def source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:16]
+def _trusted_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for key in ("EVK_PROGRESS_FD", "EVK_CONTROL_FD"):
+        env.pop(key, None)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def isolation_mode(config: VerifyConfig) -> bool:
+    """True when candidates will run isolated; raises VerifierError when isolation is wanted but
+    unavailable (never a silent downgrade)."""
+    if not config.isolate:
+        return False
+    from verifier.isolation import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        raise VerifierError(reason)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# scratch and workers
+
+
+@functools.cache
+def _scratch() -> Path:
+    from verifier.isolation import clean_stale_runs, private_scratch
+
+    scratch = private_scratch()
+    (scratch / "runs").mkdir(exist_ok=True)
+    clean_stale_runs(scratch)
+    return scratch
+
+
+def _new_run_dir() -> Path:
+    run = _scratch() / "runs" / f"run-{uuid.uuid4().hex}"
+    run.mkdir(mode=0o700)
+    (run / ".owner").write_text(str(os.getpid()))
+    return run
+
+
+class _ReferenceWorkers:
+    """Warm trusted reference workers, one per task source and settings; restarted when one dies."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: dict[str, tuple[LiveJob, Path]] = {}
+        atexit.register(self.close)
+
+    def get(self, reference_source: str, be: Backend, config: VerifyConfig) -> tuple[LiveJob, Path]:
+        key = _digest("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
+        with self._lock:
+            held = self._workers.pop(key, None)
+            if held is not None and held[0].proc.poll() is None:
+                return held
+            if held is not None:
+                held[0].kill()
+            while len(self._workers) >= 2:
+                _, (job, _path) = self._workers.popitem()
+                job.finish(timeout=2)
+        home = _scratch() / "reference" / key
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        task = home / "task.py"
+        task.write_text(reference_source)
+        job = LiveJob([sys.executable, "-m", "verifier.reference_worker"], home,
+                      _limits(config, 24 * 3600, be), {**_trusted_env(), **be.child_env()})
+        return job, task
+
+    def give_back(self, reference_source: str, be: Backend, config: VerifyConfig, held: tuple[LiveJob, Path]) -> None:
+        key = _digest("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
+        with self._lock:
+            if held[0].proc.poll() is None and config.warm_worker:
+                self._workers[key] = held
+                return
+        held[0].finish(timeout=2)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = list(self._workers.values()), {}
+        for job, _ in workers:
+            job.finish(timeout=2)
+
+
+_REFERENCE = _ReferenceWorkers()
+
+
+class _Spares:
+    """One pre-started candidate sandbox that has imported torch and waits for a job: each is used
+    once, so every candidate still runs in a fresh process and a fresh set of namespaces."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spare: tuple[str, LiveJob, Path] | None = None
+        atexit.register(self.close)
+
+    def take(self, key: str) -> tuple[LiveJob, Path] | None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if spare[0] == key and spare[1].proc.poll() is None:
+            return spare[1], spare[2]
+        spare[1].kill()
+        return None
+
+    def refill(self, key: str, start: Callable[[], tuple[LiveJob, Path]]) -> None:
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                job, job_dir = start()
+                with self._lock:
+                    old, self._spare = self._spare, (key, job, job_dir)
+                if old is not None:
+                    old[1].kill()
+
+        threading.Thread(target=run, name="evokernel-spare-sandbox", daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[1].kill()
+            shutil.rmtree(spare[2].parent, ignore_errors=True)
+
+
+_SPARES = _Spares()
+
+
+def _sandbox_spec(job_dir: Path, config: VerifyConfig, be: Backend):
+    from verifier.isolation import SandboxSpec, default_hidden, gpu_device_nodes
+
+    root = config.root()
+    hidden = [*default_hidden(), root, _scratch(), *map(Path, config.hidden_paths)]
+    return SandboxSpec(writable=[job_dir], readonly=[root / "shared"], hidden=hidden,
+                       devices=gpu_device_nodes() if be.device == "cuda" else [])
+
+
+def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bool) -> tuple[LiveJob, Path]:
+    run = _new_run_dir()
+    job_dir = run / "job"
+    job_dir.mkdir(mode=0o700)
+    (config.root() / "shared").mkdir(parents=True, exist_ok=True)
+    spec = _sandbox_spec(job_dir, config, be) if isolated else None
+    argv = [sys.executable, "-m", "verifier.harness", str(job_dir), *(["--wait"] if wait else [])]
+    env = _clean_env(be.child_env()) if isolated else {**_trusted_env(), **be.child_env()}
+    wall = config.build_timeout_s + config.run_timeout_s + (3600 if wait else 0)
+    return LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec), job_dir
+
+
+def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
+    return _digest("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
+                   config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------
+# one verification
 
 
 def verify(
@@ -181,179 +253,511 @@ def verify(
     be.check_available()
     if be.interpreted:
         config = dataclasses.replace(config, time_kernels=False)
-    result = VerificationResult(backend=be.name, gates=[], source_hash=source_hash(candidate_source))
+    isolated = isolation_mode(config)
+    result = VerificationResult(backend=be.name, gates=[], source_hash=source_hash(candidate_source),
+                                isolated=isolated)
+    if not isolated:
+        result.notes.append("unisolated: candidates ran without OS isolation (--unsafe-no-isolation)")
 
     hack = AntiHackingGate()
     notify("anti_hacking", "running")
-    static = hack.static(candidate_source, be.name)
+    static = hack.static(candidate_source, be.name) if config.static_scan else GateResult(
+        "anti_hacking", PASS, 0.0, "", {"checks": "static scan off"})
     if static.status == FAIL:
-        notify("anti_hacking", FAIL)
         return _finish(result, [static], notify, started)
-    notify("anti_hacking", PASS)
-
-    ref_report, ref_dir = reference_run(reference_source, be, config)
-    result.reference_ms = _median(ref_report.get("times_ms"))
-    result.compiled_ms = _median(ref_report.get("compiled_times_ms"))
-    result.device = ref_report.get("device_name", "")
 
     root = config.root()
-    verdict_path = root / "verdicts" / f"{_verdict_key(reference_source, candidate_source, be, config)}.json"
-    if config.use_cache and verdict_path.exists():
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            cached = VerificationResult.from_dict(json.loads(verdict_path.read_text()))
-            cached.notes = [*cached.notes, "cached verdict: unchanged source, same task and settings"]
+    key = _verdict_key(reference_source, candidate_source, be, config)
+    if config.use_cache:
+        cached = _cached_verdict(root, key, isolated)
+        if cached is not None:
             cached.seconds = time.monotonic() - started
             return _finish(cached, cached.gates, notify, started)
-    work = _scratch_root(root) / uuid.uuid4().hex
-    work.mkdir(parents=True)
+
+    run = _Run(reference_source, candidate_source, be, config, isolated, notify)
     try:
-        cand_path = work / "candidate.py"
-        cand_path.write_text(candidate_source)
-        ref_path = work / "reference.py"
-        ref_path.write_text(reference_source)
-        (work / "job.json").write_text(json.dumps(_job("candidate", ref_path, cand_path, be, config, root)))
-        current: list[str] = []
-
-        def on_mark(mark: dict) -> None:
-            gate = _PHASE_TO_GATE.get(mark.get("phase", ""))
-            if gate and gate not in current:
-                if current:
-                    notify(current[-1], PASS)
-                current.append(gate)
-                notify(gate, "running")
-
-        outcome = run_sandboxed(_harness_argv(work), work,
-                                _limits(config, config.build_timeout_s + config.run_timeout_s, be),
-                                env={**_base_env(), **be.child_env()}, on_mark=on_mark,
-                                zygote=_warm_worker(be, config))
-        try:
-            cand_report = json.loads((work / "out" / "report.json").read_text())
-            if not isinstance(cand_report, dict):
-                cand_report = {}
-        except (OSError, ValueError):
-            cand_report = {}
-        ev = Evidence(candidate_source, be.name, config, ref_report, ref_dir, cand_report, work / "out", outcome,
-                      outcome.marks, be.counts_kernel_calls)
-        from verifier.harness import IGNORED_OPS
-
-        gates = [static]
-        compile_gate = CompileGate().evaluate(ev)
-        gates.append(compile_gate)
-        if compile_gate.passed:
-            correct = _safe(CorrectnessGate(), ev)
-            dyn = hack.dynamic(ev, IGNORED_OPS) if correct.passed or "trials" in cand_report else None
-            if dyn is not None and dyn.status == FAIL:
-                dyn.seconds += static.seconds
-                gates[0] = dyn
-                gates.append(correct if correct.status == FAIL else GateResult("correctness", SKIP, 0.0, "anti-hacking failed"))
-            else:
-                if dyn is not None:
-                    static.detail.update(dyn.detail)
-                gates.append(correct)
-                if correct.passed:
-                    gates.append(LatencyGate().evaluate(ev))
-                    gates.append(ProfileGate().evaluate(ev))
-                    if config.ncu:
-                        _attach_ncu(gates[-1], result, be, config, work)
-        _phase_seconds(gates, outcome.marks, outcome.seconds)
-        lat = next((g for g in gates if g.name == "latency" and g.passed), None)
-        if lat is not None:
-            result.latency_ms = lat.detail.get("median_ms")
-        prof = next((g for g in gates if g.name == "profile" and g.passed), None)
-        if prof is not None:
-            result.profile = prof.detail.get("top_ops", [])
-        if be.interpreted:
-            result.notes.append("interpreted: no latency")
-        result = _finish(result, gates, notify, started)
-        if outcome.exit_code == 0 and not outcome.timed_out:
-            _write_json_atomic(verdict_path, result.to_dict())
-        return result
+        gates = run.execute(static, hack)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        run.close()
+    result.device = run.reference.get("device_name", "")
+    result.compiled_ms = _median(run.reference.get("compiled_times_ms"))
+    lat = next((g for g in gates if g.name == "latency" and g.passed), None)
+    if lat is not None:
+        result.latency_ms = lat.detail.get("median_ms")
+        result.reference_ms = lat.detail.get("reference_ms")
+        result.timing = {k: lat.detail.get(k) for k in ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round",
+                                                         "threads", "halfwidth", "gbps", "reference_gbps")}
+        if lat.detail.get("noisy"):
+            result.notes.append("noisy: the speedup's 95% interval stayed wider than "
+                                f"±{config.noise_halfwidth:.0%}; no speed claim")
+    result.measured_at = time.time()
+    prof = next((g for g in gates if g.name == "profile" and g.passed), None)
+    if prof is not None:
+        result.profile = prof.detail.get("top_ops", [])
+    if be.interpreted:
+        result.notes.append("interpreted: no latency")
+    result = _finish(result, gates, notify, started)
+    if run.clean_exit and isolated:
+        from verifier.trusted import store_verdict
+
+        with contextlib.suppress(OSError):
+            store_verdict(root, key, result.to_dict())
+    return result
 
 
-def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, config: VerifyConfig, work: Path) -> None:
-    """Per-kernel ncu rows into the profile gate's detail (`ncu`), or a note saying why there are none."""
-    from verifier.ncu import ncu_argv, ncu_path, parse_ncu_csv
+def _cached_verdict(root: Path, key: str, isolated: bool) -> VerificationResult | None:
+    from verifier.trusted import load_verdict
 
-    ncu = ncu_path()
-    if be.device != "cuda":
-        result.notes.append("ncu summary skipped: it needs a GPU backend on a GPU")
-        return
-    if ncu is None:
-        result.notes.append("ncu summary skipped: ncu (Nsight Compute) is not on PATH")
-        return
-    job_dir = work / "ncu"
-    job_dir.mkdir()
-    job = json.loads((work / "job.json").read_text())
-    (job_dir / "job.json").write_text(json.dumps({**job, "profile_once": True}))
-    log = job_dir / "ncu.csv"
-    outcome = run_sandboxed(ncu_argv(ncu, log, _harness_argv(job_dir)), job_dir,
-                            _limits(config, config.run_timeout_s, be), env={**_base_env(), **be.child_env()})
-    text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir / "stderr.txt") if f.exists())
-    rows = [k.to_dict() for k in parse_ncu_csv(text)]
-    profile.detail["ncu_seconds"] = outcome.seconds
-    if rows:
-        profile.detail["ncu"] = rows
-        return
-    error = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
-    result.notes.append(f"ncu summary skipped: the profiling run {outcome.describe()} and reported no kernels"
-                        + (f" ({error[:200]})" if error else ""))
+    found = load_verdict(root, key)
+    if found is None:
+        return None
+    data, stored_at = found
+    try:
+        cached = VerificationResult.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if cached.isolated != isolated:
+        return None
+    cached.cached = True
+    cached.measured_at = cached.measured_at or stored_at
+    cached.notes = [*cached.notes, f"cached verdict: {cached.timing_label()}"]
+    return cached
 
 
-def _phase_seconds(gates: list[GateResult], marks: list, total: float) -> None:
-    """Each gate's time is the wall time of its phase in the child, as the parent saw the marks arrive."""
-    if not marks:
-        return
-    end = marks[0][0] + total
-    spans: dict[str, float] = {}
-    gate = None
-    for i, (t, mark) in enumerate(marks):
-        gate = _PHASE_TO_GATE.get(mark.get("phase") or "", gate)
-        nxt = marks[i + 1][0] if i + 1 < len(marks) else end
-        if gate:
-            spans[gate] = spans.get(gate, 0.0) + max(0.0, nxt - t)
-    for g in gates:
-        if g.name in spans and g.status != SKIP:
-            g.seconds = spans[g.name]
+class _Run:
+    """The state of one verification: the run directory, both workers and what they reported."""
+
+    def __init__(self, reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig,
+                 isolated: bool, notify: GateCallback):
+        self.reference_source, self.candidate_source = reference_source, candidate_source
+        self.be, self.config, self.isolated, self.notify = be, config, isolated, notify
+        self.rng = random.Random(secrets.randbits(64))
+        self.reference: dict = {}
+        self.candidate: dict = {"trials": [], "kernel_calls": []}
+        self.clean_exit = False
+        self.job: LiveJob | None = None
+        self.job_dir: Path | None = None
+        self.ref_held: tuple[LiveJob, Path] | None = None
+        self.trusted_dir: Path | None = None
+        self.audit_findings: list = []
+        self.timing_violation: str | None = None
+
+    def seed(self) -> int:
+        return self.rng.randrange(1, 2**31 - 1)
+
+    # phases -----------------------------------------------------------------------------------------
+    def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
+        self.start_candidate()
+        self.prepare_reference()
+        self.notify("compile", "running")
+        ready = self.build_candidate()
+        gates = [static]
+        if ready is None:
+            if self.candidate.get("phase") != "error":
+                self.candidate["phase"] = "build"
+            compile_gate = CompileGate().evaluate(self.evidence())
+            gates.append(compile_gate)
+            if compile_gate.passed:
+                gates.append(CorrectnessGate().failure(self.evidence(), time.monotonic()))
+            return gates
+        self.notify("compile", PASS)
+        self.audit()
+        self.notify("correctness", "running")
+        correct = self.correctness()
+        compile_gate = CompileGate().evaluate(self.evidence())
+        gates.append(compile_gate)
+        profiled = correct.passed and self.profile()
+        if correct.passed and self.config.time_kernels:
+            self.notify("latency", "running")
+        latency = self.latency() if correct.passed and self.config.time_kernels and profiled else None
+        self.audit()
+        self.finish_candidate()
+        ev = self.evidence()
+        dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
+        findings = [*self.audit_findings, *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
+        if dyn is not None and findings:
+            dyn = _with_findings(hack, dyn, findings)
+        if dyn is not None and dyn.status == FAIL:
+            dyn.seconds += static.seconds
+            gates[0] = dyn
+            gates.append(correct if correct.status == FAIL else GateResult("correctness", SKIP, 0.0, "anti-hacking failed"))
+            return gates
+        if dyn is not None:
+            static.detail.update(dyn.detail)
+        gates.append(correct)
+        if correct.passed:
+            if latency is not None:
+                gates.append(latency)
+            elif self.config.time_kernels:
+                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing")))
+            gates.append(ProfileGate().evaluate(ev))
+            if self.config.ncu:
+                gates[-1].detail["ncu_note"] = "ncu summaries are not available under isolation yet"
+        return gates
+
+    def start_candidate(self) -> None:
+        key = _spare_key(self.config, self.be, self.isolated)
+        warm = self.config.warm_worker and os.environ.get("EVOKERNEL_WARM_WORKER") != "0"
+        spare = _SPARES.take(key) if warm else None
+        if spare is not None:
+            self.job, self.job_dir = spare
+            self.spare = True
+        else:
+            self.job, self.job_dir = _start_candidate(self.config, self.be, self.isolated, wait=True)
+        self.job.on_mark = self._on_mark
+        if warm:
+            _SPARES.refill(key, lambda: _start_candidate(self.config, self.be, self.isolated, wait=True))
+        self.trusted_dir = self.job_dir.parent / "trusted"
+        self.trusted_dir.mkdir(mode=0o700)
+
+    def prepare_reference(self) -> None:
+        self.ref_held = _REFERENCE.get(self.reference_source, self.be, self.config)
+        ref, task = self.ref_held
+        assert self.job_dir is not None and self.trusted_dir is not None
+        for sub in ("init", "weights"):
+            (self.job_dir / sub).mkdir()
+        dists = [d for d in self.config.input_distributions if d] or ["task"]
+        trials = []
+        for i in range(max(1, self.config.trials)):
+            d = self.trusted_dir / f"trial{i}"
+            d.mkdir()
+            trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})
+        (self.trusted_dir / "profile").mkdir()
+        self.init_seed = self.seed()
+        cmd = {"cmd": "prepare", "task_path": str(task), "init_seed": self.init_seed, "trials": trials,
+               "init_dir": str(self.job_dir / "init"), "weights_dir": str(self.job_dir / "weights"),
+               "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.seed(),
+               "device": self.be.device, "threads": _threads(self.config),
+               "compare_compile": self.config.compare_compile}
+        if not ref.send(cmd):
+            raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
+        mark = ref.expect({"prepared", "error"}, self.config.run_timeout_s * 3)
+        if mark is None or mark.get("phase") != "prepared":
+            self._drop_reference()
+            if mark is None:
+                raise VerifierError("the reference task did not finish (too slow or out of memory?); check it with "
+                                    "`evokernel tasks`, or raise --timeout / --memory-gb")
+            raise VerifierError(f"the reference task failed: {mark.get('error_type')}: {str(mark.get('error', ''))[:200]}")
+        self.reference = mark
+        for i, t in enumerate(self.reference["trials"]):
+            t["dir"] = f"trial{i}"
+
+    def _drop_reference(self) -> None:
+        if self.ref_held is not None:
+            self.ref_held[0].kill()
+            self.ref_held = None
+
+    def write_job(self) -> None:
+        assert self.job_dir is not None
+        cand = self.job_dir / "candidate.py"
+        cand.write_text(self.candidate_source)
+        (self.job_dir / "build").mkdir()
+        job = {"candidate_path": str(cand), "backend": self.be.name, "device": self.be.device,
+               "installer": self.be.installer, "build_root": str(self.job_dir / "build"),
+               "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
+               "threads": _threads(self.config), "init_seed": self.init_seed,
+               "gpu_memory_fraction": self.config.gpu_memory_fraction, **self.be.job_fields()}
+        (self.job_dir / "job.json").write_text(json.dumps(job))
+
+    def build_candidate(self) -> dict | None:
+        assert self.job is not None
+        self.write_job()
+        if not self.job.send({"cmd": "go"}):
+            return None
+        mark = self.job.expect({"ready", "report"}, self.config.build_timeout_s, on_other=self._serve_request)
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return None
+        self.candidate.update({k: mark.get(k) for k in ("builds", "import_seconds", "patched", "weights", "threads")})
+        self.candidate["phase"] = "ready"
+        self.harness_pid = self.job.job_pid()
+        return mark
+
+    def _serve_request(self, mark: dict) -> None:
+        """A sandboxed build asks for a shared artefact: the trusted side builds it after checking it."""
+        if mark.get("phase") != "need" or self.job is None:
+            return
+        spec = mark.get("spec") if isinstance(mark.get("spec"), dict) else {}
+        kind = str(mark.get("kind"))
+        shared = self.config.root() / "shared"
+        try:
+            subprocess.run([sys.executable, "-m", "verifier.build", "--shared", str(shared), kind, json.dumps(spec)],
+                           env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=self.config.build_timeout_s, start_new_session=True)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        self.job.send({"cmd": "built"})
+
+    def _on_mark(self, mark: dict) -> None:
+        if mark.get("phase") == "source":
+            self.candidate.setdefault("sources", []).append(mark)
+
+    def _take_report(self, mark: dict | None) -> None:
+        if mark is not None and isinstance(mark.get("report"), dict):
+            report = mark["report"]
+            keep = {k: report[k] for k in ("phase", "failed_phase", "error_type", "error", "traceback", "build_error",
+                                           "builds", "threads_after_forward", "patched_after_forward")
+                    if k in report}
+            self.candidate.update(keep)
+
+    def _job_subdir(self, prefix: str) -> Path:
+        assert self.job_dir is not None
+        d = self.job_dir / f"{prefix}-{secrets.token_hex(8)}"
+        d.mkdir(mode=0o700)
+        return d
+
+    def _hand_over(self, src: Path, dst: Path, prefix: str) -> None:
+        """Copy one call's inputs (written by the trusted side) into a fresh directory of the job."""
+        shutil.copyfile(src / f"{prefix}.json", dst / f"{prefix}.json")
+        for f in src.glob(f"{prefix}*.npy"):
+            shutil.copyfile(f, dst / f.name)
+
+    def correctness(self) -> GateResult:
+        assert self.job is not None and self.trusted_dir is not None
+        deadline = time.monotonic() + self.config.run_timeout_s
+        start = time.monotonic()
+        ref_trials = self.reference["trials"]
+        atol, rtol = self.config.atol, self.config.rtol
+        worst_abs = worst_rel = 0.0
+        for i, rt in enumerate(ref_trials):
+            d = self._job_subdir(f"t{i}")
+            self._hand_over(self.trusted_dir / rt["dir"], d, "in")
+            self.job.send({"cmd": "trial", "dir": d.name, "index": i})
+            mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+            if mark is None or mark.get("phase") == "report":
+                self._take_report(mark)
+                self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
+                return CorrectnessGate().failure(self.evidence(), start)
+            self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
+            self.candidate["trials"].append({"seed": rt["seed"]})
+            verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
+                                    atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)")
+            if verdict.get("fail"):
+                return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
+                                  {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i})
+            worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+        return GateResult("correctness", PASS, time.monotonic() - start, "",
+                          {"trials": len(ref_trials), "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
+                           "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config)})
+
+    def profile(self) -> bool:
+        assert self.job is not None and self.trusted_dir is not None
+        d = self._job_subdir("p")
+        self._hand_over(self.trusted_dir / "profile", d, "in")
+        self.notify("profile", "running")
+        self.job.send({"cmd": "profile", "dir": d.name})
+        mark = self.job.expect({"profile_done", "report"}, self.config.run_timeout_s)
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return False
+        for k in ("profile", "ops_run", "work_split", "profile_device_ms"):
+            if k in mark:
+                self.candidate[k] = mark[k]
+        return True
+
+    def latency(self) -> GateResult | None:
+        """Paired rounds: the reference (trusted) then the candidate (sandboxed) on the same fresh input
+        sets, one call per set; sampled outputs of timed calls are checked against the reference's."""
+        from verifier.timing_stats import paired_speedup
+
+        assert self.job is not None and self.ref_held is not None and self.trusted_dir is not None
+        ref = self.ref_held[0]
+        start = time.monotonic()
+        budget_end = start + self.config.timing_budget_s
+        per_set = max(1, int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0)))
+        memory_cap = max(1, int(self.config.timing_memory_mb * 1024**2 // (3 * per_set)))
+        count, ref_means, cand_means, checked = 1, [], [], 0
+        r = 0
+        while True:
+            rdir = self.trusted_dir / f"round{r}"
+            rdir.mkdir()
+            if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [self.seed() for _ in range(count)]}):
+                return None
+            mark = ref.expect({"round_done", "error"}, self.config.run_timeout_s)
+            if mark is None or mark.get("phase") != "round_done":
+                return GateResult("latency", FAIL, time.monotonic() - start, "the reference failed while timing")
+            ref_times = [float(t) for t in mark["times_ms"]]
+            d = self._job_subdir(f"r{r}")
+            for k in range(count):
+                self._hand_over(rdir, d, f"s{k}_in")
+            wall0 = time.monotonic()
+            self.job.send({"cmd": "round", "dir": d.name, "count": count})
+            cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
+            wall_ms = (time.monotonic() - wall0) * 1000.0
+            if cmark is None or cmark.get("phase") == "report":
+                self._take_report(cmark)
+                return None
+            cand_times = [float(t) for t in cmark.get("times_ms") or []]
+            if len(cand_times) != count or any(t < 0 for t in cand_times):
+                self.timing_violation = f"round {r} reported {len(cand_times)} timings for {count} calls"
+                return None
+            if wall_ms > 50 and sum(cand_times) > wall_ms * 1.05:
+                self.timing_violation = f"round {r} reported {sum(cand_times):.1f} ms in {wall_ms:.1f} ms of wall time"
+                return None
+            if wall_ms > 50 and sum(cand_times) < 0.02 * wall_ms:
+                self.timing_violation = (f"round {r} reported {sum(cand_times):.2f} ms but took {wall_ms:.1f} ms of wall "
+                                         "time (clock tampering?)")
+                return None
+            sample = sorted(self.rng.sample(range(count), min(count, 2 if r else 1)))
+            self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
+            smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
+            if smark is None or smark.get("phase") == "report":
+                self._take_report(smark)
+                return None
+            for k in sample:
+                metas = (smark.get("outputs") or {}).get(str(k))
+                want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(mark["outputs"][k])]
+                verdict = compare_files(d, rdir, metas, want, self.config.atol, self.config.rtol, self.config,
+                                        label=f"timed call {k + 1} of round {r + 1}")
+                checked += 1
+                if verdict.get("fail"):
+                    self.timing_violation = (f"{verdict['fail']} — outputs must be computed afresh on every call "
+                                             "(cached or stale results?)")
+                    return None
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(rdir, ignore_errors=True)
+            if r == 0:
+                per_call = max(1e-4, min(ref_times[0], cand_times[0]))
+                count = int(max(1, min(64, memory_cap, self.config.round_target_ms / per_call)))
+                r += 1
+                continue
+            ref_means.append(sum(ref_times) / len(ref_times))
+            cand_means.append(sum(cand_times) / len(cand_times))
+            r += 1
+            if len(ref_means) >= self.config.min_rounds:
+                est = paired_speedup(ref_means, cand_means, rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth)
+                if not est.noisy or time.monotonic() >= budget_end or len(ref_means) >= self.config.max_rounds:
+                    break
+        detail = est.to_dict()
+        detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(cand_means) * count,
+                      calls_per_round=count, rounds=len(cand_means), threads=_threads(self.config),
+                      sampled_checks=checked, times_ms=cand_means[:200], reference_times_ms=ref_means[:200])
+        moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
+        if moved and est.cand_ms > 0:
+            detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
+            detail["reference_gbps"] = moved / (est.ref_ms / 1000.0) / 1e9
+        comp = self.reference.get("compiled_times_ms")
+        if comp:
+            comp_med = _median(comp)
+            detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
+        reason = "noisy: the interval stayed wide" if est.noisy else ""
+        return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
+
+    def audit(self) -> None:
+        """Every shared object the candidate's process mapped from a place it could write, audited for
+        what it imports (BLAS, ATen operators, dlopen, process creation, file and socket I/O)."""
+        pid = getattr(self, "harness_pid", None)
+        if pid is None:
+            return
+        from verifier.binary_audit import AuditError, audit
+
+        for path in _writable_mappings(pid, self.job_dir):
+            host = Path(f"/proc/{pid}/root") / path.lstrip("/")
+            try:
+                found = audit(host)
+            except (AuditError, OSError):
+                continue
+            for f in found:
+                entry = ("binary-import", f"{Path(path).name} imports {f.symbol} ({f.family}): {f.reason}")
+                if entry not in self.audit_findings:
+                    self.audit_findings.append(entry)
+
+    def finish_candidate(self) -> None:
+        if self.job is None:
+            return
+        self.job.send({"cmd": "finish"})
+        mark = self.job.expect({"report"}, 10.0)
+        self._take_report(mark)
+        outcome = self.job.finish(timeout=5)
+        self.outcome = outcome
+        self.clean_exit = mark is not None and outcome.exit_code == 0 and not outcome.timed_out
+
+    def evidence(self) -> Evidence:
+        outcome = getattr(self, "outcome", None)
+        marks = self.job.marks if self.job is not None else []
+        if outcome is None and self.job is not None and self.job.proc.poll() is not None:
+            self.outcome = outcome = self.job.finish(timeout=1)
+        return Evidence(self.candidate_source, self.be.name, self.config, self.reference, self.trusted_dir,
+                        self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
+
+    def close(self) -> None:
+        if self.job is not None and self.job.proc.poll() is None:
+            self.job.kill()
+        if self.job is not None and getattr(self, "outcome", None) is None:
+            with contextlib.suppress(Exception):
+                self.outcome = self.job.finish(timeout=1)
+        if self.ref_held is not None:
+            _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
+        if self.job_dir is not None:
+            shutil.rmtree(self.job_dir.parent, ignore_errors=True)
+
+
+def _writable_mappings(pid: int, job_dir: Path | None) -> list[str]:
+    """Paths of files mapped executable by `pid` from places a candidate can write (inside its view)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    writable = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", *( [str(job_dir) + "/"] if job_dir else []))
+    out = []
+    for line in maps.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        path = parts[5].replace(" (deleted)", "")
+        if path.startswith(writable) and path not in out:
+            out.append(path)
+    return out
+
+
+def _with_findings(hack: AntiHackingGate, dyn: GateResult, findings: list[tuple[str, str]]) -> GateResult:
+    from verifier.antihack import Violation
+
+    violations = [Violation(rule, 0, msg) for rule, msg in findings]
+    if dyn.status == FAIL:
+        dyn.detail.setdefault("violations", []).extend(v.to_dict() for v in violations)
+        return dyn
+    return hack._fail(time.monotonic(), violations)
+
+
+def _no_result(run: _Run, when: str) -> str:
+    from verifier.gates import _no_report_reason
+
+    return _no_report_reason(run.evidence(), when)
+
+
+@functools.cache
+def _ignored_ops() -> frozenset[str]:
+    from verifier.harness import IGNORED_OPS
+
+    return frozenset(IGNORED_OPS)
 
 
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
-                if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s"}}
-    return _digest("verdict-v1", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
-
-
-def _scratch_root(root: Path) -> Path:
-    """Run directories hold every trial's tensors: put them on tmpfs when there is one."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm / "evokernel-runs"
-    return root / "runs"
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+                if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
+    return _digest("verdict-v2", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
-    """Start the warm worker and build the common precompiled headers before the first verdict (blocking)."""
-    import subprocess
-
+    """Start a spare sandbox and build (trusted) the common precompiled headers and bindings (blocking)."""
     config = config or VerifyConfig()
     be = get_backend(backend)
     if be.availability():
         return
-    zygote = _warm_worker(be, config)
-    if zygote is not None:
-        zygote.ensure_started()
+    try:
+        isolated = isolation_mode(config)
+    except VerifierError:
+        return
+    if config.warm_worker and os.environ.get("EVOKERNEL_WARM_WORKER") != "0":
+        key = _spare_key(config, be, isolated)
+        _SPARES.refill(key, lambda: _start_candidate(config, be, isolated, wait=True))
     if be.name == "cpu":
-        proc = subprocess.Popen([sys.executable, "-m", "verifier.build", str(config.root())], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={**_base_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+        proc = subprocess.Popen([sys.executable, "-m", "verifier.build", str(config.root() / "shared")],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True,
+                                env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
         atexit.register(_stop, proc)
         try:
             proc.wait(timeout=900)
@@ -369,30 +773,6 @@ def _stop(proc) -> None:
         proc.wait()
 
 
-def _warm_worker(be: Backend, config: VerifyConfig):
-    """The process-wide warm worker for backends that need no per-job environment (the CPU one)."""
-    if not config.warm_worker or be.device != "cpu" or be.child_env() or os.environ.get("EVOKERNEL_WARM_WORKER") == "0":
-        return None
-    return _shared_zygote()
-
-
-@functools.cache
-def _shared_zygote():
-    from verifier.zygote import Zygote
-
-    zygote = Zygote(env=_base_env())
-    atexit.register(zygote.close)
-    return zygote
-
-
-def _safe(gate, ev: Evidence) -> GateResult:
-    """A malformed report (a hostile child can write anything) fails the gate instead of raising."""
-    try:
-        return gate.evaluate(ev)
-    except (KeyError, TypeError, ValueError, OSError, IndexError) as exc:
-        return GateResult(gate.name, FAIL, 0.0, f"the candidate's results were malformed ({type(exc).__name__}: {exc})")
-
-
 def _median(times: list[float] | None) -> float | None:
     if not times:
         return None
@@ -402,7 +782,8 @@ def _median(times: list[float] | None) -> float | None:
 
 
 def _finish(result: VerificationResult, gates: list[GateResult], notify: GateCallback, started: float) -> VerificationResult:
-    """Fill in skipped gates after the first failure, in gate order."""
+    """Fill in skipped gates after the first failure, in gate order; gates light up only now, once the
+    trusted side has decided."""
     by_name = {g.name: g for g in gates}
     failed = False
     ordered = []

@@ -280,8 +280,14 @@ def _locked(path: Path):
 class InlineBuilder:
     """Builds `load_inline` extensions under `root`, keyed by content hash."""
 
-    def __init__(self, root: str | Path, timeout_s: float = 180.0):
+    def __init__(self, root: str | Path, timeout_s: float = 180.0, shared: str | Path | None = None,
+                 request=None):
+        """`root` is where this builder writes; `shared`, when given, holds precompiled headers and
+        bindings that only the trusted side builds (read-only inside a sandbox). A missing one is asked
+        for through `request(kind, spec)` and built locally if it still does not appear."""
         self.root = Path(root)
+        self.shared = Path(shared) if shared else None
+        self.request = request
         self.timeout_s = timeout_s
         self.records: list[BuildRecord] = []
         self._includes, self._libdirs = _torch_paths()
@@ -306,6 +312,10 @@ class InlineBuilder:
     def _pch(self, kind: str, header: str, cflags: list[str], deadline: float) -> Path:
         """A directory holding `<kind>.h` and its .gch for exactly these flags (built once, shared)."""
         key = _digest(kind, header, cflags, self._env_key)
+        shared = self._from_shared(Path("pch") / f"{kind}-{key}", f"{kind}.h.gch", "pch",
+                                   {"kind": kind, "cflags": cflags})
+        if shared is not None:
+            return shared
         d = self.root / "pch" / f"{kind}-{key}"
         gch = d / f"{kind}.h.gch"
         if gch.exists():
@@ -328,6 +338,20 @@ class InlineBuilder:
                 raise BuildError("the precompiled header failed to build", parse_diagnostics(log), log)
             os.replace(tmp, gch)
         return d
+
+    def _from_shared(self, rel: Path, artefact: str, kind: str, spec: dict) -> Path | None:
+        """The trusted copy of an artefact, asking the trusted side to build it when it is missing."""
+        if self.shared is None:
+            return None
+        d = self.shared / rel
+        if (d / artefact).exists():
+            return d
+        if self.request is not None:
+            with contextlib.suppress(Exception):
+                self.request(kind, spec)
+            if (d / artefact).exists():
+                return d
+        return None
 
     # public ------------------------------------------------------------------------------------
     def load_inline(
@@ -411,6 +435,11 @@ class InlineBuilder:
         bflags = ["-O1"]
         key = _digest("bind-v2", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
         module = f"evk_bind_{key[:16]}"
+        shared = self._from_shared(Path("bind") / key, "bind.o", "bind",
+                                   {"signatures": [[sig.ret, list(sig.params)] for sig in sigs]})
+        if shared is not None:
+            yield shared / "bind.o", module
+            return
         d = self.root / "bind" / key
         obj = d / "bind.o"
         if obj.exists():
@@ -497,15 +526,70 @@ def _import_so(name: str, so_path: Path):
 
 
 COMMON_CFLAGS = (["-O3", "-fopenmp"], ["-O3"])
+COMMON_SIGNATURES = ((("torch::Tensor", ("torch::Tensor",)),), (("torch::Tensor", ("torch::Tensor", "torch::Tensor")),))
+
+_SAFE_FLAG = re.compile(
+    r"-O[0-3sg]?|-Ofast|-fopenmp|-march=native|-mtune=native|-ffast-math|-funroll(-all)?-loops|-fno-[a-z0-9-]+"
+    r"|-f(tree-vectorize|strict-aliasing|omit-frame-pointer|PIC)|-m(avx|avx2|avx512[a-z]*|fma|f16c|sse[0-9.]*|bmi2?)"
+    r"|-std=(c|gnu)\+\+(14|17|20|23)|-D[A-Za-z_]\w*(=[\w.]+)?|-U[A-Za-z_]\w*|-Wno-[a-z0-9-]+|-w|-g0|-DNDEBUG")
+_TYPE_WORDS = {"const", "torch", "at", "c10", "std", "Tensor", "Scalar", "ScalarType", "vector", "tuple", "optional",
+               "int", "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "uint32_t", "uint64_t", "size_t", "long",
+               "unsigned", "signed", "short", "double", "float", "bool", "void", "IntArrayRef", "string"}
 
 
-def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS) -> None:
-    """Build the light shim's precompiled header for the flag sets most kernels use."""
+def safe_cflags(cflags: list) -> bool:
+    """Flags the trusted side may compile a shared header with: optimisation and ISA flags, macros
+    without paths; never includes, plugins, specs or output redirection."""
+    return isinstance(cflags, list) and all(isinstance(f, str) and _SAFE_FLAG.fullmatch(f) for f in cflags)
+
+
+def safe_type(text: str) -> bool:
+    """A C++ parameter or return type made only of known type words and punctuation."""
+    if not isinstance(text, str) or not re.fullmatch(r"[\w:<>,&\*\s]{1,200}", text):
+        return False
+    return all(word in _TYPE_WORDS for word in re.findall(r"[A-Za-z_]\w*", text))
+
+
+def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
+    """Trusted side: build one requested artefact into `root` (the shared tree), after checking that
+    everything taken from the request is harmless. False when the request is refused."""
+    builder = InlineBuilder(root)
+    deadline = time.monotonic() + builder.timeout_s
+    if kind == "pch" and spec.get("kind") in ("evk_shim", "evk_full") and safe_cflags(spec.get("cflags")):
+        header = SHIM_HEADER if spec["kind"] == "evk_shim" else FULL_PCH_HEADER
+        builder._pch(spec["kind"], header, list(spec["cflags"]), deadline)
+        return True
+    if kind == "bind":
+        raw = spec.get("signatures")
+        if not isinstance(raw, list) or not raw or len(raw) > 32:
+            return False
+        sigs = []
+        for item in raw:
+            if not (isinstance(item, list) and len(item) == 2 and safe_type(item[0]) and isinstance(item[1], list)
+                    and len(item[1]) <= 32 and all(safe_type(p) for p in item[1])):
+                return False
+            sigs.append(Signature(item[0], tuple(item[1])))
+        with builder._binding_object(sigs, deadline):
+            pass
+        return True
+    return False
+
+
+def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATURES) -> None:
+    """Build, as the trusted side, the light shim's precompiled header for the flag sets most kernels
+    use and the bindings of the commonest signatures."""
     builder = InlineBuilder(root)
     deadline = time.monotonic() + builder.timeout_s
     for flags in flag_sets:
         builder._pch("evk_shim", SHIM_HEADER, list(flags), deadline)
+    for sig_set in signatures:
+        with builder._binding_object([Signature(r, tuple(p)) for r, p in sig_set], deadline):
+            pass
 
 
 if __name__ == "__main__":
+    import json
+
+    if len(sys.argv) >= 4 and sys.argv[1] == "--shared":
+        sys.exit(0 if build_shared(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])) else 2)
     prewarm(sys.argv[1])

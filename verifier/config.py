@@ -40,6 +40,17 @@ class VerifyConfig:
     warm_worker: bool = True
     ncu: bool = False
     extra: dict = field(default_factory=dict)
+    isolate: bool = True
+    static_scan: bool = True  # off only to test the run-time defences on their own
+    hidden_paths: list[str] = field(default_factory=list)
+    timing_budget_s: float = 2.5
+    min_rounds: int = 6
+    max_rounds: int = 40
+    noise_halfwidth: float = 0.10
+    round_target_ms: float = 15.0
+    timing_memory_mb: float = 256.0
+    input_distributions: list[str] = field(default_factory=lambda: ["task"])
+    gpu_memory_fraction: float | None = 0.9
 
     def seeds(self) -> list[int]:
         """Distinct seeds, one per trial: fresh inputs each time."""

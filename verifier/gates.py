@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.antihack import RULES, Violation, scan
-from verifier.compare import compare_tensor, inputs_unchanged, median_and_spread
+from verifier.compare import compare_tensor, inputs_unchanged
 from verifier.result import FAIL, PASS, SKIP, GateResult
 
 OP_FAMILIES = {
@@ -107,9 +107,6 @@ class AntiHackingGate(Gate):
         outside = _torch_outside_kernel(cand.get("work_split"))
         if outside:
             found.append(Violation("torch-work-outside-kernel", 0, outside))
-        clock = _clock_check(cand, ev.marks)
-        if clock:
-            found.append(Violation("clock", 0, clock))
         if ev.candidate.get("gpu_probes") is not None:
             from verifier.gpu_timing import gpu_findings
 
@@ -149,18 +146,6 @@ def _torch_outside_kernel(split: dict | None) -> str | None:
     share = torch_ms / (kernel_ms + torch_ms)
     return (f"torch ops ({ops}) took {share:.0%} of forward's compute time outside the custom kernel; "
             "move that work into the kernel")
-
-
-def _clock_check(cand: dict, marks: list) -> str | None:
-    """The candidate's reported timing total must agree with the wall time the parent saw."""
-    ts = {m.get("phase"): t for t, m in marks if isinstance(m, dict)}
-    if "timing_start" not in ts or "timing_end" not in ts or "times_ms" not in cand:
-        return None
-    window_ms = (ts["timing_end"] - ts["timing_start"]) * 1000.0
-    reported = float(sum(cand["times_ms"]))
-    if window_ms > 50 and reported < 0.4 * window_ms:
-        return f"timed runs reported {reported:.1f} ms but took {window_ms:.1f} ms of wall time (clock tampering?)"
-    return None
 
 
 class CompileGate(Gate):
@@ -213,52 +198,59 @@ def _no_report_reason(ev: Evidence, when: str) -> str:
 
 
 class CorrectnessGate(Gate):
-    """Every trial's outputs against the reference's, compared here, outside the candidate's process."""
+    """Trial outputs against the reference's, compared in the parent (see `compare_files`); this class
+    words the failures where no outputs came back."""
 
     name = "correctness"
 
-    def evaluate(self, ev: Evidence) -> GateResult:
-        start = time.monotonic()
-        cand, ref = ev.candidate, ev.reference
-        atol, rtol = ev.config.atol, ev.config.rtol
-        if "trials" not in cand:
-            if cand.get("phase") == "error":
-                where = {"construct": "constructing ModelNew", "correctness": "running forward"}.get(
-                    cand.get("failed_phase"), cand.get("failed_phase", "running"))
-                return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
-                                    traceback=cand.get("traceback", ""))
-            return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)))
-        ref_trials, cand_trials = ref["trials"], cand["trials"]
-        if len(cand_trials) != len(ref_trials):
-            return self._result(FAIL, start, f"ran {len(cand_trials)} trials, expected {len(ref_trials)}")
+    def failure(self, ev: Evidence, start: float) -> GateResult:
+        cand = ev.candidate
+        if cand.get("phase") == "error":
+            where = {"construct": "constructing ModelNew", "correctness": "running forward"}.get(
+                cand.get("failed_phase"), cand.get("failed_phase", "running"))
+            return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
+                                traceback=cand.get("traceback", ""))
+        return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)))
+
+
+def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
+                  config, label: str) -> dict:
+    """One call's outputs (and its inputs after the call) against the reference's, from files.
+
+    Returns {"max_abs", "max_rel"} or {"fail": reason, ...}. Anything malformed in what the candidate
+    claims (a missing file, a link, a wrong count) is a failure, never an exception."""
+    try:
+        if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
+            n = len(cand_outputs) if isinstance(cand_outputs, list) else 0
+            return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
         worst_abs = worst_rel = 0.0
-        for i, (rt, ct) in enumerate(zip(ref_trials, cand_trials, strict=True)):
-            if len(ct["outputs"]) != len(rt["outputs"]):
-                return self._result(FAIL, start, f"trial {i}: forward returned {len(ct['outputs'])} outputs, expected {len(rt['outputs'])}",
-                                    trial=i)
-            for j, (ro, co) in enumerate(zip(rt["outputs"], ct["outputs"], strict=True)):
-                got = _load(ev.candidate_dir, co["file"], ev.config)
-                want = _load(ev.reference_dir, ro["file"], ev.config, ev.reference.get("identities") or {})
-                cmp = compare_tensor(got, want, co["dtype"], ro["dtype"], atol, rtol, f"output {j}")
-                worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
-                if not cmp.ok:
-                    return self._result(FAIL, start, f"trial {i} (seed {rt['seed']}): {cmp.reason}", trial=i,
-                                        mismatch=cmp.mismatch, max_abs=cmp.max_abs, max_rel=cmp.max_rel)
-                if co.get("aliases_input") and not ro.get("aliases_input"):
-                    return self._result(FAIL, start, f"trial {i}: output {j} aliases an input; return a new tensor", trial=i)
-            for j, (ri, ci) in enumerate(zip(rt["inputs"], ct["inputs"], strict=True)):
-                if not inputs_unchanged(_load(ev.candidate_dir, ci["file"], ev.config),
-                                        _load(ev.reference_dir, ri["file"], ev.config,
-                                              ev.reference.get("identities") or {})):
-                    return self._result(FAIL, start, f"trial {i}: input {j} was modified by forward; inputs must stay unchanged",
-                                        trial=i)
-        return self._result(PASS, start, "", trials=len(ref_trials), max_abs=worst_abs, max_rel=worst_rel,
-                            atol=atol, rtol=rtol)
+        for j, (ro, co) in enumerate(zip(ref_outputs, cand_outputs, strict=True)):
+            got = _load(cand_dir, str(co["file"]), config)
+            want = _load(ref_dir, ro["file"], config)
+            cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}")
+            worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
+            if not cmp.ok:
+                return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,
+                        "max_rel": cmp.max_rel}
+            if co.get("aliases_input") and not ro.get("aliases_input"):
+                return {"fail": f"{label}: output {j} aliases an input; return a new tensor"}
+        if (ref_dir / "after.json").exists():
+            import json
+
+            refs = json.loads((ref_dir / "after.json").read_text())
+            cands = json.loads((cand_dir / "after.json").read_text())
+            for j, (ri, ci) in enumerate(zip(refs, cands, strict=True)):
+                if "tensor" in ri and not inputs_unchanged(_load(cand_dir, str(ci["tensor"]["file"]), config),
+                                                           _load(ref_dir, ri["tensor"]["file"], config)):
+                    return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
+        return {"max_abs": worst_abs, "max_rel": worst_rel}
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {exc})"}
 
 
 def _load(directory: Path | None, name: str, config, expected: dict | None = None) -> np.ndarray:
-    """One .npy file, refusing links, paths out of `directory` and (for the reference) any file whose
-    identity changed since the reference run wrote it: a candidate must not swap the files compared."""
+    """One .npy file, refusing links and paths out of `directory`: a candidate must not point the
+    comparison at files of its choosing."""
     if directory is None or "/" in name or name.startswith("."):
         raise ValueError(f"bad output file name {name!r}")
     path = directory / name
@@ -275,33 +267,6 @@ def _load(directory: Path | None, name: str, config, expected: dict | None = Non
 def file_identity(st) -> list[int]:
     """Inode, size and modification time: any replace, rename or rewrite of the file changes one of them."""
     return [st.st_ino, st.st_size, st.st_mtime_ns]
-
-
-class LatencyGate(Gate):
-    """Median and spread of timed runs, against the eager reference (and torch.compile when measured)."""
-
-    name = "latency"
-
-    def evaluate(self, ev: Evidence) -> GateResult:
-        start = time.monotonic()
-        times = ev.candidate.get("times_ms")
-        if not ev.config.time_kernels:
-            return self._result(SKIP, start, "timing disabled")
-        if not times:
-            reason = _no_report_reason(ev, "while timing") if ev.candidate.get("phase") != "error" else (
-                f"timing raised {ev.candidate.get('error_type')}: {ev.candidate.get('error', '')[:200]}")
-            return self._result(FAIL, start, reason)
-        med, spread = median_and_spread(times)
-        detail = {"median_ms": med, "iqr_ms": spread, "runs": len(times), "times_ms": times[:200]}
-        ref_times = ev.reference.get("times_ms")
-        if ref_times:
-            ref_med, ref_spread = median_and_spread(ref_times)
-            detail.update(reference_ms=ref_med, reference_iqr_ms=ref_spread, speedup=ref_med / med if med > 0 else None)
-        comp = ev.reference.get("compiled_times_ms")
-        if comp:
-            comp_med, _ = median_and_spread(comp)
-            detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / med if med > 0 else None)
-        return self._result(PASS, start, "", **detail)
 
 
 class ProfileGate(Gate):

@@ -1,8 +1,11 @@
-"""The child side of a verification: runs inside the sandbox, never in the app's process.
+"""The candidate's side of a verification: runs inside the sandbox, never in the app's process.
 
-`python -m verifier.harness JOBDIR` reads `JOBDIR/job.json` and writes `JOBDIR/out/`: a JSON report and
-`.npy` files of outputs and inputs-after-call. It computes no verdict: the parent compares the files
-with the reference's, so nothing a candidate does to this interpreter can make it pass.
+`python -m verifier.harness JOBDIR [--wait]` imports torch, (with `--wait`: sits warm until the parent
+says go), reads `JOBDIR/job.json`, builds and imports the candidate, constructs `ModelNew` and then
+serves the parent's commands: a correctness trial, a profiled call, a timed round, saving sampled
+outputs, finish. Inputs arrive as files written by the trusted side only when a command needs them;
+the candidate's process never holds the task's `Model`, its seeds or the reference's outputs. The
+harness computes no verdict: the parent compares the files it writes.
 Clock and torch references are taken before the candidate is imported.
 """
 
@@ -30,25 +33,19 @@ IGNORED_OPS = {
     "aten::new_empty", "aten::new_empty_strided", "aten::set_", "aten::clone", "aten::copy_", "aten::flatten",
     "aten::unflatten", "aten::split", "aten::chunk", "aten::narrow", "aten::unbind", "aten::record_stream",
 }
+MAX_SOURCE_MARK = 256 * 1024
 
 
 class Progress:
-    """Phase marks for the parent (live gate lights and the wall-clock cross-check of timings)."""
+    """Phase marks for the parent (kept for the GPU clock and tools that only mark)."""
 
     def __init__(self, fd: int | None):
-        self._fd = fd
+        from verifier.channel import Channel
+
+        self._channel = Channel(fd, None)
 
     def mark(self, phase: str, **extra) -> None:
-        if self._fd is None:
-            return
-        line = json.dumps({"phase": phase, **extra}) + "\n"
-        try:
-            os.write(self._fd, line.encode())
-        except OSError:
-            self._fd = None
-
-
-MAX_SOURCE_MARK = 256 * 1024
+        self._channel.mark(phase, **extra)
 
 
 def report_built_source(sources: list[str]) -> None:
@@ -61,14 +58,14 @@ def report_built_source(sources: list[str]) -> None:
     Progress(int(fd)).mark("source", text=text[:MAX_SOURCE_MARK], truncated=len(text) > MAX_SOURCE_MARK)
 
 
-class ReferenceTripwire:
-    """Stands in for the reference `Model` in the candidate's process; instantiating it is recorded."""
+def request_artefact(kind: str, spec: dict) -> None:
+    """Ask the trusted side to build a shared artefact (a precompiled header, bindings) and wait for
+    its answer: the sandbox can read the shared tree but never write it."""
+    from verifier.channel import Channel
 
-    hits = 0
-
-    def __init__(self, *args, **kwargs):
-        type(self).hits += 1
-        raise RuntimeError("the reference Model is not available to candidates")
+    channel = Channel.from_env()
+    channel.mark("need", kind=kind, spec=spec)
+    channel.recv()
 
 
 class CountingModule:
@@ -85,10 +82,12 @@ class CountingModule:
 
             def counted(*args, **kwargs):
                 counter["calls"] += 1
-                from torch.profiler import record_function
+                if counter.get("profiling"):
+                    from torch.profiler import record_function
 
-                with record_function(f"kernel::{name}"):
-                    return attr(*args, **kwargs)
+                    with record_function(f"kernel::{name}"):
+                        return attr(*args, **kwargs)
+                return attr(*args, **kwargs)
 
             counted.__name__ = name
             return counted
@@ -103,47 +102,20 @@ def _snapshot(torch) -> dict[str, int]:
                  if not k.startswith("_")})
     snap.update({f"time.{k}": id(getattr(time, k)) for k in ("perf_counter", "perf_counter_ns", "time",
                                                               "monotonic", "monotonic_ns", "process_time")})
-    snap.update(_cuda_snapshot(torch))
     snap["torch.Tensor.__eq__"] = id(torch.Tensor.__eq__)
     snap["torch.Tensor.__sub__"] = id(torch.Tensor.__sub__)
-    return snap
+    snap["torch.Tensor.clone"] = id(torch.Tensor.clone)
+    snap["torch.Tensor.copy_"] = id(torch.Tensor.copy_)
+    snap["torch.Tensor.__torch_function__"] = id(vars(torch.Tensor).get("__torch_function__"))
+    import verifier.runner as runner
 
-
-def _cuda_snapshot(torch) -> dict[str, int]:
-    """The CUDA entry points that timing and synchronisation rely on (streams, events, sync)."""
-    if not torch.cuda.is_available():
-        return {}
-    snap = {f"torch.cuda.{k}": id(getattr(torch.cuda, k, None)) for k in (
-        "Event", "Stream", "synchronize", "current_stream", "default_stream", "set_stream", "stream")}
-    snap.update({f"torch.cuda.Event.{k}": id(getattr(torch.cuda.Event, k, None))
-                 for k in ("record", "elapsed_time", "synchronize", "query", "wait")})
-    snap.update({f"torch.cuda.Stream.{k}": id(getattr(torch.cuda.Stream, k, None))
-                 for k in ("synchronize", "query", "wait_stream", "wait_event", "record_event")})
+    snap.update({f"runner.{k}": id(v) for k, v in vars(runner).items() if not k.startswith("__")})
+    snap["harness._perf_ns"] = id(_perf_ns)
     return snap
 
 
 def _patched(before: dict[str, int], after: dict[str, int]) -> list[str]:
     return sorted(k for k, v in before.items() if after.get(k) != v)
-
-
-def _as_outputs(torch, out) -> list:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
-        return list(out)
-    raise TypeError(f"forward returned {type(out).__name__}; it must return a tensor or a tuple of tensors")
-
-
-def _save(torch, np, path: Path, t) -> dict:
-    """Write one tensor as .npy (never pickle) and describe it."""
-    t = t.detach()
-    meta = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "device": str(t.device)}
-    arr = t.to("cpu")
-    if arr.dtype in (torch.bfloat16, torch.float16):
-        arr = arr.float()
-    np.save(path, arr.contiguous().numpy(), allow_pickle=False)
-    meta["file"] = path.name
-    return meta
 
 
 def _exec_module(name: str, path: str, source: str) -> types.ModuleType:
@@ -155,7 +127,7 @@ def _exec_module(name: str, path: str, source: str) -> types.ModuleType:
     return module
 
 
-def _top_ops(prof, limit: int = 15) -> list[dict]:
+def top_ops(prof, limit: int = 15) -> list[dict]:
     rows = []
     for evt in prof.key_averages():
         self_us = getattr(evt, "self_device_time_total", 0) or 0
@@ -166,7 +138,7 @@ def _top_ops(prof, limit: int = 15) -> list[dict]:
     return rows[:limit]
 
 
-def _profiler(torch, device: str):
+def profiler(torch, device: str):
     """Kineto for GPU kernel times; on the CPU the legacy profiler, which skips kineto's ~1.5 s start-up."""
     if device == "cuda":
         from torch.profiler import ProfilerActivity, profile
@@ -175,7 +147,7 @@ def _profiler(torch, device: str):
     return torch.autograd.profiler.profile(use_kineto=False)
 
 
-def _device_ms(prof) -> float:
+def device_ms(prof) -> float:
     """GPU time of every kernel one forward launched, on any stream (what CUDA events may not see)."""
     total_us = 0.0
     for evt in prof.key_averages():
@@ -184,7 +156,7 @@ def _device_ms(prof) -> float:
     return total_us / 1000.0
 
 
-def _work_split(prof) -> dict:
+def work_split(prof) -> dict:
     """CPU self time inside the custom kernel versus torch compute ops around it (allocation and views
     excluded): torch arithmetic beside a do-nothing kernel shows up here."""
     kernel_us = torch_us = 0.0
@@ -200,188 +172,17 @@ def _work_split(prof) -> dict:
     return {"kernel_ms": kernel_us / 1000.0, "torch_ms": torch_us / 1000.0, "torch_ops": torch_ops[:5]}
 
 
-def _sync(torch, device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+def _subdir(job_dir: Path, name: str) -> Path:
+    """A directory named by the parent, inside the job directory and not a link."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"bad directory name {name!r}")
+    path = job_dir / name
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError(f"{name} is not a directory of this job")
+    return path
 
 
-def _time_calls(torch, fn, args, device: str, warmup: int, min_reps: int, max_reps: int, min_time_s: float,
-                progress: Progress, flush=None) -> list[float]:
-    """Per-call milliseconds on clocks captured before any candidate code ran."""
-    for _ in range(warmup):
-        fn(*args)
-    _sync(torch, device)
-    times: list[float] = []
-    progress.mark("timing_start")
-    budget_end = _perf_ns() + int(min_time_s * 1e9)
-    while len(times) < max_reps and (len(times) < min_reps or _perf_ns() < budget_end):
-        if flush is not None:
-            flush()
-        _sync(torch, device)
-        t0 = _perf_ns()
-        fn(*args)
-        _sync(torch, device)
-        times.append((_perf_ns() - t0) / 1e6)
-    progress.mark("timing_end", total_ms=sum(times))
-    return times
-
-
-def run(job_dir: Path, report: dict) -> dict:
-    """Fill `report` as phases complete, so a failure still tells the parent how far the run got."""
-    job = json.loads((job_dir / "job.json").read_text())
-    out_dir = job_dir / "out"
-    out_dir.mkdir(exist_ok=True)
-    progress = Progress(int(os.environ["EVK_PROGRESS_FD"]) if os.environ.get("EVK_PROGRESS_FD") else None)
-    report.update({"mode": job["mode"], "phase": "start"})
-
-    import numpy as np
-    import torch
-
-    torch.set_num_threads(max(1, int(job.get("threads") or torch.get_num_threads())))
-    device = job.get("device", "cpu")
-    before = _snapshot(torch)
-    report["torch"] = torch.__version__
-    gpu_clock = None
-    if device == "cuda":
-        report["device_name"] = torch.cuda.get_device_name()
-        if not job.get("profile_once"):
-            from verifier.gpu_timing import L2_FLUSH_BYTES, CudaClock
-
-            gpu_clock = CudaClock(torch, int(job.get("l2_flush_bytes", L2_FLUSH_BYTES)))
-    else:
-        import platform
-
-        report["device_name"] = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
-
-    ref_source = Path(job["reference_path"]).read_text()
-    counter = {"calls": 0}
-    if job["mode"] == "reference":
-        ref = _exec_module("evk_reference", job["reference_path"], ref_source)
-        model_cls = ref.Model
-        get_inputs, get_init_inputs = ref.get_inputs, ref.get_init_inputs
-    else:
-        ns: dict = {"__name__": "evk_task_inputs"}
-        exec(compile(ref_source, "<task>", "exec"), ns)
-        get_inputs, get_init_inputs = ns["get_inputs"], ns["get_init_inputs"]
-        ns["Model"] = ReferenceTripwire
-        progress.mark("build")
-        report["phase"] = "build"
-        _install_builder(job, torch, counter, report)
-        t0 = _monotonic()
-        cand = _exec_module("evk_candidate", job["candidate_path"], Path(job["candidate_path"]).read_text())
-        report["import_seconds"] = _monotonic() - t0
-        model_cls = getattr(cand, "ModelNew", None)
-        if model_cls is None:
-            raise LookupError("the candidate defines no ModelNew class")
-        report["patched"] = _patched(before, _snapshot(torch))
-    report["phase"] = "construct"
-    progress.mark("correctness")
-    seeds = job["seeds"]
-    torch.manual_seed(seeds[0])
-    init = get_init_inputs()
-    torch.manual_seed(seeds[0])
-    model = model_cls(*init)
-    if hasattr(model, "to"):
-        model = model.to(device)
-    if hasattr(model, "eval"):
-        model.eval()
-    if job.get("profile_once"):
-        return _forward_once(torch, model, get_inputs, seeds[0], device, report)
-
-    report["phase"] = "correctness"
-    trials = []
-    persistent = None
-    threads_before = threading.active_count()
-    calls_per_trial = []
-    gpu_probes = []
-    with torch.no_grad():
-        for i, seed in enumerate(seeds):
-            torch.manual_seed(seed)
-            fresh = [x.to(device) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
-            if persistent is None:
-                persistent = fresh
-            elif all(
-                not isinstance(a, torch.Tensor) or (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype)
-                for a, b in zip(persistent, fresh, strict=True)
-            ):
-                for a, b in zip(persistent, fresh, strict=True):
-                    if isinstance(a, torch.Tensor):
-                        a.copy_(b)
-            else:
-                persistent = fresh
-            inputs = persistent
-            before_calls = counter["calls"]
-            out = model(*inputs)
-            outs = _as_outputs(torch, out)
-            if gpu_clock is not None:
-                gpu_probes.append(gpu_clock.probe(outs))
-            _sync(torch, device)
-            calls_per_trial.append(counter["calls"] - before_calls)
-            trial = {"seed": seed, "outputs": [], "inputs": []}
-            for j, o in enumerate(outs if job.get("save_outputs", True) else []):
-                trial["outputs"].append(_save(torch, np, out_dir / f"t{i}_out{j}.npy", o))
-                trial["outputs"][-1]["aliases_input"] = any(
-                    isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-                    for x in inputs
-                )
-            for j, x in enumerate(inputs if job.get("save_outputs", True) else []):
-                if isinstance(x, torch.Tensor):
-                    trial["inputs"].append(_save(torch, np, out_dir / f"t{i}_in{j}.npy", x))
-            trials.append(trial)
-        report["trials"] = trials
-        report["kernel_calls"] = calls_per_trial
-        if gpu_clock is not None:
-            report["gpu_probes"] = gpu_probes
-        report["threads_after_forward"] = threading.active_count() - threads_before
-        report["patched_after_forward"] = _patched(before, _snapshot(torch)) if job["mode"] == "candidate" else []
-        report["reference_tripwire"] = ReferenceTripwire.hits
-
-        report["phase"] = "profile"
-        progress.mark("profile")
-        with _profiler(torch, device) as prof:
-            model(*inputs)
-            _sync(torch, device)
-        report["profile"] = _top_ops(prof)
-        if device == "cuda":
-            report["profile_device_ms"] = _device_ms(prof)
-        report["ops_run"] = sorted({e.key for e in prof.key_averages()} - IGNORED_OPS)
-        if device == "cpu":
-            report["work_split"] = _work_split(prof)
-
-        report["phase"] = "latency"
-        progress.mark("latency")
-        if job.get("time", True) and gpu_clock is not None:
-            report.update(gpu_clock.time_calls(model, inputs, job.get("warmup", 3), job.get("gpu_min_reps", 50),
-                                               job.get("gpu_max_reps", 1000), job.get("min_time_s", 0.3), progress))
-            if job["mode"] == "reference" and job.get("compare_compile"):
-                compiled = torch.compile(model)
-                report["compiled_times_ms"] = gpu_clock.time_calls(compiled, inputs, 3, 20, 200, 0.3,
-                                                                   progress)["times_ms"]
-        elif job.get("time", True):
-            times = _time_calls(torch, model, inputs, device, job.get("warmup", 3), job.get("min_reps", 5),
-                                job.get("max_reps", 50), job.get("min_time_s", 0.3), progress)
-            report["times_ms"] = times
-            if job["mode"] == "reference" and job.get("compare_compile"):
-                compiled = torch.compile(model)
-                report["compiled_times_ms"] = _time_calls(torch, compiled, inputs, device, 3, 5, 30, 0.3, progress)
-    report["phase"] = "done"
-    return report
-
-
-def _forward_once(torch, model, get_inputs, seed: int, device: str, report: dict) -> dict:
-    """Profile-once mode (under ncu): one forward on the first trial's inputs and nothing else on the GPU,
-    so the only kernels the profiler sees are the candidate's."""
-    report["phase"] = "profile"
-    torch.manual_seed(seed)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in get_inputs()]
-    with torch.no_grad():
-        model(*inputs)
-    _sync(torch, device)
-    report["phase"] = "done"
-    return report
-
-
-def _install_builder(job: dict, torch, counter: dict, report: dict) -> None:
+def _install_builder(job: dict, counter: dict, report: dict) -> None:
     """Let the backend hook the candidate's build calls (see `verifier.backends`)."""
     import importlib
 
@@ -389,13 +190,143 @@ def _install_builder(job: dict, torch, counter: dict, report: dict) -> None:
     getattr(importlib.import_module(module_name), func)(job, counter, report)
 
 
+def _construct(torch, np, job_dir: Path, job: dict, model_cls, device: str) -> dict:
+    """ModelNew(*init) under the init seed the trusted side drew; the reference's weights loaded when
+    names and shapes match (so the order of parameter creation cannot matter)."""
+    from verifier.runner import load_args
+
+    init = load_args(torch, np, job_dir / "init", "cpu", prefix="init")
+    torch.manual_seed(int(job["init_seed"]))
+    model = model_cls(*init)
+    weights = "seed"
+    if hasattr(model, "state_dict") and (job_dir / "weights" / "weights.json").exists():
+        records = json.loads((job_dir / "weights" / "weights.json").read_text())
+        mine = {k: (tuple(v.shape), str(v.dtype).replace("torch.", "")) for k, v in model.state_dict().items()}
+        theirs = {k: (tuple(r["shape"]), r["dtype"]) for k, r in records.items()}
+        if mine and mine == theirs:
+            from verifier.runner import load_tensor
+
+            state = {k: load_tensor(torch, np, job_dir / "weights", r, "cpu") for k, r in records.items()}
+            model.load_state_dict(state)
+            weights = "reference state_dict"
+    if hasattr(model, "to"):
+        model = model.to(device)
+    if hasattr(model, "eval"):
+        model.eval()
+    return {"model": model, "weights": weights}
+
+
+def serve(job_dir: Path, channel, report: dict) -> None:
+    """Build, construct, then answer commands until `finish`. Fills `report` as it goes, so a failure
+    still tells the parent how far the run got."""
+    import numpy as np
+    import torch
+
+    from verifier.runner import load_args, load_sets, plain_outputs, save_args, save_tensor, sync, time_round
+
+    job = json.loads((job_dir / "job.json").read_text())
+    threads = max(1, int(job.get("threads") or torch.get_num_threads()))
+    torch.set_num_threads(threads)
+    device = job.get("device", "cpu")
+    before = _snapshot(torch)
+    report.update({"mode": "candidate", "phase": "build", "torch": torch.__version__, "threads": threads})
+    if device == "cuda":
+        report["device_name"] = torch.cuda.get_device_name()
+        if job.get("gpu_memory_fraction"):
+            torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))
+    else:
+        import platform
+
+        report["device_name"] = f"cpu ({platform.machine()}, {threads} threads)"
+    counter = {"calls": 0}
+    channel.mark("build")
+    _install_builder(job, counter, report)
+    t0 = _monotonic()
+    cand = _exec_module("evk_candidate", job["candidate_path"], Path(job["candidate_path"]).read_text())
+    report["import_seconds"] = _monotonic() - t0
+    model_cls = getattr(cand, "ModelNew", None)
+    if model_cls is None:
+        raise LookupError("the candidate defines no ModelNew class")
+    report["patched"] = _patched(before, _snapshot(torch))
+    report["phase"] = "construct"
+    built = _construct(torch, np, job_dir, job, model_cls, device)
+    model = built["model"]
+    report["weights"] = built["weights"]
+    threads_before = threading.active_count()
+    channel.mark("ready", builds=report.get("builds", []), import_seconds=report["import_seconds"],
+                 patched=report["patched"], weights=report["weights"], device_name=report["device_name"],
+                 threads=threads, pid=os.getpid())
+    kept: list = []
+    with torch.no_grad():
+        while True:
+            cmd = channel.recv()
+            kind = cmd.get("cmd")
+            if kind == "finish":
+                break
+            report["phase"] = {"trial": "correctness", "profile": "profile", "round": "latency"}.get(kind, kind)
+            if kind == "trial":
+                d = _subdir(job_dir, cmd["dir"])
+                inputs = load_args(torch, np, d, device)
+                before_calls = counter["calls"]
+                outs = plain_outputs(torch, model(*inputs))
+                sync(torch, device)
+                calls = counter["calls"] - before_calls
+                metas = []
+                for j, o in enumerate(outs):
+                    meta = save_tensor(torch, np, d / f"out{j}.npy", o)
+                    meta["aliases_input"] = any(
+                        isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+                        for x in inputs)
+                    metas.append(meta)
+                save_args(torch, np, d, inputs, prefix="after")
+                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls)
+            elif kind == "profile":
+                d = _subdir(job_dir, cmd["dir"])
+                inputs = load_args(torch, np, d, device)
+                counter["profiling"] = True
+                with profiler(torch, device) as prof:
+                    model(*inputs)
+                    sync(torch, device)
+                counter["profiling"] = False
+                found = {"profile": top_ops(prof), "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS)}
+                if device == "cuda":
+                    found["profile_device_ms"] = device_ms(prof)
+                else:
+                    found["work_split"] = work_split(prof)
+                channel.mark("profile_done", **found)
+            elif kind == "round":
+                d = _subdir(job_dir, cmd["dir"])
+                sets = load_sets(torch, np, d, int(cmd["count"]), device)
+                channel.mark("timing_start")
+                times, kept = time_round(torch, model, sets, device)
+                channel.mark("timing_end", times_ms=times)
+            elif kind == "save":
+                d = _subdir(job_dir, cmd["dir"])
+                saved = {}
+                for k in cmd.get("indices", []):
+                    saved[str(k)] = [save_tensor(torch, np, d / f"s{k}_out{j}.npy", o) for j, o in enumerate(kept[int(k)])]
+                kept = []
+                channel.mark("saved", outputs=saved)
+    report["threads_after_forward"] = threading.active_count() - threads_before
+    report["patched_after_forward"] = _patched(before, _snapshot(torch))
+    report["phase"] = "done"
+
+
 def main() -> int:
+    from verifier.channel import Channel
+
     job_dir = Path(sys.argv[1])
-    out_dir = job_dir / "out"
-    out_dir.mkdir(exist_ok=True)
+    channel = Channel.from_env()
+    import numpy  # noqa: F401  (warm: imported before the job arrives)
+    import torch  # noqa: F401
+
+    import verifier.runner  # noqa: F401
+
+    if "--wait" in sys.argv[2:] and channel.recv().get("cmd") != "go":
+        return 0
     report: dict = {}
     try:
-        run(job_dir, report)
+        serve(job_dir, channel, report)
         status = 0
     except BaseException as exc:  # the child reports every failure as data for the parent
         from verifier.build import BuildError
@@ -415,9 +346,7 @@ def main() -> int:
             report["build_error"] = {"message": first_error(diags, exc.log) if diags else str(exc), "diagnostics": diags,
                                      "log": exc.log[-6000:]}
         status = 3
-    tmp = out_dir / "report.json.tmp"
-    tmp.write_text(json.dumps(report, default=str))
-    os.replace(tmp, out_dir / "report.json")
+    channel.mark("report", report=report)
     sys.stdout.flush()
     return status
 

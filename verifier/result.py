@@ -59,6 +59,33 @@ class VerificationResult:
     seconds: float = 0.0
     device: str = ""
     notes: list[str] = field(default_factory=list)
+    isolated: bool = True
+    timing: dict[str, Any] = field(default_factory=dict)
+    cached: bool = False
+    measured_at: float | None = None
+
+    @property
+    def noisy(self) -> bool:
+        """The paired speedup's 95% interval stayed wider than the noise limit: no speed claim."""
+        return bool(self.timing.get("noisy"))
+
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        lo, hi = self.timing.get("lo"), self.timing.get("hi")
+        return (lo, hi) if lo is not None and hi is not None else None
+
+    def timing_label(self, now: float | None = None) -> str:
+        """"measured now" or "cached, measured N min ago", and "noisy" / "unisolated" where they apply."""
+        import time
+
+        parts = []
+        if self.cached and self.measured_at:
+            parts.append(f"cached, measured {max(0, round(((now or time.time()) - self.measured_at) / 60))} min ago")
+        if self.noisy:
+            parts.append("noisy")
+        if not self.isolated:
+            parts.append("unisolated")
+        return ", ".join(parts)
 
     @property
     def feasible(self) -> bool:
@@ -142,4 +169,8 @@ class VerificationResult:
             seconds=float(d.get("seconds", 0.0)),
             device=d.get("device", ""),
             notes=list(d.get("notes", [])),
+            isolated=bool(d.get("isolated", True)),
+            timing=dict(d.get("timing") or {}),
+            cached=bool(d.get("cached", False)),
+            measured_at=d.get("measured_at"),
         )

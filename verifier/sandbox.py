@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import json
 import os
+import queue
 import resource
 import signal
 import subprocess
@@ -263,11 +264,11 @@ def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None) ->
     buf = b""
     with os.fdopen(fd, "rb", buffering=0) as fh:
         while True:
-            chunk = fh.read(4096)
+            chunk = fh.read(65536)
             if not chunk:
                 break
             buf += chunk
-            if len(buf) > 1_000_000:
+            if len(buf) > 8_000_000:
                 buf = b""
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
@@ -281,6 +282,124 @@ def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None) ->
                 if on_mark is not None:
                     with contextlib.suppress(Exception):
                         on_mark(mark)
+
+
+class LiveJob:
+    """A sandboxed worker the parent talks to while it runs: commands in on one pipe, marks out on the
+    other. Isolated by bubblewrap when `spec` is given (killing bubblewrap ends the PID namespace and
+    every process in it), else under the supervisor above (unisolated: only for `--unsafe-no-isolation`
+    and the trusted reference worker)."""
+
+    def __init__(self, argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
+                 spec=None, on_mark: Callable[[dict], None] | None = None):
+        self.workdir = workdir
+        self.limits = limits
+        self.on_mark = on_mark
+        self.isolated = spec is not None
+        self._marks: queue.Queue = queue.Queue()
+        self.marks: list[tuple[float, dict]] = []
+        self.started = time.monotonic()
+        self.timed_out = False
+        progress_r, progress_w = os.pipe()
+        control_r, control_w = os.pipe()
+        lim = {"wall_s": limits.wall_s, "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
+               "max_processes": limits.max_processes, "cpu_s": limits.cpu_s, "pass_fds": [progress_w, control_r]}
+        env = {**env, "EVK_PROGRESS_FD": str(progress_w), "EVK_CONTROL_FD": str(control_r)}
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+        self.status_path = workdir / "sandbox_status.json" if spec is None else None
+        if spec is not None:
+            from verifier.isolation import bwrap_argv
+
+            full = bwrap_argv(spec, argv)
+            preexec = lambda: _apply_limits(lim)  # noqa: E731
+        else:
+            full = [sys.executable, "-m", "verifier.sandbox", json.dumps(lim), str(workdir / "sandbox_status.json"),
+                    "--", *argv]
+            preexec = None
+        self._stderr = open(workdir.parent / f"{workdir.name}.stderr", "wb")  # noqa: SIM115 - closed in finish
+        try:
+            self.proc = subprocess.Popen(full, cwd=workdir, env=env, stdout=self._stderr, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         pass_fds=(progress_w, control_r), preexec_fn=preexec)
+        finally:
+            os.close(progress_w)
+            os.close(control_r)
+        self._control = control_w
+        self._reader = threading.Thread(target=_read_marks, args=(progress_r, self.marks, self._marks.put), daemon=True)
+        self._reader.start()
+
+    def send(self, message: dict) -> bool:
+        from verifier.channel import send
+
+        return send(self._control, message)
+
+    def expect(self, phases: set[str], timeout: float, on_other: Callable[[dict], None] | None = None) -> dict | None:
+        """The next mark whose phase is in `phases` (others go to `on_other` and `on_mark`); None when the
+        worker ended or `timeout` passed (then it is killed and marked timed out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.timed_out = True
+                self.kill()
+                return None
+            try:
+                mark = self._marks.get(timeout=min(left, 0.25))
+            except queue.Empty:
+                if self.proc.poll() is not None and not self._reader.is_alive() and self._marks.empty():
+                    return None
+                continue
+            if self.on_mark is not None:
+                with contextlib.suppress(Exception):
+                    self.on_mark(mark)
+            if mark.get("phase") in phases:
+                return mark
+            if on_other is not None:
+                on_other(mark)
+
+    def job_pid(self) -> int | None:
+        """The worker's pid as seen from here (inside bubblewrap it has another one)."""
+        for pid in _descendants(self.proc.pid):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"verifier.harness" in cmdline and b"bwrap" not in cmdline.split(b"\0")[0]:
+                return pid
+        return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            self.proc.kill()
+
+    def finish(self, timeout: float = 10.0) -> SandboxOutcome:
+        """Tell the worker to finish, wait briefly, then kill whatever is left; how it ended."""
+        self.send({"cmd": "finish"})
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.timed_out = True
+        self.kill()
+        self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(self._control)
+        self._reader.join(timeout=2)
+        self._stderr.close()
+        stderr_path = self.workdir.parent / f"{self.workdir.name}.stderr"
+        seconds = time.monotonic() - self.started
+        if self.status_path is not None:
+            out = _outcome(self.status_path, stderr_path, self.limits, seconds, self.marks)
+            out.timed_out = out.timed_out or self.timed_out
+            return out
+        code = self.proc.returncode
+        tail = stderr_path.read_bytes()[-3000:].decode(errors="replace") if stderr_path.exists() else ""
+        return SandboxOutcome(exit_code=code if code is not None and code >= 0 else None,
+                              signal=-code if code is not None and code < 0 else None,
+                              timed_out=self.timed_out, seconds=seconds, stderr_tail=tail, marks=self.marks)
 
 
 if __name__ == "__main__":

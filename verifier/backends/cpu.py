@@ -23,5 +23,8 @@ class CpuBackend(Backend):
 def install(job: dict, counter: dict, report: dict) -> None:
     """Inside the sandbox: `load_inline` goes through the cached split builder."""
     from verifier.build import InlineBuilder
+    from verifier.harness import request_artefact
 
-    install_inline_builder(InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180)), counter, report)
+    builder = InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180),
+                            shared=job.get("shared_build_root"), request=request_artefact)
+    install_inline_builder(builder, counter, report)

@@ -1,0 +1,407 @@
+"""The run-time defences on their own: hostile candidates with the static scan switched off.
+
+Each candidate here would be stopped early by the static rules; these tests turn them off
+(`static_scan=False`) so what is tested is the OS isolation, the trusted side's ownership of state,
+fresh inputs with sampled checks during timing, plain-tensor outputs and the binary audit. The last
+test runs an honest kernel after all of them on the same build root and checks that nothing stuck.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from verifier import verify
+
+pytestmark = pytest.mark.slow
+
+PREAMBLE = '''import os, sys, glob, time, subprocess
+from pathlib import Path
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+'''
+
+RELU_EXT = '''
+CPP = r"""
+#include <torch/extension.h>
+torch::Tensor kernel_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    return out;
+}
+"""
+_ext = load_inline(name="evk_test_shared", cpp_sources=[CPP], functions=["kernel_forward"],
+                   extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
+'''
+
+PLAIN_MODEL = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.kernel_forward(x)
+'''
+
+
+def candidate(body: str, model: str = PLAIN_MODEL) -> str:
+    return PREAMBLE + RELU_EXT + body + model
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.name.endswith(".lock"):
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture()
+def hostile_config(make_config):
+    return lambda **kw: make_config(static_scan=False, **kw)
+
+
+def test_a_write_outside_the_job_directory_fails(task_source, hostile_config, tmp_path, build_root):
+    """Isolation is really on: the person's files, the build root and the project tree cannot be written."""
+    targets = [tmp_path / "victim.txt", build_root / "verdicts" / "forged.json",
+               Path(__file__).resolve().parents[2] / "evil.txt", Path.home() / "evk-evil.txt"]
+    body = f'''
+RESULTS = []
+for target in {[str(t) for t in targets]!r}:
+    try:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text("pwned")
+        RESULTS.append("wrote " + target)
+    except OSError as exc:
+        RESULTS.append(type(exc).__name__)
+'''
+    res = verify(task_source("relu"), candidate(body), config=hostile_config())
+    for t in targets:
+        assert not t.exists(), t
+    assert res.feasible, res.feedback()  # every write failed, so the kernel itself ran normally
+
+
+def test_forged_verdict_in_the_cache_is_not_believed(task_source, hostile_config, build_root):
+    """The verdict cache is invisible to the sandbox; a verdict forged from outside without the key
+    is ignored (and removed) instead of being returned."""
+    import json
+
+    from verifier.api import _verdict_key
+    from verifier.backends import get_backend
+
+    source = candidate("raise RuntimeError('no kernel here')\n")
+    config = hostile_config(use_cache=True)
+    key = _verdict_key(task_source("relu"), source, get_backend("cpu"), config)
+    forged = build_root / "verdicts" / f"{key}.json"
+    forged.parent.mkdir(parents=True, exist_ok=True)
+    fake = {"backend": "cpu", "gates": [{"name": n, "status": "pass"} for n in
+                                        ("anti_hacking", "compile", "correctness", "latency", "profile")],
+            "latency_ms": 0.0001, "reference_ms": 12.0}
+    forged.write_text(json.dumps({"payload": json.dumps({"verdict": fake, "stored_at": time.time()}), "hmac": "0" * 64}))
+    res = verify(task_source("relu"), source, config=config)
+    assert not res.feasible and not res.cached
+    second = verify(task_source("relu"), source, config=config)
+    assert not second.feasible
+
+
+def test_shared_build_artefacts_cannot_be_poisoned(task_source, hostile_config, build_root, kernel_source):
+    """The trusted precompiled headers and bindings are read-only inside: editing the header text
+    and truncating its .gch fail, so later kernels build against the trusted ones."""
+    from tests.verifier.conftest import RELU_BODY
+
+    honest = verify(task_source("relu"), kernel_source(RELU_BODY), config=hostile_config())
+    assert honest.feasible, honest.feedback()
+    shared = build_root / "shared"
+    before = _tree_digest(shared)
+    assert any(k.endswith(".gch") for k in before), before
+    body = f'''
+for p in glob.glob({str(shared)!r} + "/**/*", recursive=True):
+    try:
+        if p.endswith(".gch"):
+            os.truncate(p, 0)
+        elif p.endswith((".h", ".cpp")):
+            Path(p).write_text('#error poisoned')
+        elif p.endswith(".o"):
+            Path(p).write_bytes(b"")
+    except OSError:
+        pass
+'''
+    verify(task_source("relu"), candidate(body), config=hostile_config())
+    assert _tree_digest(shared) == before
+
+
+def test_the_answer_cannot_be_read(task_source, hostile_config):
+    """Reference outputs and seeds are not in the sandbox: a candidate that looks for them in every
+    place it can see, and otherwise returns zeros, is wrong."""
+    body = '''
+FOUND = [p for pat in ("/dev/shm/**/*out0.npy", "/tmp/**/*out0.npy", "/**/trusted/**/*.npy")
+         for p in glob.glob(pat, recursive=True)]
+'''
+    model = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        import numpy as np
+        for f in FOUND:
+            arr = torch.from_numpy(np.load(f))
+            if arr.shape == x.shape:
+                return arr
+        return _ext.kernel_forward(x) * 0
+'''
+    res = verify(task_source("relu"), candidate(body, model), config=hostile_config())
+    assert not res.feasible
+    assert res.failed_gate.name in ("correctness", "anti_hacking"), res.feedback()
+
+
+def test_precomputing_with_predictable_seeds_fails(task_source, hostile_config):
+    """Trial inputs come from seeds drawn fresh per verification: the reference re-imported from the
+    project tree and run at import on the old fixed seeds gives answers for other inputs."""
+    body = '''
+ANSWERS = []
+try:
+    from core.builtin_tasks import relu as task
+    for i in range(5):
+        torch.manual_seed(42 + 1009 * i)
+        ANSWERS.append(task.Model()(*task.get_inputs()))
+except Exception:
+    pass
+CALLS = [0]
+'''
+    model = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        i = CALLS[0]
+        CALLS[0] += 1
+        if ANSWERS:
+            return _ext.kernel_forward(ANSWERS[i % len(ANSWERS)])
+        return _ext.kernel_forward(x) + 1
+'''
+    res = verify(task_source("relu"), candidate(body, model), config=hostile_config())
+    assert not res.feasible
+    assert res.failed_gate.name == "correctness", res.feedback()
+
+
+MEMO_MODELS = {
+    "data_ptr": '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+    def forward(self, x):
+        key = (x.data_ptr(), tuple(x.shape))
+        if key not in self.memo:
+            self.memo[key] = _ext.kernel_forward(x)
+        return self.memo[key]
+''',
+    "version": '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+    def forward(self, x):
+        key = (x.data_ptr(), x._version)
+        if len(self.memo) > 2 and key not in self.memo:
+            return next(iter(self.memo.values()))
+        if key not in self.memo:
+            self.memo[key] = _ext.kernel_forward(x)
+        return self.memo[key]
+''',
+    "checksum": '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+        self.last = None
+    def forward(self, x):
+        flat = x.reshape(-1)
+        key = (float(flat[0]), float(flat[-1]))
+        if key not in self.memo:
+            if len(self.memo) >= 6:
+                return self.last
+            self.memo[key] = _ext.kernel_forward(x)
+            self.last = self.memo[key]
+        return self.memo[key]
+''',
+    "stale_after_n": '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.last = None
+    def forward(self, x):
+        self.calls += 1
+        if self.calls <= 8 or self.last is None:
+            self.last = _ext.kernel_forward(x)
+        return self.last
+''',
+}
+
+
+@pytest.mark.parametrize("trick", sorted(MEMO_MODELS))
+def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostile_config):
+    """Every timed call gets fresh content in the same buffers and sampled timed outputs are checked:
+    caches keyed by pointer, version or a checksum, and "stale after N calls", are caught."""
+    res = verify(task_source("relu"), candidate("", MEMO_MODELS[trick]), config=hostile_config())
+    assert not res.feasible, (trick, res.feedback())
+    gate = res.failed_gate
+    assert gate.name in ("anti_hacking", "correctness"), res.feedback()
+    if gate.name == "anti_hacking":
+        assert "timed-output" in str(gate.detail), gate.detail
+
+
+def test_tensor_subclass_output_is_refused(task_source, hostile_config):
+    """A lazy Tensor subclass would compute when the harness reads it, outside the timer."""
+    model = '''
+class Lazy(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.kernel_forward(x).as_subclass(Lazy)
+'''
+    res = verify(task_source("relu"), candidate("", model), config=hostile_config())
+    assert not res.feasible
+    assert "plain torch.Tensor" in res.feedback() or "subclass" in res.feedback(), res.feedback()
+
+
+def _marked_processes(marker: str) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+def test_fork_chain_leaves_no_process(task_source, hostile_config):
+    """Processes started by the candidate, however they detach, die with its namespace."""
+    marker = f"evk-forkchain-{os.getpid()}-{time.monotonic_ns()}"
+    body = f'''
+for _ in range(3):
+    subprocess.Popen(["/bin/sh", "-c", "(sleep 300; echo {marker}) & (sleep 300; echo {marker}) &"
+                      " exec sleep 300 # {marker}"], start_new_session=True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["/bin/sleep", "300", "{marker}"])
+        os._exit(0)
+'''
+    verify(task_source("relu"), candidate(body), config=hostile_config())
+    deadline = time.monotonic() + 5
+    while _marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _marked_processes(marker) == []
+
+
+def test_memory_bank_and_sessions_are_invisible(task_source, hostile_config):
+    """The person's memory bank and sessions are not in the sandbox at all, not just read-only."""
+    bank = Path(os.environ["EVOKERNEL_MEMORY"])
+    bank.parent.mkdir(parents=True, exist_ok=True)
+    bank.write_text('{"items": {}}')
+    before = bank.read_bytes()
+    body = f'''
+VISIBLE = os.path.exists({str(bank)!r}) or os.path.exists({os.environ["EVOKERNEL_SESSIONS"]!r})
+if VISIBLE:
+    raise SystemExit("the memory bank is visible")
+'''
+    res = verify(task_source("relu"), candidate(body), config=hostile_config())
+    assert res.feasible, res.feedback()
+    assert bank.read_bytes() == before
+
+
+def test_blas_through_the_binary_is_found(task_source, hostile_config):
+    """The C++ calls MKL/OpenBLAS under a macro alias: the text says nothing, the binary imports it."""
+    body = '''
+CPP2 = r"""
+#include <torch/extension.h>
+#define GEMM_NAME cblas_sgemm
+extern "C" void GEMM_NAME(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+torch::Tensor blas_forward(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    if (x.numel() < 0) GEMM_NAME(0, 0, 0, 0, 0, 0, 1.f, nullptr, 0, nullptr, 0, 0.f, nullptr, 0);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    return out;
+}
+"""
+_blas = load_inline(name="evk_test_blas", cpp_sources=[CPP2], functions=["blas_forward"],
+                    extra_cflags=["-O3"], extra_ldflags=["-Wl,--unresolved-symbols=ignore-all"])
+'''
+    model = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _blas.blas_forward(x.contiguous())
+'''
+    res = verify(task_source("relu"), candidate(body, model), config=hostile_config())
+    assert not res.feasible
+    gate = res.failed_gate
+    assert gate.name in ("anti_hacking", "compile"), res.feedback()
+    if gate.name == "anti_hacking":
+        assert "cblas_sgemm" in str(gate.detail) or "cblas_sgemm" in gate.reason, gate.detail
+
+
+def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
+    """After every hostile candidate above ran on this build root, an honest kernel gets a clean,
+    feasible verdict with a sane speedup, and no sandbox process is left behind."""
+    from tests.verifier.conftest import RELU_BODY
+
+    res = verify(task_source("relu"), kernel_source(RELU_BODY + "\n// after hostile runs"), config=make_config())
+    assert res.feasible, res.feedback()
+    assert res.speedup is not None and 0.01 < res.speedup < 100
+    assert not any("bwrap" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
+                   for p in _marked_processes("verifier.harness") if Path(f"/proc/{p}").exists()
+                   and "--wait" not in Path(f"/proc/{p}/cmdline").read_text(errors="replace"))
+
+
+def test_unavailable_isolation_refuses_in_one_line(monkeypatch, task_source, make_config):
+    """No silent downgrade: without namespaces, verify says so and what to pass instead."""
+    import verifier.isolation as iso
+    from verifier.api import VerifierError
+
+    monkeypatch.setattr(iso, "unavailable_reason", lambda: "bubblewrap is not installed: pass --unsafe-no-isolation")
+    with pytest.raises(VerifierError, match="--unsafe-no-isolation"):
+        verify(task_source("relu"), "x = 1\n", config=make_config())
+
+
+def test_unisolated_verdicts_say_so(task_source, make_config, kernel_source):
+    from tests.verifier.conftest import RELU_BODY
+
+    res = verify(task_source("relu"), kernel_source(RELU_BODY + "\n// unisolated"),
+                 config=make_config(isolate=False))
+    assert res.feasible and not res.isolated
+    assert any("unisolated" in n for n in res.notes)
+    assert "unisolated" in res.timing_label()
+
+
+def test_sandbox_runs_as_an_ordinary_user(tmp_path):
+    """bubblewrap works for a user without privileges (the tests usually run as root)."""
+    import pwd
+
+    from verifier.isolation import SandboxSpec, bwrap_argv
+
+    if os.getuid() != 0:
+        pytest.skip("already an ordinary user: the other tests cover it")
+    try:
+        user = pwd.getpwnam("evk")
+    except KeyError:
+        pytest.skip("no ordinary user `evk` on this machine (useradd evk to run this test)")
+    job = tmp_path / "job"
+    job.mkdir()
+    os.chown(job, user.pw_uid, user.pw_gid)
+    os.chmod(tmp_path, 0o755)
+    argv = bwrap_argv(SandboxSpec(writable=[job]), ["/bin/sh", "-c", "touch ok && ! touch /etc/evk-evil && id -u"])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: (os.setgid(user.pw_gid), os.setuid(user.pw_uid)))
+    assert proc.returncode == 0, proc.stderr
+    assert (job / "ok").exists() and not Path("/etc/evk-evil").exists()

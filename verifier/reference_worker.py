@@ -1,0 +1,189 @@
+"""The trusted side of a verification: the task's reference `Model`, in a process of its own.
+
+`python -m verifier.reference_worker` loads nothing until told to; the parent keeps one per task warm.
+It draws inputs from the seeds the parent chose fresh for this verification, runs the reference,
+and writes inputs (for the candidate) and outputs (for the comparison) as files. It times the
+reference with exactly the candidate's code path (`verifier.runner.time_round`), in rounds that the
+parent interleaves with the candidate's. It never sees candidate code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import types
+from pathlib import Path
+
+DISTRIBUTIONS = ("task", "normal", "uniform", "heavy")
+
+
+def _load_task(path: str):
+    source = Path(path).read_text()
+    module = types.ModuleType("evk_reference")
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise LookupError(f"the task defines no {name}")
+    return module
+
+
+def draw_inputs(torch, task, seed: int, dist: str, device: str) -> list:
+    """`get_inputs()` under `seed`; other distributions redraw its floating tensors (same shapes and
+    dtypes) so closed-form shortcuts that hold only for the task's own distribution fail."""
+    torch.manual_seed(seed)
+    args = list(task.get_inputs())
+    if dist != "task":
+        gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+        out = []
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                shape = a.shape
+                if dist == "normal":
+                    b = torch.randn(shape, generator=gen)
+                elif dist == "uniform":
+                    b = torch.rand(shape, generator=gen) * 2 - 1
+                else:
+                    b = (torch.randn(shape, generator=gen) / torch.rand(shape, generator=gen).clamp_min(0.05)).clamp(-40, 40)
+                a = b.to(a.dtype)
+            out.append(a)
+        args = out
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+class Worker:
+    def __init__(self, channel):
+        import numpy as np
+        import torch
+
+        self.torch, self.np, self.channel = torch, np, channel
+        self.task = None
+        self.task_path = ""
+        self.model = None
+        self.device = "cpu"
+
+    def prepare(self, cmd: dict) -> dict:
+        from verifier.harness import IGNORED_OPS, profiler, top_ops
+        from verifier.runner import plain_outputs, save_args, save_tensor, sync
+
+        torch, np = self.torch, self.np
+        self.device = cmd.get("device", "cpu")
+        torch.set_num_threads(max(1, int(cmd.get("threads") or torch.get_num_threads())))
+        if cmd["task_path"] != self.task_path or self.task is None:
+            self.task = _load_task(cmd["task_path"])
+            self.task_path = cmd["task_path"]
+        torch.manual_seed(int(cmd["init_seed"]))
+        init = list(self.task.get_init_inputs())
+        torch.manual_seed(int(cmd["init_seed"]))
+        model = self.task.Model(*init)
+        init_dir = Path(cmd["init_dir"])
+        save_args(torch, np, init_dir, init, prefix="init")
+        weights = {}
+        if hasattr(model, "state_dict"):
+            wdir = Path(cmd["weights_dir"])
+            for k, v in model.state_dict().items():
+                weights[k] = save_tensor(torch, np, wdir / f"w{len(weights)}.npy", v)
+            (wdir / "weights.json").write_text(json.dumps(weights))
+        if hasattr(model, "to"):
+            model = model.to(self.device)
+        if hasattr(model, "eval"):
+            model.eval()
+        self.model = model
+        trials = []
+        with torch.no_grad():
+            for trial in cmd["trials"]:
+                d = Path(trial["dir"])
+                inputs = draw_inputs(torch, self.task, int(trial["seed"]), trial.get("dist", "task"), self.device)
+                save_args(torch, np, d, inputs, prefix="in")
+                outs = plain_outputs(torch, model(*inputs))
+                sync(torch, self.device)
+                metas = []
+                for j, o in enumerate(outs):
+                    meta = save_tensor(torch, np, d / f"out{j}.npy", o)
+                    meta["aliases_input"] = any(
+                        isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+                        for x in inputs)
+                    metas.append(meta)
+                save_args(torch, np, d, inputs, prefix="after")
+                trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas})
+            pdir = Path(cmd["profile_dir"])
+            inputs = draw_inputs(torch, self.task, int(cmd["profile_seed"]), "task", self.device)
+            save_args(torch, np, pdir, inputs, prefix="in")
+            with profiler(torch, self.device) as prof:
+                model(*inputs)
+                sync(torch, self.device)
+            profile = top_ops(prof)
+        in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        out_bytes = sum(o.numel() * o.element_size() for o in outs)
+        result = {"trials": trials, "profile": profile, "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
+                  "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
+        if self.device == "cuda":
+            result["device_name"] = torch.cuda.get_device_name()
+        else:
+            import platform
+
+            result["device_name"] = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+        if cmd.get("compare_compile"):
+            result["compiled_times_ms"] = self._compiled_times(inputs)
+        return result
+
+    def _compiled_times(self, inputs: list) -> list[float]:
+        from verifier.runner import time_round
+
+        compiled = self.torch.compile(self.model)
+        times, _ = time_round(self.torch, compiled, [inputs] * 8, self.device, keep_outputs=False)
+        return times[3:]
+
+    def round(self, cmd: dict) -> dict:
+        """`count` fresh input sets (seeds the parent drew), timed one call each; all outputs saved for
+        the sampled checks of the candidate's round on the same sets."""
+        from verifier.runner import save_args, save_tensor, time_round
+
+        torch, np = self.torch, self.np
+        d = Path(cmd["dir"])
+        sets = []
+        for k, seed in enumerate(cmd["seeds"]):
+            inputs = draw_inputs(torch, self.task, int(seed), "task", self.device)
+            save_args(torch, np, d, inputs, prefix=f"s{k}_in")
+            sets.append(inputs)
+        with torch.no_grad():
+            times, kept = time_round(torch, self.model, sets, self.device)
+        for k, outs in enumerate(kept):
+            for j, o in enumerate(outs):
+                save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
+        return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept]}
+
+
+def save_meta(torch, o) -> dict:
+    return {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
+
+
+def main() -> int:
+    from verifier.channel import Channel
+
+    channel = Channel.from_env()
+    worker = Worker(channel)
+    while True:
+        cmd = channel.recv()
+        kind = cmd.get("cmd")
+        if kind == "finish":
+            return 0
+        try:
+            if kind == "prepare":
+                channel.mark("prepared", **worker.prepare(cmd))
+            elif kind == "round":
+                channel.mark("round_done", **worker.round(cmd))
+            else:
+                channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
+        except BaseException as exc:  # reported to the parent, which turns it into one line
+            channel.mark("error", error_type=type(exc).__name__, error=str(exc)[:2000],
+                         traceback=traceback.format_exc()[-3000:])
+            if isinstance(exc, (MemoryError, KeyboardInterrupt, SystemExit)):
+                return 3
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main())
