@@ -8,17 +8,12 @@ verifier gets its own test. `StaticSession` is a frozen session (fixed events on
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.verdicts import DETAIL, fake_verify
 from verifier.result import GATE_ORDER
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
-
-from session_fakes import _DETAIL as DETAIL  # noqa: E402
-from session_fakes import fake_verify  # noqa: E402
 
 
 def kernel(verdict: str, ms: float | None = None, tag: str = "") -> str:

@@ -9,11 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-CORE_TESTS = str(Path(__file__).resolve().parent.parent / "core")
+#: the repository root, on the worker processes' path so they can import `tests.fakes` (the shared doubles)
+CORE_TESTS = str(Path(__file__).resolve().parents[2])
 if CORE_TESTS not in sys.path:
     sys.path.insert(0, CORE_TESTS)
 
-from session_fakes import fake_verify, kernel, reply  # noqa: E402
+from tests.fakes.verdicts import fake_verify, kernel, reply  # noqa: E402
 
 __all__ = ["CORE_TESTS", "fake_verify", "kernel", "reply", "slow_verify", "visible", "where", "write_script"]
 

@@ -11,11 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from session_fakes import fake_verify, reply, write_replies  # noqa: E402
-
-from evokernel_tui.cli import cli  # noqa: E402
+from evokernel_tui.cli import cli
+from tests.fakes.verdicts import fake_verify, reply, write_replies
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,6 +97,71 @@ def test_sessions_replay_and_resume(env):
 def test_replay_unknown_session(env):
     res = invoke("replay", "nope")
     assert res.exit_code == 1 and "no session 'nope'" in res.stderr
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["replay", "x"], ["resume", "x"], ["draft", "relu"],
+                                     ["tui", "relu"], ["tasks"]])
+def test_corrupt_config_is_one_line_everywhere(env, monkeypatch, command):
+    bad = env / "config.toml"
+    bad.write_text("model = \n")
+    monkeypatch.setenv("EVOKERNEL_CONFIG", str(bad))
+    res = invoke(*command)
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "not valid TOML" in lines[0], res.output
+    assert "fix it, or set EVOKERNEL_CONFIG" in lines[0] and "Traceback" not in res.output
+    assert "No model configured" not in res.output
+
+
+def test_config_value_of_the_wrong_type_is_named(env, monkeypatch):
+    bad = env / "config.toml"
+    bad.write_text("model = 3\n")
+    monkeypatch.setenv("EVOKERNEL_CONFIG", str(bad))
+    res = invoke("draft", "relu")
+    assert res.exit_code == 1 and "`model` must be a string" in res.stderr
+
+
+def test_help_works_with_a_corrupt_config(env, monkeypatch):
+    bad = env / "config.toml"
+    bad.write_text("[[[")
+    monkeypatch.setenv("EVOKERNEL_CONFIG", str(bad))
+    assert invoke("draft", "--help").exit_code == 0
+
+
+def test_missing_api_key_stops_before_a_session_is_made(env, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("EVOKERNEL_API_KEY", raising=False)
+    for command in (["draft", "relu", "--model", "openai/gpt-4o", "--no-memory"], ["tui", "relu", "--model", "openai/gpt-4o"]):
+        res = invoke(*command)
+        assert res.exit_code == 1, res.output
+        assert "no API key; set OPENAI_API_KEY" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (env / "sessions").exists() or not any((env / "sessions").iterdir())
+
+
+def test_tui_checks_task_and_memory_before_the_app_starts(env, monkeypatch):
+    import evokernel_tui.app
+
+    def no_app(self, *a, **k):
+        raise AssertionError("the full-screen app started")
+
+    monkeypatch.setattr(evokernel_tui.app.EvoKernelApp, "run", no_app)
+    res = invoke("tui", "nosuchtask")
+    assert res.exit_code == 1 and "unknown task 'nosuchtask'" in res.stderr
+    bank = env / "bank.json"
+    bank.write_text('{"broken')
+    res = invoke("tui", "relu", "--memory", str(bank))
+    assert res.exit_code == 1 and "cannot open the memory bank" in res.stderr and "--no-memory" in res.stderr
+
+
+def test_default_kernel_file_is_not_overwritten(env):
+    (env / "softmax_rows_cpu.py").write_text("mine\n")
+    replies = write_replies(env / "r.json", [reply("feasible", 0.5)])
+    res = invoke("draft", "softmax_rows", "--model", f"scripted:{replies}", "--no-memory", "--steps", "1")
+    assert res.exit_code == 0, res.output
+    assert (env / "softmax_rows_cpu.py").read_text() == "mine\n"
+    written = [p for p in env.glob("softmax_rows_cpu_*.py")]
+    assert len(written) == 1 and "feasible 0.5" in written[0].read_text()
+    assert "already exists and was left as it is" in res.stderr
 
 
 @pytest.mark.slow

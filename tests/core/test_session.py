@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from session_fakes import fake_verify, kernel, reply  # noqa: E402
-
-from core.events import read_events  # noqa: E402
-from core.llm import ScriptedModel  # noqa: E402
-from core.session import Budgets, Session, SessionBusy, SessionError, list_sessions, replay  # noqa: E402
-from core.tasks import load_task  # noqa: E402
-from memory import MemoryStore  # noqa: E402
+from core.events import read_events
+from core.llm import ScriptedModel
+from core.session import Budgets, Session, SessionBusy, SessionError, list_sessions, replay
+from core.tasks import load_task
+from memory import MemoryStore
+from tests.fakes.verdicts import fake_verify, kernel, reply
 
 
 @pytest.fixture

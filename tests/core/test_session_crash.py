@@ -10,13 +10,10 @@ import textwrap
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from session_fakes import fake_verify  # noqa: E402
-
-from core.events import read_events  # noqa: E402
-from core.session import Session  # noqa: E402
-from memory import MemoryStore  # noqa: E402
+from core.events import read_events
+from core.session import Session
+from memory import MemoryStore
+from tests.fakes.verdicts import fake_verify
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,8 +21,8 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    sys.path[:0] = [{repo!r}, {here!r}]
-    from session_fakes import fake_verify, reply
+    sys.path[:0] = [{repo!r}]
+    from tests.fakes.verdicts import fake_verify, reply
     from core.llm import ScriptedModel
     from core.session import Budgets, Session
     from core.tasks import load_task
@@ -49,7 +46,7 @@ CHILD = textwrap.dedent(
 
 def test_sigkill_mid_step_then_resume(tmp_path):
     flag = tmp_path / "flag"
-    code = CHILD.format(repo=str(REPO), here=str(Path(__file__).parent), flag=str(flag), root=str(tmp_path))
+    code = CHILD.format(repo=str(REPO), flag=str(flag), root=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-c", code])
     deadline = time.monotonic() + 30
     while not flag.exists():

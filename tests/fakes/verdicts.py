@@ -15,7 +15,7 @@ from verifier.result import GATE_ORDER, GateResult, VerificationResult
 
 REFERENCE_MS = 1.0
 _FAILING_GATE = {"hack_fail": "anti_hacking", "compile_fail": "compile", "incorrect": "correctness"}
-_DETAIL = {
+DETAIL = {
     "anti_hacking": {"rule": "calls the reference op", "line": 7},
     "compile": {"diagnostics": ["kernel.cpp:3: error: expected ';'"]},
     "correctness": {"mismatch": "max abs diff 0.3 at [0, 5]", "max_abs": 0.3, "max_rel": 0.2},
@@ -55,7 +55,7 @@ def fake_verify(reference_source, candidate_source, backend="cpu", config=None, 
         if on_gate:
             on_gate(name, status)
         reason = f"{name} failed on purpose" if status == "fail" else ""
-        gates.append(GateResult(name, status, 0.01, reason, _DETAIL.get(name, {}) if status == "fail" else {}))
+        gates.append(GateResult(name, status, 0.01, reason, DETAIL.get(name, {}) if status == "fail" else {}))
     feasible = failing is None
     return VerificationResult(
         backend=backend,
