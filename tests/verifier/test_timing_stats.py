@@ -1,0 +1,164 @@
+"""Interval arithmetic for paired timing and the "improved only when the interval is clear" rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from verifier.timing_stats import (
+    MIN_ROUNDS,
+    PairedEstimate,
+    achieved_bandwidth,
+    achieved_gflops,
+    is_improvement,
+    is_regression,
+    needs_more_rounds,
+    paired_speedup,
+)
+
+
+def rounds(seed: int, n: int, ms: float, sigma: float) -> np.ndarray:
+    """n per-round times around `ms` with multiplicative (log-normal) noise."""
+    return ms * np.exp(np.random.default_rng(seed).normal(0.0, sigma, n))
+
+
+def test_a_a_gives_one_with_an_interval_covering_one():
+    est = paired_speedup(rounds(1, 30, 2.0, 0.05), rounds(2, 30, 2.0, 0.05))
+    assert est.speedup == pytest.approx(1.0, abs=0.05)
+    assert est.lo <= 1.0 <= est.hi
+    assert est.lo <= est.speedup <= est.hi
+    assert not est.noisy and est.rounds == 30
+    assert not is_improvement(est) and not is_regression(est)
+
+
+def test_a_a_interval_is_calibrated_over_many_data_sets():
+    # a 95% interval should cover the true ratio (1) in roughly 95% of independent A/A experiments
+    covered = 0
+    for seed in range(120):
+        est = paired_speedup(rounds(10_000 + seed, 25, 1.0, 0.08), rounds(20_000 + seed, 25, 1.0, 0.08),
+                             rng_seed=seed, n_boot=1000)
+        covered += est.lo <= 1.0 <= est.hi
+    assert 0.88 <= covered / 120 <= 1.0
+
+
+def test_clear_2x_speedup_excludes_one_and_counts_as_improvement():
+    ref = rounds(3, 20, 4.0, 0.05)
+    cand = rounds(4, 20, 2.0, 0.05)
+    est = paired_speedup(ref, cand)
+    assert est.speedup == pytest.approx(2.0, rel=0.06)
+    assert est.lo > 1.5 and est.hi < 2.5
+    assert est.ref_ms == pytest.approx(float(np.median(ref)))
+    assert est.cand_ms == pytest.approx(float(np.median(cand)))
+    assert est.ref_iqr_ms > 0 and est.cand_iqr_ms > 0
+    assert is_improvement(est) and not is_regression(est)
+    assert is_improvement(est, min_gain=0.3) and not is_improvement(est, min_gain=1.0)
+    # the other way round it is a clear regression
+    back = paired_speedup(cand, ref)
+    assert back.hi < 1.0 and is_regression(back) and not is_improvement(back)
+
+
+def test_heavy_noise_is_flagged_and_asks_for_more_rounds():
+    est = paired_speedup(rounds(5, 10, 1.0, 0.6), rounds(6, 10, 0.8, 0.6))
+    assert est.noisy
+    assert est.halfwidth > 0.10
+    assert needs_more_rounds(est, target_halfwidth=0.10)
+    quiet = paired_speedup(rounds(7, 40, 1.0, 0.02), rounds(8, 40, 0.8, 0.02))
+    assert not quiet.noisy and not needs_more_rounds(quiet, target_halfwidth=0.10)
+    assert needs_more_rounds(quiet, target_halfwidth=quiet.halfwidth / 2)
+
+
+def test_interval_straddling_one_is_not_an_improvement():
+    est = paired_speedup(rounds(9, 12, 1.0, 0.15), rounds(10, 12, 0.97, 0.15))
+    assert est.lo < 1.0 < est.hi
+    assert not is_improvement(est)
+    # the rule looks at the interval, not at the point estimate
+    made_up = PairedEstimate(ref_ms=1.3, cand_ms=1.0, speedup=1.3, lo=0.95, hi=1.7, rounds=20, ref_iqr_ms=0.1,
+                             cand_iqr_ms=0.1, halfwidth=0.35, noisy=True)
+    assert not is_improvement(made_up)
+    assert is_improvement(PairedEstimate(**{**made_up.to_dict(), "lo": 1.01}))
+    assert not is_improvement(PairedEstimate(**{**made_up.to_dict(), "lo": 1.5, "rounds": MIN_ROUNDS - 1}))
+
+
+def test_pairing_cancels_load_shared_by_both_sides():
+    # machine load changes from round to round (x1..x3) and hits both sides of a round alike
+    load = np.random.default_rng(11).uniform(1.0, 3.0, 30)
+    ref = 2.0 * load * np.exp(np.random.default_rng(12).normal(0, 0.01, 30))
+    cand = 1.0 * load * np.exp(np.random.default_rng(13).normal(0, 0.01, 30))
+    est = paired_speedup(ref, cand)
+    assert est.speedup == pytest.approx(2.0, rel=0.05)
+    assert not est.noisy and est.halfwidth < 0.05
+    # resampling the two sides independently (ignoring the pairing) would give a much wider interval
+    rng = np.random.default_rng(0)
+    ri, ci = rng.integers(0, 30, (2000, 30)), rng.integers(0, 30, (2000, 30))
+    unpaired = np.median(ref[ri], axis=1) / np.median(cand[ci], axis=1)
+    lo, hi = np.quantile(unpaired, [0.025, 0.975])
+    assert (hi - lo) / 2 / est.speedup > 3 * est.halfwidth
+
+
+def test_deterministic_for_a_seed_and_seed_dependent_otherwise():
+    ref, cand = rounds(14, 15, 1.0, 0.1), rounds(15, 15, 0.9, 0.1)
+    a = paired_speedup(ref, cand, rng_seed=3)
+    b = paired_speedup(list(ref), list(cand), rng_seed=3)
+    assert a == b
+    c = paired_speedup(ref, cand, rng_seed=4)
+    assert c.speedup == a.speedup and (c.lo, c.hi) != (a.lo, a.hi)
+
+
+def test_few_rounds_are_always_noisy():
+    est = paired_speedup([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    assert est.speedup == 2.0 and est.noisy and est.rounds == 3
+    assert not is_improvement(est) and needs_more_rounds(est, 0.5)
+
+
+def test_round_trip_through_json():
+    est = paired_speedup(rounds(16, 20, 1.0, 0.05), rounds(17, 20, 0.5, 0.05))
+    again = PairedEstimate.from_dict(json.loads(json.dumps(est.to_dict())))
+    assert again == est
+    assert PairedEstimate.from_dict({**est.to_dict(), "extra": 1}) == est
+    assert "x [" in est.describe() and "20 rounds" in est.describe()
+
+
+@pytest.mark.parametrize("broken", [
+    {"speedup": None},
+    {"rounds": 2.5},
+    {"noisy": "yes"},
+    {"lo": "fast"},
+])
+def test_from_dict_rejects_bad_fields_in_one_line(broken):
+    data = {**paired_speedup([1.0] * 6, [0.5] * 6).to_dict(), **broken}
+    with pytest.raises(ValueError) as info:
+        PairedEstimate.from_dict(data)
+    assert "\n" not in str(info.value) and "re-measure" in str(info.value)
+
+
+def test_from_dict_reports_missing_fields():
+    data = paired_speedup([1.0] * 6, [0.5] * 6).to_dict()
+    del data["hi"]
+    with pytest.raises(ValueError, match="missing 'hi'"):
+        PairedEstimate.from_dict(data)
+    with pytest.raises(ValueError):
+        PairedEstimate.from_dict([1, 2])
+
+
+@pytest.mark.parametrize("ref,cand,words", [
+    ([], [1.0], "empty"),
+    ([1.0, 2.0], [1.0], "as many"),
+    ([1.0, -1.0], [1.0, 1.0], "positive"),
+    ([1.0, math.nan], [1.0, 1.0], "finite"),
+    (["a"], [1.0], "numbers"),
+])
+def test_bad_rounds_are_one_line_errors(ref, cand, words):
+    with pytest.raises(ValueError, match=words):
+        paired_speedup(ref, cand)
+
+
+def test_bandwidth_and_gflops():
+    assert achieved_bandwidth(2e9, 1000.0) == pytest.approx(2.0)  # 2 GB in 1 s
+    assert achieved_bandwidth(4e6, 1.0) == pytest.approx(4.0)  # 4 MB in 1 ms
+    assert achieved_gflops(2 * 512**3, 10.0) == pytest.approx(2 * 512**3 / 0.01 / 1e9)
+    for bad in (None, 0, -1, math.nan, math.inf, "x", True):
+        assert achieved_bandwidth(bad, 1.0) is None
+        assert achieved_gflops(1e9, bad) is None

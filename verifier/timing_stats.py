@@ -1,0 +1,162 @@
+"""Statistics for paired, interleaved timing: a speedup with a 95% interval, and when to call it noisy.
+
+The reference and the candidate are timed in alternating short rounds inside one window; round i gives
+one time per side (for example the median of a short burst). Rounds are paired, since both sides of a
+round share whatever the machine was doing then, so the bootstrap resamples *round indices* and takes
+both sides of each chosen round together. The speedup is the ratio of medians (reference / candidate:
+above 1 means the candidate is faster) with a percentile-bootstrap interval.
+
+Pure and deterministic for a given seed: no timing happens here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import MISSING, asdict, dataclass, fields
+
+import numpy as np
+
+MIN_ROUNDS = 5  # fewer rounds than this give no usable interval: the estimate is always "noisy"
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class PairedEstimate:
+    ref_ms: float  # median reference time over the rounds
+    cand_ms: float  # median candidate time over the rounds
+    speedup: float  # ref_ms / cand_ms: above 1 means the candidate is faster
+    lo: float  # lower end of the 95% interval of the speedup
+    hi: float  # upper end
+    rounds: int
+    ref_iqr_ms: float  # spread of the reference rounds (interquartile range)
+    cand_iqr_ms: float
+    halfwidth: float  # relative half-width of the interval: max(hi - s, s - lo) / s
+    noisy: bool  # interval wider than the threshold, or too few rounds to tell
+    confidence: float = CONFIDENCE
+    n_boot: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PairedEstimate:
+        """Inverse of to_dict; unknown keys are ignored, missing or non-numeric ones are a ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError("a paired estimate must be a JSON object: re-measure the kernel")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is not MISSING:
+                    continue
+                raise ValueError(f"paired estimate is missing {f.name!r}: re-measure the kernel")
+            value = data[f.name]
+            try:
+                if f.name == "noisy":
+                    if not isinstance(value, bool):
+                        raise TypeError
+                    kwargs[f.name] = value
+                elif f.name in ("rounds", "n_boot"):
+                    if isinstance(value, bool) or int(value) != value:
+                        raise TypeError
+                    kwargs[f.name] = int(value)
+                else:
+                    if isinstance(value, bool):
+                        raise TypeError
+                    kwargs[f.name] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"paired estimate field {f.name!r} is not valid ({value!r}): re-measure the "
+                                 "kernel") from None
+        return cls(**kwargs)
+
+    def describe(self) -> str:
+        """'1.84x [1.71-1.97], 20 rounds' (+ ', noisy')."""
+        text = f"{self.speedup:.2f}x [{self.lo:.2f}-{self.hi:.2f}], {self.rounds} rounds"
+        return text + (", noisy" if self.noisy else "")
+
+
+def _as_rounds(values: Sequence[float], side: str) -> np.ndarray:
+    try:
+        arr = np.asarray(list(values), dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{side} rounds must be numbers (milliseconds per round)") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{side} rounds are empty: time at least one round of each side")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{side} rounds must be finite positive times in milliseconds")
+    return arr
+
+
+def _iqr(arr: np.ndarray) -> float:
+    q1, q3 = np.percentile(arr, [25, 75])
+    return float(q3 - q1)
+
+
+def paired_speedup(ref_rounds: Sequence[float], cand_rounds: Sequence[float], rng_seed: int = 0,
+                   n_boot: int = 2000, noisy_halfwidth: float = 0.10,
+                   confidence: float = CONFIDENCE) -> PairedEstimate:
+    """Speedup of the candidate over the reference from paired rounds (ref_rounds[i] and cand_rounds[i]
+    were timed in the same round), with a bootstrap interval over rounds."""
+    ref = _as_rounds(ref_rounds, "reference")
+    cand = _as_rounds(cand_rounds, "candidate")
+    if ref.size != cand.size:
+        raise ValueError(f"paired timing needs as many reference rounds as candidate rounds "
+                         f"({ref.size} vs {cand.size})")
+    if n_boot < 100:
+        raise ValueError("n_boot must be at least 100")
+    if not 0.5 < confidence < 1.0:
+        raise ValueError("confidence must lie between 0.5 and 1")
+    n = ref.size
+    ref_ms = float(np.median(ref))
+    cand_ms = float(np.median(cand))
+    speedup = ref_ms / cand_ms
+    rng = np.random.default_rng(rng_seed)
+    idx = rng.integers(0, n, size=(n_boot, n))  # the same rounds for both sides: pairs stay pairs
+    ratios = np.median(ref[idx], axis=1) / np.median(cand[idx], axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = (float(x) for x in np.quantile(ratios, [alpha, 1.0 - alpha]))
+    lo, hi = min(lo, speedup), max(hi, speedup)
+    halfwidth = max(hi - speedup, speedup - lo) / speedup
+    noisy = bool(halfwidth > noisy_halfwidth or n < MIN_ROUNDS)
+    return PairedEstimate(ref_ms=ref_ms, cand_ms=cand_ms, speedup=speedup, lo=lo, hi=hi, rounds=n,
+                          ref_iqr_ms=_iqr(ref), cand_iqr_ms=_iqr(cand), halfwidth=halfwidth, noisy=noisy,
+                          confidence=confidence, n_boot=n_boot)
+
+
+def is_improvement(candidate_vs_best: PairedEstimate, min_gain: float = 0.0) -> bool:
+    """True only when the whole interval lies on the faster side: lo > 1 + min_gain, from enough rounds.
+    `candidate_vs_best` is the paired estimate with the current best as the reference."""
+    est = candidate_vs_best
+    return est.rounds >= MIN_ROUNDS and est.lo > 1.0 + min_gain
+
+
+def is_regression(candidate_vs_best: PairedEstimate) -> bool:
+    """True only when the whole interval lies on the slower side."""
+    return candidate_vs_best.rounds >= MIN_ROUNDS and candidate_vs_best.hi < 1.0
+
+
+def needs_more_rounds(est: PairedEstimate, target_halfwidth: float = 0.10) -> bool:
+    """Keep measuring (within the time budget) while the interval is wider than the target."""
+    return est.rounds < MIN_ROUNDS or est.halfwidth > target_halfwidth
+
+
+def _positive(x: float | None) -> float | None:
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def achieved_bandwidth(bytes_moved: float | None, ms: float | None) -> float | None:
+    """GB/s (10^9 bytes per second) for `bytes_moved` in `ms` milliseconds; None when either is unknown."""
+    b, t = _positive(bytes_moved), _positive(ms)
+    return None if b is None or t is None else b / (t * 1e-3) / 1e9
+
+
+def achieved_gflops(flops: float | None, ms: float | None) -> float | None:
+    """GFLOP/s for `flops` floating-point operations in `ms` milliseconds; None when either is unknown."""
+    f, t = _positive(flops), _positive(ms)
+    return None if f is None or t is None else f / (t * 1e-3) / 1e9
