@@ -87,7 +87,8 @@ def _holder_text() -> str:
         cmd = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         cmd = ""
-    return f"{os.getpid()} {cmd}".strip()
+    cmd = " ".join(cmd.split())  # one line, however the command was written
+    return f"{os.getpid()} {cmd[:160]}".strip()
 
 
 def _parse_holder(text: str) -> tuple[int | None, str]:
