@@ -786,6 +786,22 @@ def load_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def check_not_open(path: Path) -> None:
+    """SessionError naming the process that has the session at `path` open for writing, if another has.
+
+    For callers that start something long before opening the session (the app); `Session.open` checks too.
+    """
+    lock = FolderLock(Path(path))
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise SessionError(f"session {Path(path).name} is open in {exc.holder}; close it there first "
+                           f"(or wait for it to finish)") from None
+    except OSError:
+        return  # cannot lock here (read-only folder): opening it will say why
+    lock.release()
+
+
 def find_session(ref: str | Path, root: Path) -> Path:
     """A session folder from a path, an id under `root`, or a unique part of an id (prefix first)."""
     p = Path(ref)

@@ -121,6 +121,7 @@ def tui(
         return
     if session_ref is not None:
         path = _find(session_ref, sessions_dir)
+        _refuse_if_open(path)
         if model:
             check_model(model, api_base)
         opener = resume_opener(path, model, api_base, memory=open_memory_checked(memory_path, not no_memory))
@@ -134,6 +135,16 @@ def tui(
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task)
     app.run()
+
+
+def _refuse_if_open(path: Path) -> None:
+    """One line naming the process that already has this session open (a second `tui --session`)."""
+    from core.session import SessionError, check_not_open
+
+    try:
+        check_not_open(path)
+    except SessionError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _find(ref: str, sessions_dir: str | None) -> Path:

@@ -126,3 +126,12 @@ def test_same_process_may_reopen_and_close_releases(tmp_path):
     assert (s.path / ".lock").read_text().split()[0] == str(os.getpid())
     b.close()
     assert (s.path / ".lock").read_text() == ""
+
+
+def test_tui_session_open_elsewhere_is_refused_before_the_app_starts(tmp_path, holder, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["tui", "--session", "held", "--sessions-dir", str(tmp_path / "sessions"),
+                                   "--no-memory"])
+    assert res.exit_code == 1, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"process {holder.pid}" in lines[0], res.output
