@@ -131,6 +131,32 @@ def test_file_size_limit(tmp_path):
 
 
 def test_caller_environment_untouched(tmp_path):
+    """The sandbox adds its own variables (progress pipe, PYTHONPATH) for the job only: neither the caller's
+    os.environ nor an env dict the caller passes is changed, and the job sees what it was given plus those."""
+    import json
+
+    script = tmp_path / "job.py"
+    script.write_text("import json, os, sys\nopen(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))\n")
     before = dict(os.environ)
-    _run(tmp_path, "import os\nos.environ['EVK_LEAK'] = '1'\n", wall_s=20)
-    assert "EVK_LEAK" not in os.environ and dict(os.environ) == before
+    given = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "EVK_GIVEN": "yes"}
+    given_before = dict(given)
+    work = tmp_path / "work"
+    seen_file = work / "seen.json"
+    out = run_sandboxed([sys.executable, str(script), str(seen_file)], work, Limits(wall_s=20), env=given)
+    assert out.exit_code == 0, out.stderr_tail
+    seen = json.loads(seen_file.read_text())
+    assert seen["EVK_GIVEN"] == "yes" and "EVK_PROGRESS_FD" in seen and seen.get("PYTHONPATH")
+    assert given == given_before, "the env dict passed in was changed"
+    assert dict(os.environ) == before and "EVK_PROGRESS_FD" not in os.environ
+
+    seen_file.unlink()
+    os.environ["EVK_FROM_CALLER"] = "1"  # env=None: the caller's environment, copied
+    try:
+        before = dict(os.environ)
+        out = run_sandboxed([sys.executable, str(script), str(seen_file)], work, Limits(wall_s=20))
+        assert out.exit_code == 0, out.stderr_tail
+        seen = json.loads(seen_file.read_text())
+        assert seen["EVK_FROM_CALLER"] == "1" and "EVK_PROGRESS_FD" in seen
+        assert dict(os.environ) == before
+    finally:
+        del os.environ["EVK_FROM_CALLER"]
