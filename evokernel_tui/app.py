@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 
 from evokernel_tui.screens.main import MainScreen, SessionScreen
-from evokernel_tui.screens.prompts import NumberPrompt, PathPrompt
+from evokernel_tui.screens.prompts import ConfirmPrompt, NumberPrompt, PathPrompt
 from evokernel_tui.screens.replay import ReplayScreen
 from evokernel_tui.screens.task_picker import TaskPickerScreen
 from evokernel_tui.themes import TEXTUAL_THEMES, THEME_NAMES, load_theme_name, next_theme, save_theme_name
@@ -49,6 +49,28 @@ def read_events(session_dir: Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return events
+
+
+def prebuild_starter(session: Any) -> Any:
+    """Verify the starter kernel on a daemon thread, recording nothing: its bindings (the signature
+    the person's edits of it keep), its build and its verdict are cached by the time they press v or
+    ctrl+s. Failures are ignored: the person's own verification then pays the cost."""
+    import contextlib
+    import threading
+
+    meta = getattr(session, "meta", None) or {}
+    reference = (meta.get("task") or {}).get("source")
+    source = session.current_source
+    if not reference or not source:
+        return None
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            session.verify_fn(reference, source, backend=session.backend, config=session.verify_config)
+
+    thread = threading.Thread(target=run, name="evokernel-prebuild-starter", daemon=True)
+    thread.start()
+    return thread
 
 
 def untrusted_pass_as_checking(event: Any) -> Any:
@@ -116,8 +138,11 @@ class EvoKernelApp(App[None]):
         theme_name: str | None = None,
         watch_file: bool = True,
         debounce: float = 0.3,
+        prebuild_starter: bool = False,
     ) -> None:
         super().__init__()
+        self._prebuild_starter = prebuild_starter
+        self.prebuild_thread: Any = None
         self.session = session
         self.view = SessionView()
         self._open_session = open_session
@@ -185,6 +210,8 @@ class EvoKernelApp(App[None]):
                 Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
             ).start()
             self._watcher.note_own_write(session.current_source)
+        if self._prebuild_starter and session.manual and not getattr(session, "history", None):
+            self.prebuild_thread = prebuild_starter(session)
 
     def on_unmount(self) -> None:
         self._stop_watcher()
@@ -422,6 +449,11 @@ class EvoKernelApp(App[None]):
         self._start("reject", self._plain_call("reject_pending"))
 
     def action_reverify(self) -> None:
+        s = self.session
+        if s is not None and not getattr(s, "history", None) and s.current_source:
+            # nothing recorded yet: the kernel on screen is the starter, so verify that
+            self.submit_edit(s.current_source, "the starter kernel")
+            return
         self._start("reverify", self._plain_call("reverify"))
 
     def action_switch_stage(self) -> None:
@@ -472,7 +504,9 @@ class EvoKernelApp(App[None]):
             return
         if self._busy_with():
             self._deferred_edit = message.text
-            self.activity.note(f"Picked up a save of {Path(s.kernel_path).name}; it is verified when {self.running} ends.")
+            running = self.running or "the running call"
+            self.activity.note(f"Picked up a save of {Path(s.kernel_path).name}; it will be verified once "
+                               f"the running call ({running}) has finished.")
             return
         self._take_file_edit(message.text)
 
@@ -497,24 +531,73 @@ class EvoKernelApp(App[None]):
             self.activity.note(f"opening {task}…")
             self._create_session(task)
 
+    def export_choice(self) -> tuple[str | None, str, str]:
+        """(source, what it is, warning): the best feasible kernel when there is one, else the current
+        kernel with a warning that it has not passed the gates; unsubmitted pane edits are never saved."""
+        best = getattr(self.session, "best", None) if self.session is not None else None
+        warning = ""
+        if self._kernel_pane_edited():
+            warning = "The kernel pane has edits that were not submitted (ctrl+s); they are not saved. "
+        if best is not None and getattr(best, "source", None):
+            return best.source, _version_text(best, "the best feasible kernel"), warning
+        source = self.view.source or (self.session.current_source if self.session is not None else "")
+        if not source:
+            return None, "", warning
+        return source, "the current kernel", warning + "No kernel has passed the gates yet: this one may not build."
+
+    def _kernel_pane_edited(self) -> bool:
+        try:
+            return bool(self.main_screen.query_one(KernelPane).edited)
+        except Exception:  # no main screen (replay) or not mounted yet
+            return False
+
     def action_export(self) -> None:
-        if not self.view.source:
+        source, what, warning = self.export_choice()
+        if source is None:
             self._report("There is no kernel to save yet.", "warning")
             return
+        if warning:
+            self._report(warning.strip(), "warning")
         default = f"{self.view.task or 'kernel'}_kernel.py"
-        self.push_screen(PathPrompt("Save the current kernel to", default), self.export_kernel)
+        self.push_screen(PathPrompt(f"Save {what} to", default), lambda target: self.export_kernel(target, source))
 
-    def export_kernel(self, target: str | None) -> None:
+    def export_kernel(self, target: str | None, source: str | None = None) -> None:
         if not target:
             return
+        if source is None:
+            source = self.export_choice()[0] or self.view.source
         path = Path(target).expanduser()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.view.source)
+            path.write_text(source)
         except OSError as exc:
             self._report(f"Could not save to {path}: {exc.strerror or exc}. Pick another path.")
             return
         self._report(f"Saved the kernel to {path}.", "information")
+
+    async def action_quit(self) -> None:
+        """Quit; with a refinement still pending, ask first. The session id and how to resume are
+        printed once the screen is gone."""
+        pending = self.session.pending if self.session is not None else None
+        if source_of(pending) is not None and not isinstance(self.screen, ConfirmPrompt):
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.exit(message=self.exit_message())
+
+            self.push_screen(ConfirmPrompt(f"{_pending_text(pending).capitalize()} is pending (not accepted or "
+                                           "rejected). Quit anyway? It stays pending in the session."), answered)
+            return
+        self.exit(message=self.exit_message())
+
+    def exit_message(self) -> str | None:
+        """`Session ID saved in PATH; continue with: evokernel tui --session ID` (None without a session)."""
+        s = self.session
+        sid = getattr(s, "id", None)
+        if s is None or not sid or self._replay_events is not None:
+            return None
+        pending = source_of(getattr(s, "pending", None)) is not None
+        note = f" ({_pending_text(s.pending)} is still pending)" if pending else ""
+        return f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}"
 
     def action_switch_theme(self) -> None:
         self.apply_theme(next_theme(self._theme_name))

@@ -133,7 +133,7 @@ def tui(
                                 memory=open_memory_checked(memory_path, not no_memory), first_task=first)
     from evokernel_tui.app import EvoKernelApp
 
-    app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task)
+    app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True)
     app.run()
 
 

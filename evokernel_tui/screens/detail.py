@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from evokernel_tui.view import GateView, MemoryView
+from evokernel_tui.widgets.gate_panel import cpp_line_label
 
 
 def gate_detail_text(gate: GateView) -> str:
@@ -19,11 +20,16 @@ def gate_detail_text(gate: GateView) -> str:
     seconds = f" in {gate.seconds:.2f}s" if gate.seconds is not None else ""
     lines = [f"{gate.title}: {gate.state}{seconds}"]
     if gate.reason:
-        lines += ["", gate.reason]
+        lines += ["", cpp_line_label(gate.reason)]
     detail = dict(gate.detail)
     diagnostics = detail.pop("diagnostics", None)
     if diagnostics:
-        lines += ["", "Compiler diagnostics:"] + [f"  {d}" for d in diagnostics]
+        lines += ["", "Compiler diagnostics (C++ line N = line N of your C++ source; c shows it numbered):"]
+        lines += [f"  {cpp_line_label(d)}" for d in diagnostics]
+    log = detail.pop("log", None)
+    if log:
+        lines += ["", "Compiler log (kernel.cpp as compiled: line 1 is the shim's #include, so its line "
+                  "numbers are one more than the C++ line):", str(log)[-4000:]]
     if "rule" in detail or "line" in detail:
         lines += ["", f"Rule: {detail.pop('rule', '?')}", f"Line: {detail.pop('line', '?')}"]
     mismatch = detail.pop("mismatch", None)

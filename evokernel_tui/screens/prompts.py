@@ -65,3 +65,26 @@ class PathPrompt(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmPrompt(ModalScreen[bool]):
+    """A yes/no question: y or enter confirms, n or escape declines."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("enter", "answer(True)", "Yes", show=False),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "No", show=False),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self._question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal prompt"):
+            yield Label(self._question, classes="modal-title")
+            yield Label("y: yes · n: no", classes="modal-body")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

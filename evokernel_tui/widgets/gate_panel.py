@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import OptionList
@@ -10,6 +12,14 @@ from textual.widgets.option_list import Option
 from evokernel_tui.view import GateView
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+_KERNEL_CPP_LINE = re.compile(r"\bkernel\.cpp:(\d+):")
+
+
+def cpp_line_label(text: str) -> str:
+    """`kernel.cpp:12: error` → `C++ line 12: error`. The verifier's diagnostics number the lines of the
+    C++ source the kernel passes to load_inline (the compiled kernel.cpp has one more line on top, the
+    shim's #include, so its raw log says 13); the C++ view (c) numbers lines the same way."""
+    return _KERNEL_CPP_LINE.sub(r"C++ line \1:", text)
 STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checking", "pass": "pass", "fail": "FAIL",
                 "skip": "skipped"}
 
@@ -18,7 +28,7 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
     """`● Compile    pass   1.23s  reason` with the light's style left to the caller."""
     light = SPINNER[frame % len(SPINNER)] if gate.state == "running" else "●"
     seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
-    reason = gate.reason if gate.state == "fail" else ""
+    reason = cpp_line_label(gate.reason) if gate.state == "fail" else ""
     line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}  {reason}"
     return Text(line[: max(width, 20)], no_wrap=True, overflow="ellipsis")
 

@@ -76,7 +76,7 @@ async def test_failed_gate_detail_shows_diagnostics(make_session):
         await pilot.pause()
         assert isinstance(app.screen, GateDetailScreen)
         body = str(app.screen.query_one(".modal-body").render())
-        assert "kernel.cpp:3: error: expected ';'" in body
+        assert "C++ line 3: error: expected ';'" in body
         await pilot.press("escape")
         assert not isinstance(app.screen, GateDetailScreen)
 

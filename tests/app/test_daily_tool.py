@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from support import reply
+from support import kernel, reply
 from test_controls import SIZE, app_for, log_text, settle
 
+from evokernel_tui.app import EvoKernelApp
 from evokernel_tui.widgets.gate_panel import GatePanel
 from verifier.result import GATE_ORDER, GateResult, VerificationResult
 
@@ -77,3 +78,118 @@ async def test_run_stops_at_a_pending_refinement_and_keeps_it(make_session):
         await settle(app, pilot)
         assert s.used["refine"] == 2 and s.history[-1].latency_ms == 32.3
         assert s.best.version == 2 and s.pending is None  # 32.3 ms is no improvement on 20.4 ms
+
+
+async def test_v_at_first_launch_verifies_the_starter(make_session, verifier):
+    s = make_session(None)  # manual mode: the starter kernel is on screen, nothing recorded yet
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("v")
+        await settle(app, pilot)
+        assert "no kernel to verify" not in log_text(app)
+        assert len(verifier.calls) == 1 and verifier.calls[0] == s.history[0].source
+        assert "Verifying your edit from the starter kernel" in log_text(app)
+
+
+async def test_a_save_during_a_call_is_queued_with_a_readable_message(make_session, verifier):
+    s = make_session([reply("feasible", 1.0)])
+    hold = verifier.block()
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await asyncio.get_running_loop().run_in_executor(None, verifier.entered.wait, 10)
+        app.post_message(app.KernelFileChanged(kernel("feasible", 0.7, "saved meanwhile")))
+        await pilot.pause(0.1)
+        assert ("Picked up a save of current_kernel.py; it will be verified once the running call (step) "
+                "has finished.") in log_text(app)
+        hold.set()
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert any("saved meanwhile" in a.source for a in s.history if a.author == "person")
+
+
+async def test_export_defaults_to_the_best_feasible_kernel(make_session, tmp_path):
+    s = make_session([reply("feasible", 0.5, "best"), reply("compile_fail")])
+    app = app_for(s)
+    target = tmp_path / "best.py"
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        from evokernel_tui.widgets.kernel_pane import KernelPane
+
+        pane = app.screen.query_one(KernelPane)
+        pane.editor.load_text("this does not build")
+        await pilot.press("x")
+        await pilot.pause()
+        assert "not submitted (ctrl+s); they are not saved" in "\n".join(app.activity.lines)
+        assert "the best feasible kernel v1 (0.5 ms)" in str(app.screen.query_one(".modal-title").render())
+        app.screen.query_one("#prompt-input").value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert target.read_text() == s.best.source and "best" in target.read_text()
+
+
+async def test_export_warns_when_nothing_passed_yet(make_session, tmp_path):
+    s = make_session(None)
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        source, what, warning = app.export_choice()
+        assert source == s.current_source and what == "the current kernel"
+        assert "No kernel has passed the gates yet" in warning
+
+
+async def test_quit_with_a_pending_refinement_asks_and_says_how_to_resume(make_session, capsys):
+    from evokernel_tui.screens.prompts import ConfirmPrompt
+
+    s = make_session([reply("feasible", 1.0), reply("feasible", 0.5, "faster")])
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("s")
+        await settle(app, pilot)
+        assert s.pending is not None
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmPrompt), "quit did not ask about the pending refinement"
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmPrompt) and app.is_running
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+    message = capsys.readouterr().err.replace("\n", "")  # printed once the screen is gone
+    assert f"Session {s.id} saved" in message and f"evokernel tui --session {s.id}" in message
+    assert "is still pending" in message
+
+
+async def test_quit_without_pending_prints_the_session(make_session, capsys):
+    s = make_session([])
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert f"evokernel tui --session {s.id}" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_compile_summary_numbers_lines_like_the_cpp_view():
+    from evokernel_tui.view import GateView
+    from evokernel_tui.widgets.gate_panel import cpp_line_label, gate_line
+
+    gate = GateView("compile", "fail", 1.2, "compile error: kernel.cpp:12: error: expected ';' [file line 40]")
+    assert "C++ line 12: error: expected ';' [file line 40]" in gate_line(gate, width=120).plain
+    assert cpp_line_label("x kernel.cpp:7: warning: y") == "x C++ line 7: warning: y"
+
+
+async def test_starter_is_prebuilt_in_the_background_without_recording(make_session, verifier):
+    s = make_session(None)
+    app = EvoKernelApp(s, watch_file=False, prebuild_starter=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.prebuild_thread is not None
+        app.prebuild_thread.join(10)
+        assert verifier.calls == [s.current_source]
+        assert not s.history, "the prebuild must not record a version"
