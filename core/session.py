@@ -43,7 +43,16 @@ from core.fsutil import FolderLock, LockHeld, atomic_write_text, os_error_text, 
 from core.fsutil import one_line as _one_line
 from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
 from core.prompting import PromptContext, Tried, build_messages
-from core.rewards import is_improvement, reward_for
+from core.rewards import (
+    choose_start_point,
+    credited_ids,
+    deferred_credit,
+    is_improvement,
+    marked_used,
+    reward_for,
+    select_memories,
+    store_trajectory,
+)
 from verifier.result import VerificationResult
 
 FORMAT_VERSION = 1
@@ -123,6 +132,8 @@ class Session:
         self.state = SessionState()
         # the memories on screen as `memory.Retrieved` objects (prompts and the app's table); not folded
         self.retrieved: list[Any] = []
+        self.start_point: Any = None  # refine: the start point chosen by Q2 for this step
+        self.credit_ids: list[str] = []  # the ids this step's reward credits (ranked slots + start point)
 
     # ---------------------------------------------------------------- create / open
 
@@ -373,7 +384,7 @@ class Session:
             self.step_no += 1
             start = time.monotonic()
             stage = self._work_stage()
-            credited = list(self.onscreen_ids)
+            credited = marked_used(self.log.path, self.onscreen_ids)
             attempt = self._record_kernel(source, "person", stage)
             self._emit("human_edit", {"version": attempt.version, "stage": stage, "credited": credited})
             result = self._verify(attempt)
@@ -388,6 +399,15 @@ class Session:
             self._advance()
             return events
 
+    def mark_used(self, item_id: str, used: bool = True, on_event: EventSink | None = None) -> list[Event]:
+        """Mark a memory on screen as used (or not) by the person: only marked memories are credited
+        for the person's next edit (none by default). Marks last until the next retrieval."""
+        if item_id not in self.onscreen_ids:
+            raise SessionError(f"memory {item_id} is not on screen; mark one of the memories shown")
+        with self._exclusive(), self._collecting(on_event) as events:
+            self._emit("memory_marked", {"id": item_id, "used": bool(used)})
+            return events
+
     def accept_pending(self, on_event: EventSink | None = None) -> list[Event]:
         """Make the pending refinement the best kernel and distil an insight from it."""
         with self._exclusive(), self._collecting(on_event) as events:
@@ -397,7 +417,8 @@ class Session:
 
             before, after = self.best, self.pending
             self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
-            self._credit(list(after.credited), "refine", person_reward("accepted"))
+            ids, value = deferred_credit(self.log.path, after.version)
+            self._credit(ids, "refine", person_reward("accepted", value))
             if before is not None:
                 self._distil_insight(before, after)
             return events
@@ -411,7 +432,8 @@ class Session:
             self._emit("rejected", {"version": rejected.version, "by": "person"})
             from memory.values import person_reward
 
-            self._credit(list(rejected.credited), "refine", person_reward("rejected"))
+            ids, value = deferred_credit(self.log.path, rejected.version)
+            self._credit(ids, "refine", person_reward("rejected", value))
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:
@@ -480,7 +502,8 @@ class Session:
             self._finish_step(stage, "verifier_error", None, start)
             return
         best_ms = self.best.latency_ms if self.best else None
-        self._learn(stage, attempt, result, [h.item.id for h in hits], best_ms)
+        defer = stage == "refine" and not self.auto_accept and is_improvement(result, best_ms)
+        self._learn(stage, attempt, result, list(self.credit_ids), best_ms, defer=defer)
         self._judge(stage, attempt, result, best_ms)
         self._finish_step(stage, result.outcome, result, start)
 
@@ -577,15 +600,26 @@ class Session:
         return ""
 
     def _retrieve(self, stage: str) -> list[Any]:
+        """Memories for this step. The `retrieved` event records the pool they were chosen from
+        (ids, similarity, Q), which slots exploration chose, and in refine the start point picked
+        by Q2 among the session's feasible kernels (see `core.rewards.choose_start_point`)."""
+        self.start_point = None
         if self.memory is None:
             return []
         try:
-            hits = self.policy.retrieve(self.memory, self.signature, stage=stage)
+            selection = select_memories(self.policy, self.memory, self.signature, stage)
+            hits = selection.hits
+            extra = selection.event() if hasattr(selection, "event") else {}
+            if stage == "refine":
+                self.start_point = choose_start_point(self.policy, self.memory, self.history, self.log.path)
+                if self.start_point is not None:
+                    extra["start_point"] = self.start_point.to_dict()
         except Exception as exc:  # a broken memory bank must not stop the loop
             self._emit("error", {"where": "memory", "message": f"retrieval failed: {_one_line(exc)}"})
             return []
         self.retrieved = list(hits)
-        self._emit("retrieved", {"stage": stage, "items": [_hit_dict(h) for h in hits]})
+        self.credit_ids = credited_ids(hits, self.start_point)
+        self._emit("retrieved", {"stage": stage, "items": [_hit_dict(h) for h in hits], **extra})
         return hits
 
     @property
@@ -607,8 +641,9 @@ class Session:
             previous_source=last.source if last is not None and not last.feasible else "",
         )
         if stage == "refine" and best is not None:
-            ctx.best_source = best.source
-            ctx.best_latency_ms = best.latency_ms
+            start = self.start_point.attempt(self.history) if getattr(self, "start_point", None) else None
+            ctx.best_source = (start or best).source
+            ctx.best_latency_ms = (start or best).latency_ms
             ctx.reference_ms = best.result.reference_ms if best.result else None
             ctx.profile = best.result.profile if best.result else []
             ctx.tried = [Tried(a.version, a.outcome, a.latency_ms, _failed_reason(a))
@@ -638,22 +673,23 @@ class Session:
                                     "feedback": result.feedback()})
         return result
 
-    def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None) -> None:
-        reward = reward_for(stage, result, best_ms)
-        self._emit("reward", {"version": attempt.version, "credited": ids, **reward.to_dict()})
+    def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None,
+               defer: bool = False) -> None:
+        """Credit `ids` with the attempt's reward and store its trajectory. With `defer` (a refinement
+        pending a person's verdict) the credit waits for accept/reject, so the attempt is credited once."""
+        reward = reward_for(stage, result, best_ms, scheme=getattr(self.policy, "reward", "paper"))
+        self._emit("reward", {"version": attempt.version, "credited": [] if defer else ids, **reward.to_dict(),
+                              **({"deferred": ids} if defer else {})})
         if self.memory is None:
             return
         try:
-            if ids:
+            if ids and not defer:
                 changes = self.memory.credit(ids, stage=stage, reward=reward.value)
                 self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
-            from memory.writing import trajectory_item
-
-            item = trajectory_item(self.signature, stage=stage, code=attempt.source, outcome=result.outcome,
-                                   feedback=result.feedback(), latency_ms=result.latency_ms, author=attempt.author,
-                                   gates={g.name: g.status for g in result.gates}, speedup=result.speedup)
-            self.memory.add(item)
-            self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version})
+            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result,
+                                         {"session": self.id, "version": attempt.version, "model": self.model_name})
+            self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version,
+                                        "merged": how == "merged"})
         except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
             self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
 
@@ -685,8 +721,13 @@ class Session:
             from memory.writing import insight_from_refinement
 
             item = insight_from_refinement(self.signature, before=before.source, after=after.source,
-                                           speedup=speedup, summarise=summarise)
-            self.memory.add(item)
+                                           speedup=speedup, summarise=summarise,
+                                           source={"session": self.id, "before": before.version,
+                                                   "after": after.version, "model": self.model_name})
+            item, how = self.memory.add_insight(item) if hasattr(self.memory, "add_insight") else (self.memory.add(item), "added")
+            if how == "duplicate":
+                self._emit("insight", {"skipped": f"repeats the stored insight {item.id}", "id": item.id})
+                return
         except ModelError as exc:
             self._emit("model_error", {"stage": "refine", "purpose": "insight", "reason": exc.reason,
                                        "message": str(exc), "model_call": True})
@@ -935,6 +976,8 @@ def _model_meta(model: ModelConfig | ModelClient | None) -> dict[str, Any] | Non
 def _policy_meta(policy: Any) -> dict[str, Any]:
     if policy is None:
         return {}
+    if hasattr(policy, "settings"):
+        return policy.settings()
     return {k: getattr(policy, k) for k in ("mode", "k", "seed") if hasattr(policy, k)}
 
 
@@ -965,7 +1008,8 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
     item = hit.item
     return {"id": item.id, "kind": item.kind, "title": item.title, "text": item.text, "q1": item.q1, "q2": item.q2,
             "visits1": item.visits1, "visits2": item.visits2, "similarity": hit.similarity,
-            "value": hit.value, "exploration": hit.exploration, "score": hit.score}
+            "value": hit.value, "exploration": hit.exploration, "score": hit.score,
+            "chosen_by": getattr(hit, "chosen_by", "value")}
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:

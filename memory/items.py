@@ -117,6 +117,14 @@ class MemoryItem:
         raw = "\x1f".join((self.kind, self.title.strip(), self.text.strip()))
         return hashlib.sha1(raw.encode()).hexdigest()[:16]
 
+    def clone(self) -> MemoryItem:
+        """An independent copy, several times faster than `copy.deepcopy` (strings are shared)."""
+        item = object.__new__(MemoryItem)
+        item.__dict__.update(self.__dict__)
+        item.backends, item.tags = list(self.backends), list(self.tags)
+        item.data = copy.deepcopy(self.data) if self.data else {}
+        return item
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able copy; lists and `data` are copied so the record never aliases the item."""
         d = dict(self.__dict__)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memory.items import MemoryItem, TaskSignature, check_stage
-from memory.values import normalised_value
+from memory.values import check_scheme, normalised_value
 
 MODES = ("value", "similarity", "random")
 EXPLORATION = ("epsilon", "screen", "ucb", "none")
@@ -139,7 +139,8 @@ class RetrievalPolicy:
     - `rules`: fetch contract knowledge by rule on top of the N slots;
     - `dedup`: near-duplicate trajectories (same task, stage and outcome) take one place in the
       pool, the one of highest stage Q (then the most similar), so they cannot crowd it;
-    - `backend_boost`: similarity bonus for items of the task's backend.
+    - `backend_boost`: similarity bonus for items of the task's backend;
+    - `reward`: the reward scheme sessions credit with ("paper" or "shaped", see `values`).
     """
 
     mode: str = "value"
@@ -158,6 +159,7 @@ class RetrievalPolicy:
     rules: bool = True
     dedup: bool = True
     neutral: bool = True
+    reward: str = "paper"
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +181,7 @@ class RetrievalPolicy:
             raise ValueError("explore_slots must be within 0..k and screen_visits at least 0")
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
+        check_scheme(self.reward)
         self._rng = random.Random(self.seed)
 
     @property
@@ -193,7 +196,7 @@ class RetrievalPolicy:
             "mode": self.mode, "k": self.k, "seed": self.seed, "pool_factor": self.pool_factor,
             "pool_size": self.pool_size, "exploration": self.exploration, "epsilon": self.epsilon,
             "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
-            "dedup": self.dedup, "neutral": self.neutral,
+            "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:

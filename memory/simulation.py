@@ -216,7 +216,7 @@ def schedule(world: World, rng: random.Random) -> list[TaskSignature]:
 
 def method_policy(method: str, seed: int, params: dict[str, Any] | None = None) -> tuple[RetrievalPolicy, dict[str, Any]]:
     """RetrievalPolicy and MemoryStore settings of one method (`params` override the value method's)."""
-    params = dict(params or {})
+    params = {k: v for k, v in (params or {}).items() if not k.startswith("_")}
     store_keys = {"alpha", "schedule"}
     store = {k: params.pop(k) for k in list(params) if k in store_keys}
     if method == "value":
@@ -255,7 +255,7 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
             stage = "draft" if not start_points else "refine"
             start: SimItem | None = None
             if stage == "refine":
-                if bank is None or policy is None:
+                if bank is None or policy is None or (params or {}).get("_oracle_start"):
                     start = max(start_points, key=lambda s: s.potential)
                 elif method in ("value", "bandit"):
                     points = [(s, bank.get(s.item.id).q2 if s.item.id in bank else 0.0) for s in start_points]

@@ -437,7 +437,7 @@ class MemoryStore:
         """A copy of one item; KeyError names the id when it is not in the bank."""
         with self._locked():
             try:
-                return copy.deepcopy(self._items[item_id])
+                return self._items[item_id].clone()
             except KeyError:
                 raise KeyError(f"no memory item {item_id!r} in {self.path}") from None
 
@@ -445,7 +445,7 @@ class MemoryStore:
         """Copies of all items (optionally of one kind), oldest first."""
         with self._locked():
             chosen = [i for i in self._items.values() if kind is None or i.kind == kind]
-            return sorted((copy.deepcopy(i) for i in chosen), key=lambda i: (i.created, i.id))
+            return sorted((i.clone() for i in chosen), key=lambda i: (i.created, i.id))
 
     def recall(
         self, query: str, n: int, backend: str | None = None, backend_boost: float = 0.0
@@ -470,7 +470,7 @@ class MemoryStore:
                 return []
             part = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
             order = part[np.lexsort((part, -sims[part]))]
-            return [(copy.deepcopy(self._items[ids[r]]), float(sims[r])) for r in order]
+            return [(self._items[ids[r]].clone(), float(sims[r])) for r in order]
 
     def stats(self) -> dict[str, Any]:
         """Counts and value summaries for `evokernel memory stats` and the app."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -105,8 +106,10 @@ def test_pending_refinement_accept_and_reject(tmp_path, task, store):
     s.step()
     accepted = s.accept_pending()
     assert kinds(accepted)[:2] == ["accepted", "q_update"] and s.best.version == 3 and s.pending is None
-    assert accepted[1].data["reward"] == 0.5, "acceptance credits the refine memories that were on screen"
-    assert {c["item_id"] for c in accepted[1].data["changes"]} == set(s.attempt(3).credited)
+    reward3 = next(e for e in read_events(s.path) if e.kind == "reward" and e.data["version"] == 3)
+    assert reward3.data["credited"] == [] and reward3.data["deferred"], "a pending refinement is credited once"
+    assert accepted[1].data["reward"] == pytest.approx(math.tanh(math.log(1.0 / 0.25)))  # its own reward, at the verdict
+    assert {c["item_id"] for c in accepted[1].data["changes"]} == set(reward3.data["deferred"])
     assert rejected[1].data["reward"] == 0.0
     with pytest.raises(SessionError, match="no pending"):
         s.accept_pending()
@@ -134,22 +137,38 @@ def test_model_error_and_verifier_crash_do_not_raise(tmp_path, task):
     assert s.stage == "done"
 
 
-def test_human_edit_credits_on_screen_memories(tmp_path, task, store):
-    s = make(tmp_path, task, [reply("compile_fail")], store)
+def test_human_edit_credits_only_the_memories_marked_used(tmp_path, task, store):
+    s = make(tmp_path, task, [reply("compile_fail"), reply("compile_fail")], store,
+             budgets=Budgets(draft_steps=2, refine_steps=1))
     s.step()
     onscreen = [h.item.id for h in s.retrieved]
     assert onscreen and s.onscreen_ids == onscreen
+    with pytest.raises(SessionError, match="not on screen"):
+        s.mark_used("nope")
+    used, unused = onscreen[0], onscreen[1:]
+    s.mark_used(used)
+    s.mark_used(onscreen[1])
+    s.mark_used(onscreen[1], used=False)  # unmarked again
     before = {i: store.get(i).q1 for i in onscreen}
     events = s.submit_human_edit(kernel("feasible", 0.9))
     edit = next(e for e in events if e.kind == "human_edit")
-    assert edit.data["credited"] == onscreen
+    assert edit.data["credited"] == [used]
     q = next(e for e in events if e.kind == "q_update")
-    assert {c["item_id"] for c in q.data["changes"]} == set(onscreen)
-    assert all(store.get(i).q1 > before[i] for i in onscreen)  # feasible reward 1.0 > initial q1
+    assert {c["item_id"] for c in q.data["changes"]} == {used}
+    assert store.get(used).q1 > before[used]  # feasible reward 1.0 > its earlier value
+    assert all(store.get(i).q1 == before[i] for i in unused)  # on screen but not marked: not credited
     added = next(e for e in events if e.kind == "memory_added")
     assert store.get(added.data["id"]).provenance == "person"
     assert s.best.author == "person" and s.stage == "refine"
     assert s.used["draft"] == 1  # a person's edit does not spend the model's budget
+
+
+def test_human_edit_credits_nothing_by_default(tmp_path, task, store):
+    s = make(tmp_path, task, [reply("compile_fail")], store)
+    s.step()
+    events = s.submit_human_edit(kernel("feasible", 0.9))
+    assert next(e for e in events if e.kind == "human_edit").data["credited"] == []
+    assert "q_update" not in kinds(events)
 
 
 def test_manual_mode_needs_a_person(tmp_path, task):

@@ -1,0 +1,89 @@
+"""The memory as a session uses it: what `retrieved` records, start points, one credit per verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.events import read_events
+from core.llm import ScriptedModel
+from core.session import Budgets, Session
+from core.tasks import load_task
+from memory import MemoryStore, RetrievalPolicy
+from tests.fakes.verdicts import fake_verify, reply
+
+LESSON = "Vectorise the row loop\nKeeping the inner loop branch-free lets the compiler emit SIMD code for rows."
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = MemoryStore(tmp_path / "memory.json", fsync=False)
+    yield s
+    s.close()
+
+
+def make(tmp_path, replies, store, **kw):
+    kw.setdefault("budgets", Budgets(draft_steps=2, refine_steps=3))
+    return Session.create(load_task("softmax_rows"), model=ScriptedModel(replies), memory=store,
+                          root=tmp_path / "sessions", verify_fn=fake_verify, **kw)
+
+
+def events_of(s, kind):
+    return [e for e in read_events(s.path) if e.kind == kind]
+
+
+def test_retrieved_event_records_the_pool_and_why_each_slot_was_chosen(tmp_path, store):
+    s = make(tmp_path, [reply("compile_fail")], store, policy=RetrievalPolicy(k=3, epsilon=0.0))
+    s.step()
+    ev = events_of(s, "retrieved")[0].data
+    assert len(ev["pool"]) == 15 and {"id", "similarity", "q"} <= set(ev["pool"][0])
+    assert ev["explored"] == [] and ev["slots"] == 3 and len(ev["similarity_top"]) == 3
+    assert [i["chosen_by"] for i in ev["items"]] == ["value", "value", "value", "rule"]
+    ranked = [i["id"] for i in ev["items"][:3]]
+    assert set(ranked) <= {p["id"] for p in ev["pool"]}
+    reward = events_of(s, "reward")[0].data
+    assert reward["credited"] == ranked and reward["value"] == -1.0  # the contract item is not credited
+    assert s.meta["settings"]["retrieval"]["epsilon"] == 0.0  # the policy is recorded in full
+
+
+def test_failed_attempts_merge_into_one_lesson(tmp_path, store):
+    s = make(tmp_path, [reply("compile_fail"), reply("compile_fail")], store)
+    s.run()
+    added = events_of(s, "memory_added")
+    assert [e.data["merged"] for e in added] == [False, True] and added[0].data["id"] == added[1].data["id"]
+    lesson = store.get(added[0].data["id"])
+    assert lesson.data["merged"] == 2 and "def " not in lesson.text  # a lesson, not the code
+    assert lesson.data["source"]["session"] == s.id and lesson.data["source"]["version"] == 2
+
+
+def test_refine_start_point_is_chosen_by_q2_and_credited(tmp_path, store):
+    replies = [reply("feasible", 1.0), reply("feasible", 0.8, "a"), reply("feasible", 0.9, "b"), LESSON, LESSON]
+    s = make(tmp_path, replies, store, auto_accept=True, policy=RetrievalPolicy(k=2, epsilon=0.0))
+    s.run()
+    refines = [e.data for e in events_of(s, "retrieved") if e.data["stage"] == "refine"]
+    first, second = refines[0]["start_point"], refines[1]["start_point"]
+    assert first["version"] == 1 and [p["version"] for p in first["points"]] == [1]
+    assert [p["version"] for p in second["points"]] == [1, 2]
+    ids = {e.data["version"]: e.data["id"] for e in events_of(s, "memory_added")}
+    rewards = {e.data["version"]: e.data for e in events_of(s, "reward")}
+    assert ids[1] in rewards[2]["credited"], "the start point is credited with the refinement"
+    assert store.get(ids[1]).q2 > 0  # v1 earned tanh(ln 1.25) as v2's start point
+    best = max(second["points"], key=lambda p: (p["q2"], p["version"]))  # greedy by Q2, ties to the newer
+    assert second["version"] == best["version"] and not second["explored"]
+
+
+def test_insights_are_not_stored_twice(tmp_path, store):
+    replies = [reply("feasible", 1.0), reply("feasible", 0.5, "a"), LESSON, reply("feasible", 0.25, "b"), LESSON]
+    s = make(tmp_path, replies, store, auto_accept=True, budgets=Budgets(draft_steps=1, refine_steps=2))
+    s.run()
+    insights = [e.data for e in events_of(s, "insight")]
+    assert "id" in insights[0] and "repeats the stored insight" in insights[1]["skipped"]
+    assert len(store.items("insight")) == 1
+    assert store.items("insight")[0].data["source"]["session"] == s.id
+
+
+def test_trivial_insight_is_refused(tmp_path, store):
+    replies = [reply("feasible", 1.0), reply("feasible", 0.5, "a"), "Variant 1."]
+    s = make(tmp_path, replies, store, auto_accept=True, budgets=Budgets(draft_steps=1, refine_steps=1))
+    s.run()
+    assert "too short" in events_of(s, "insight")[0].data["skipped"]
+    assert store.items("insight") == []
