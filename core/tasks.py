@@ -460,6 +460,39 @@ def _last_line(text: str) -> str:
     return lines[-1][:240] if lines else "no error output (killed by a signal?)"
 
 
+def is_builtin(task: Task) -> bool:
+    """A task of the built-in suite (all small, none degenerate: tests check both)."""
+    return bool(task.path) and Path(task.path).resolve().parent == BUILTIN_DIR.resolve()
+
+
+def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
+                    timeout_s: float = 120, use_cache: bool = True) -> list[str] | None:
+    """Which trivial answers (zeros, a constant, a broadcast mean, outputs that ignore the inputs or the
+    weights) would pass this task under `preset`; [] for a sound task, None when the reference could not
+    be run. Runs the reference in the probe (under `memory_gb`); cached per task source and preset."""
+    key = hashlib.sha256(f"degenerate\0{preset}\0{task.source}".encode()).hexdigest()[:32]
+    from verifier.config import default_build_root
+
+    cache = default_build_root() / "task_estimates" / f"{key}.degenerate.json"
+    if use_cache and cache.is_file():
+        try:
+            return list(json.loads(cache.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    try:
+        found = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset).degenerate
+    except TaskError:
+        return None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(found), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return found
+
+
 def task_signature_text(task: Task, info: TaskInfo) -> str:
     """Short shapes string for retrieval and display, e.g. `x: 256x4096 f32`."""
     return "; ".join(spec.short() for spec in info.inputs)

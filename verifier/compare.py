@@ -162,3 +162,24 @@ def describe_degenerate(found: Sequence[str]) -> str:
         return ""
     return "degenerate: " + ", ".join(f"{f} {'passes' if f.startswith('a ') or f.startswith('the ') else 'pass'}"
                                       for f in found)
+
+
+def resolve_tolerance(preset: str = "kernelbench", atol: float | None = None,
+                      rtol: float | None = None) -> tuple[float | None, float | None]:
+    """What to put in VerifyConfig.atol/rtol for a preset: None keeps the precision-aware rule (resolved per
+    output dtype by `compare_tensor`); explicit --atol/--rtol win over the preset."""
+    if preset not in TOLERANCE_PRESETS:
+        raise ValueError(f"unknown tolerance preset {preset!r}; use one of {', '.join(TOLERANCE_PRESETS)}")
+    base = (None, None) if preset == "kernelbench" else tolerance_for("float32", preset)
+    return (base[0] if atol is None else atol), (base[1] if rtol is None else rtol)
+
+
+def describe_tolerance(atol: float | None, rtol: float | None, preset: str | None = None) -> str:
+    """`kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2`, `v0: atol=rtol=1e-2`, `atol=0.001, rtol=0.01`."""
+    if atol is None and rtol is None:
+        return "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2"
+    if atol is None or rtol is None:
+        fixed = f"atol={atol:g}" if atol is not None else f"rtol={rtol:g}"
+        return f"{fixed}, otherwise kernelbench (fp32 1e-4, fp16/bf16 1e-2)"
+    text = f"atol=rtol={atol:g}" if atol == rtol else f"atol={atol:g}, rtol={rtol:g}"
+    return f"{preset}: {text}" if preset and preset != "kernelbench" and (atol, rtol) == (1e-2, 1e-2) else text

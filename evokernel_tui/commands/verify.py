@@ -1,4 +1,5 @@
-"""`evokernel verify TASK CANDIDATE`: run the gates on one kernel file and print the verdict."""
+"""`evokernel verify TASK CANDIDATE` (or `--kernelbench DIR --level L --problem N CANDIDATE`): run the gates on
+one kernel file and print the verdict, the tolerance in force and any warning about the task itself."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
 
-from core.tasks import TaskError, load_task
+from core.tasks import Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
+from verifier.compare import TOLERANCE_PRESETS, describe_tolerance, resolve_tolerance
 from verifier.result import GATE_ORDER, GATE_TITLES
+
+USAGE = "give TASK CANDIDATE, or --kernelbench DIR --level L --problem N CANDIDATE"
 
 
 def _live_table(states: dict[str, str]) -> Table:
@@ -28,25 +32,54 @@ def _live_table(states: dict[str, str]) -> Table:
     return table
 
 
+def resolve_args(args: tuple[str, ...], kernelbench: str | None, level: int | None, problem: int | None) -> tuple[Task, str]:
+    """The task and the candidate path from the positional arguments: TASK CANDIDATE, or CANDIDATE alone
+    with --kernelbench."""
+    if kernelbench:
+        if len(args) != 1:
+            raise click.UsageError(f"with --kernelbench give only the CANDIDATE file ({len(args)} arguments given)")
+        return load_task(kernelbench=kernelbench, level=level, problem=problem), args[0]
+    if level is not None or problem is not None:
+        raise click.UsageError("--level and --problem go with --kernelbench DIR")
+    if len(args) != 2:
+        raise click.UsageError(f"{USAGE} ({len(args)} arguments given)")
+    return load_task(args[0]), args[1]
+
+
+def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool) -> list[str]:
+    """Refuse a problem too big for the memory limit (TaskError); find out whether a trivial answer passes it.
+
+    Built-in tasks are small and not degenerate (tests check both), so they cost nothing here."""
+    if is_builtin(task):
+        return [], []
+    check_task_memory(task, memory_gb)
+    found = task_degeneracy(task, preset, memory_gb=memory_gb) if check_degenerate else None
+    return found or []
+
+
 @click.command(name="verify")
-@click.argument("task", required=False)
-@click.argument("candidate", type=click.Path(dir_okay=False))
+@click.argument("args", nargs=-1, metavar="[TASK] CANDIDATE")
 @click.option("--backend", default="cpu", show_default=True, help="cpu, cuda or triton.")
 @click.option("--kernelbench", type=click.Path(file_okay=False), help="A KernelBench checkout (with --level, --problem).")
 @click.option("--level", type=int, help="KernelBench level.")
 @click.option("--problem", type=int, help="KernelBench problem number.")
 @click.option("--trials", default=5, show_default=True, type=click.IntRange(1, 100), help="Correctness trials.")
-@click.option("--atol", default=1e-2, show_default=True, type=float)
-@click.option("--rtol", default=1e-2, show_default=True, type=float)
+@click.option("--tolerance", type=click.Choice(TOLERANCE_PRESETS), default="kernelbench", show_default=True,
+              help="kernelbench: fp32 1e-4, fp16/bf16 1e-2 (KernelBench today); v0 / paper: 1e-2 for every dtype.")
+@click.option("--atol", default=None, type=float, help="Absolute tolerance (overrides --tolerance).")
+@click.option("--rtol", default=None, type=float, help="Relative tolerance (overrides --tolerance).")
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of the reference.")
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for running the candidate.")
-@click.option("--memory-gb", default=8.0, show_default=True, help="Address-space limit of the candidate process.")
+@click.option("--memory-gb", default=8.0, show_default=True, type=click.FloatRange(min=0.5),
+              help="Memory limit of the reference and candidate runs; a problem estimated above it is refused up front.")
+@click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def verify(task, candidate, backend, kernelbench, level, problem, trials, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, ncu, as_json) -> None:
-    """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file).
+def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
+           timeout, memory_gb, no_degenerate_check, ncu, as_json) -> None:
+    """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
+    against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
     Exit status 0 only when the kernel is feasible (anti-hacking, compile and correctness pass).
     """
@@ -54,21 +87,27 @@ def verify(task, candidate, backend, kernelbench, level, problem, trials, atol, 
     from verifier import VerifyConfig
 
     try:
-        if kernelbench:
-            the_task = load_task(kernelbench=kernelbench, level=level, problem=problem)
-        elif task:
-            the_task = load_task(task)
-        else:
-            raise click.UsageError("give a TASK (built-in name or file) or --kernelbench DIR --level L --problem N")
+        the_task, candidate = resolve_args(args, kernelbench, level, problem)
     except TaskError as exc:
         raise click.ClickException(str(exc)) from None
     path = Path(candidate)
+    if not path.is_file():
+        raise click.ClickException(f"candidate file {path} does not exist; {USAGE}")
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
+    try:
+        degenerate = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
+    except TaskError as exc:
+        raise click.ClickException(str(exc)) from None
+    atol, rtol = resolve_tolerance(tolerance, atol, rtol)
     config = VerifyConfig(trials=trials, atol=atol, rtol=rtol, compare_compile=compare_compile,
                           use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu)
+    config.extra["tolerance"] = tolerance
+    if degenerate:
+        config.extra["degenerate"] = degenerate
+    tolerance_text = describe_tolerance(atol, rtol, tolerance)
     console = Console(stderr=as_json)
     states: dict[str, str] = {}
     try:
@@ -84,13 +123,20 @@ def verify(task, candidate, backend, kernelbench, level, problem, trials, atol, 
     except VerifyError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps({"task": the_task.name, "candidate": str(path), **result.to_dict()}))
+        click.echo(json.dumps({"task": the_task.name, "candidate": str(path), "tolerance": tolerance_text,
+                               "degenerate": degenerate, **result.to_dict()}))
     else:
         from evokernel_tui.commands.render import gate_table, verdict_line
 
         out = Console()
         out.print(gate_table(result, title=f"{the_task.name} ← {path.name} ({result.backend}, {result.device})"))
         out.print(verdict_line(result))
+        out.print(f"tolerance: {tolerance_text}", highlight=False)
+        if degenerate:
+            from verifier.compare import describe_degenerate
+
+            out.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} under this "
+                      "tolerance; a trivial answer can look correct[/]", highlight=False)
         for note in result.notes:
             out.print(f"[dim]{note}[/]")
     sys.exit(0 if result.feasible else 1)
