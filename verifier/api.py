@@ -676,7 +676,7 @@ class _Run:
     def evidence(self) -> Evidence:
         outcome = getattr(self, "outcome", None)
         marks = self.job.marks if self.job is not None else []
-        if outcome is None and self.job is not None and self.job.proc.poll() is not None:
+        if outcome is None and self.job is not None and (self.job.timed_out or self.job.proc.poll() is not None):
             self.outcome = outcome = self.job.finish(timeout=1)
         return Evidence(self.candidate_source, self.be.name, self.config, self.reference, self.trusted_dir,
                         self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
