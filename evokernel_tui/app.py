@@ -623,6 +623,8 @@ class EvoKernelApp(App[None]):
                 yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
             yield SystemCommand("Toggle diff", "Show the diff against the previous version or the pending refinement",
                                 screen.action_toggle_diff)
+            yield SystemCommand("Toggle C++ view", "Show the C++ the kernel compiles, numbered like the compiler's "
+                                "diagnostics, with the failing lines marked", screen.action_toggle_cpp)
         for name in THEME_NAMES:
             yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme and remember it",
                                 lambda name=name: self.apply_theme(name))

@@ -24,7 +24,7 @@ class SessionScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
-    BINDINGS = [Binding("d", "toggle_diff", "Diff")]
+    BINDINGS = [Binding("d", "toggle_diff", "Diff"), Binding("c", "toggle_cpp", "C++")]
 
     def compose(self) -> ComposeResult:
         yield ModeBanner(id="banner")
@@ -42,7 +42,10 @@ class SessionScreen(Screen):
 
     def show(self, view: SessionView) -> None:
         """Push one state down into every pane."""
-        self.query_one(KernelPane).load(view.source, view.previous, view.pending, view.author, view.best_source)
+        pane = self.query_one(KernelPane)
+        pane.load(view.source, view.previous, view.pending, view.author, view.best_source)
+        compile_gate = view.gates.get("compile")
+        pane.set_diagnostics(list((compile_gate.detail if compile_gate else {}).get("diagnostics") or []))
         self.query_one(GatePanel).show(view.gate_list())
         self.query_one(MemoryTable).show(view.memories, view.stage)
         self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speedup, view.best_ms)
@@ -52,6 +55,11 @@ class SessionScreen(Screen):
     def action_toggle_diff(self) -> None:
         pane = self.query_one(KernelPane)
         pane.show_diff = not pane.show_diff
+
+    def action_toggle_cpp(self) -> None:
+        """The C++ the kernel compiles, numbered like the compiler's diagnostics, failing lines marked."""
+        pane = self.query_one(KernelPane)
+        pane.show_cpp = not pane.show_cpp
 
     def on_gate_panel_gate_selected(self, message: GatePanel.GateSelected) -> None:
         self.app.push_screen(GateDetailScreen(message.gate))

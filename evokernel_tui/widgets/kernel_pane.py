@@ -30,6 +30,7 @@ class KernelPane(Vertical):
     ]
 
     show_diff: reactive[bool] = reactive(False)
+    show_cpp: reactive[bool] = reactive(False)
 
     class Submitted(Message):
         """The person submitted the text in the editor as their edit."""
@@ -45,12 +46,16 @@ class KernelPane(Vertical):
         self._pending: str | None = None
         self._best: str | None = None
         self._author = ""
+        self._diagnostics: list[str] = []
+        self.cpp_shown: object = None
         self.border_title = "Kernel"
 
     def compose(self) -> ComposeResult:
         yield TextArea.code_editor("", language="python", id="kernel-editor", soft_wrap=False)
         with VerticalScroll(id="kernel-diff-scroll"):
             yield Static("", id="kernel-diff")
+        with VerticalScroll(id="kernel-cpp-scroll"):
+            yield Static("", id="kernel-cpp")
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda theme: self._match_theme(theme.dark))
@@ -79,6 +84,15 @@ class KernelPane(Vertical):
         self._refresh_labels()
         if self.show_diff:
             self._render_diff()
+        if self.show_cpp:
+            self._render_cpp()
+
+    def set_diagnostics(self, diagnostics: list[str]) -> None:
+        """The compile gate's diagnostics from the last verification, marked in the C++ view."""
+        if list(diagnostics) != self._diagnostics:
+            self._diagnostics = list(diagnostics)
+            if self.show_cpp:
+                self._render_cpp()
 
     def diff_text(self) -> str:
         """The diff the toggle shows: best kernel → pending refinement if one waits, else previous → current."""
@@ -87,11 +101,28 @@ class KernelPane(Vertical):
         return unified_diff(self._previous, self._loaded, "previous", "current")
 
     def watch_show_diff(self, show: bool) -> None:
+        if show:
+            self.show_cpp = False
         self.query_one("#kernel-diff-scroll").display = show
-        self.editor.display = not show
+        self.editor.display = not (show or self.show_cpp)
         if show:
             self._render_diff()
         self._refresh_labels()
+
+    def watch_show_cpp(self, show: bool) -> None:
+        if show:
+            self.show_diff = False
+        self.query_one("#kernel-cpp-scroll").display = show
+        self.editor.display = not (show or self.show_diff)
+        if show:
+            self._render_cpp()
+        self._refresh_labels()
+
+    def _render_cpp(self) -> None:
+        from evokernel_tui.widgets.cpp_view import cpp_view
+
+        self.cpp_shown = cpp_view(self.editor.text, self._diagnostics)
+        self.query_one("#kernel-cpp", Static).update(self.cpp_shown)
 
     def _render_diff(self) -> None:
         text = self.diff_text() or "(no differences)"
@@ -103,6 +134,8 @@ class KernelPane(Vertical):
         notes = []
         if self.show_diff:
             notes.append("diff vs pending" if self._pending is not None else "diff vs previous")
+        elif self.show_cpp:
+            notes.append("compiled C++ · c returns to the editor")
         elif self._pending is not None:
             notes.append("refinement pending")
         if self._loaded and self.edited:
@@ -114,8 +147,8 @@ class KernelPane(Vertical):
         self._refresh_labels()
 
     def action_submit(self) -> None:
-        if self.show_diff:
-            self.notify("Switch the diff off (d) to edit and submit.", severity="warning")
+        if self.show_diff or self.show_cpp:
+            self.notify("Return to the editor (d or c) to edit and submit.", severity="warning")
             return
         if not self.edited and self._author != "starter":
             self.notify("Nothing to submit: the editor matches the current kernel.")

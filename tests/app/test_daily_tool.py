@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 
 from support import kernel, reply
@@ -11,6 +12,14 @@ from test_controls import SIZE, app_for, log_text, settle
 from evokernel_tui.app import EvoKernelApp
 from evokernel_tui.widgets.gate_panel import GatePanel
 from verifier.result import GATE_ORDER, GateResult, VerificationResult
+
+
+def plain(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
 
 
 class CandidateSaysPass:
@@ -193,3 +202,47 @@ async def test_starter_is_prebuilt_in_the_background_without_recording(make_sess
         app.prebuild_thread.join(10)
         assert verifier.calls == [s.current_source]
         assert not s.history, "the prebuild must not record a version"
+
+
+async def test_cpp_view_numbers_lines_like_the_diagnostics_and_marks_the_failing_one(make_session, verifier):
+    from evokernel_tui.widgets.kernel_pane import KernelPane
+
+    s = make_session(None)
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.submit_edit(s.current_source + "\n# verdict: compile_fail\n", "test")
+        await settle(app, pilot)
+        assert app.view.gates["compile"].state == "fail"
+        pane = app.screen.query_one(KernelPane)
+        await pilot.press("c")
+        await pilot.pause()
+        assert pane.show_cpp and not pane.editor.display
+        shown = plain(pane.cpp_shown)
+        cpp_lines = s.current_source.split('r"""', 1)[1].split('"""', 1)[0].splitlines()
+        assert f" 3 ▶ {cpp_lines[2]}" in shown and "└ error: expected ';'" in shown
+        assert f" 4   {cpp_lines[3]}" in shown
+        assert "-O3 -fopenmp -c kernel.cpp" in shown
+        await pilot.press("d")
+        await pilot.pause()
+        assert pane.show_diff and not pane.show_cpp
+        await pilot.press("d")
+        await pilot.pause()
+        assert pane.editor.display
+
+
+def test_embedded_cpp_follows_names_lists_and_concatenation():
+    from evokernel_tui.widgets.cpp_view import embedded_cpp
+
+    src = (
+        'from torch.utils.cpp_extension import load_inline\n'
+        'HEAD = "#include <torch/extension.h>\\n"\n'
+        'BODY = HEAD + "int f() { return 1; }"\n'
+        'ext = load_inline("m", [BODY, "int g();"], functions=["f"], extra_cflags=["-O2"])\n'
+    )
+    found = embedded_cpp(src)
+    assert found.name == "m" and found.functions == ["f"] and found.cflags == ["-O2"]
+    assert found.cpp == "#include <torch/extension.h>\nint f() { return 1; }\nint g();"
+    built = 'import torch.utils.cpp_extension as c\nX = "".join(["a"])\nc.load_inline(name="m", cpp_sources=X)\n'
+    assert embedded_cpp(built).cpp is None  # assembled at run time: not shown as if it were known
+    assert embedded_cpp("x = 1\n") is None
