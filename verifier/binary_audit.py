@@ -53,7 +53,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from elftools.common.utils import parse_cstring_from_stream, struct_parse
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
@@ -112,9 +114,11 @@ def _strip_version(name: str) -> str:
     return name.split("@", 1)[0]
 
 
-def _symbol_sets(symbols: Iterable, imported: set[str], exported: set[str]) -> None:
-    for sym in symbols:
-        name = _strip_version(sym.name or "")
+def _symbol_sets(symbols: Iterable[tuple[str, Any]], imported: set[str], exported: set[str]) -> None:
+    """Sort (name, Elf_Sym entry) pairs into imported (undefined) and exported (defined, default
+    visibility) global names."""
+    for raw, sym in symbols:
+        name = _strip_version(raw or "")
         if not name:
             continue
         bind = sym["st_info"]["bind"]
@@ -122,8 +126,27 @@ def _symbol_sets(symbols: Iterable, imported: set[str], exported: set[str]) -> N
             continue
         if sym["st_shndx"] == "SHN_UNDEF":
             imported.add(name)
-        elif sym["st_other"]["visibility"] in ("STV_DEFAULT",) and sym["st_info"]["type"] != "STT_SECTION":
+        elif sym["st_other"]["visibility"] == "STV_DEFAULT" and sym["st_info"]["type"] != "STT_SECTION":
             exported.add(name)
+
+
+def _section_symbols(sec: SymbolTableSection):
+    return ((sym.name, sym.entry) for sym in sec.iter_symbols())
+
+
+def _segment_symbols(elf: ELFFile, seg: DynamicSegment, indices: Iterable[int]):
+    """Symbols as the loader finds them: DT_SYMTAB entries named through DT_STRTAB (read directly:
+    pyelftools' per-symbol lookup rescans the dynamic tags every time)."""
+    _, symtab = seg.get_table_offset("DT_SYMTAB")
+    _, strtab = seg.get_table_offset("DT_STRTAB")
+    if symtab is None or strtab is None:
+        return
+    sym_struct = elf.structs.Elf_Sym
+    size = sym_struct.sizeof()
+    for i in indices:
+        entry = struct_parse(sym_struct, elf.stream, symtab + i * size)
+        name = parse_cstring_from_stream(elf.stream, strtab + entry["st_name"]) or b""
+        yield name.decode("utf-8", errors="replace"), entry
 
 
 def read_elf(path: str | os.PathLike) -> ElfInfo:
@@ -154,7 +177,7 @@ def _parse(elf: ELFFile, p: Path) -> ElfInfo:
     if etype == "ET_REL":
         for sec in elf.iter_sections():
             if isinstance(sec, SymbolTableSection) and sec["sh_type"] == "SHT_SYMTAB":
-                _symbol_sets(sec.iter_symbols(), imported, exported)
+                _symbol_sets(_section_symbols(sec), imported, exported)
         return ElfInfo("object file", frozenset(imported), frozenset(exported), (), (), ())
     if etype not in ("ET_DYN", "ET_EXEC"):
         raise AuditError(f"{p} is an ELF file of type {etype}, not a shared object or object file")
@@ -162,20 +185,16 @@ def _parse(elf: ELFFile, p: Path) -> ElfInfo:
     # file can make them disagree, so both are read and the union is audited.
     for sec in elf.iter_sections():
         if isinstance(sec, SymbolTableSection) and sec["sh_type"] == "SHT_DYNSYM":
-            _symbol_sets(sec.iter_symbols(), imported, exported)
+            _symbol_sets(_section_symbols(sec), imported, exported)
     for seg in elf.iter_segments():
         if not isinstance(seg, DynamicSegment):
             continue
-        _symbol_sets(seg.iter_symbols(), imported, exported)
         # relocations may name symbols past the count the hash table gives: read those as well
         count = seg.num_symbols()
-        extra = set()
+        wanted = set(range(count))
         for table in seg.get_relocation_tables().values():
-            for rel in table.iter_relocations():
-                idx = rel["r_info_sym"]
-                if idx >= count:
-                    extra.add(idx)
-        _symbol_sets((seg.get_symbol(i) for i in sorted(extra)), imported, exported)
+            wanted.update(rel["r_info_sym"] for rel in table.iter_relocations())
+        _symbol_sets(_segment_symbols(elf, seg, sorted(wanted)), imported, exported)
         for tag in seg.iter_tags():
             name = tag.entry.d_tag
             if isinstance(name, int):
@@ -431,7 +450,7 @@ def _classify_std(comps: list[str], name: str) -> Finding | None:
         return Finding(name, FILE_IO, f"std::{head} opens files")
     if head == "filesystem":
         return Finding(name, FILE_IO, "std::filesystem")
-    if head in ("thread", "jthread"):
+    if head in ("thread", "jthread") and rest[1:2] != ["hardware_concurrency"]:
         return Finding(name, PROCESS, "std::thread creates threads")
     return None
 

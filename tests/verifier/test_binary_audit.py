@@ -276,7 +276,7 @@ ALLOWED = [
     "_ZNSt7__cxx1119basic_ostringstreamIcSt11char_traitsIcESaIcEEC1Ev",
     "GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads", "expf", "memcpy", "Sleef_expf8_u10",
     "fprintf", "fputc", "fflush", "pthread_mutex_lock", "__cxa_atexit", "_Unwind_Resume", "strlen",
-    "posix_memalign", "aligned_alloc", "getenv",
+    "posix_memalign", "aligned_alloc", "getenv", "_ZNSt6thread20hardware_concurrencyEv",
 ]
 
 
