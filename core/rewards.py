@@ -54,13 +54,21 @@ MIN_GAIN = 0.02
 def is_improvement(result: VerificationResult, best_ms: float | None) -> bool:
     """A feasible kernel measurably faster than the best one (or the first feasible one).
 
-    Timing noise must not pass for progress: the new median has to beat the best by at least 2% and
-    by more than half its own interquartile range.
+    Timing noise must not pass for progress: with a paired measurement the whole 95% interval must lie
+    on the faster side (the latency at its slow end beats the best by 2%) and a noisy one never counts;
+    otherwise the new median has to beat the best by 2% and by more than half its interquartile range.
     """
     if not result.feasible or result.latency_ms is None:
         return False
     if best_ms is None:
         return True
+    interval = getattr(result, "speedup_interval", None)
+    if interval is not None and result.reference_ms:
+        # Paired timing: even the slow end of the 95% interval must beat the best; noise is no progress.
+        if getattr(result, "noisy", False):
+            return False
+        slowest = result.reference_ms / interval[0] if interval[0] else float("inf")
+        return slowest < best_ms * (1 - MIN_GAIN)
     gain = best_ms - result.latency_ms
     latency = result.gate("latency")
     iqr = float(latency.detail.get("iqr_ms", 0.0) or 0.0) if latency is not None else 0.0
