@@ -218,6 +218,19 @@ def _estimate(source: str, filename: str) -> dict:
     return {"ok": True, **estimate_memory(namespace, filename)}
 
 
+def _estimate_batch(payload: str) -> None:
+    """Stdin holds a JSON list of {"filename", "source"}; one JSON line per task, in order, torch imported once."""
+    for item in json.loads(payload):
+        try:
+            result = _estimate(item["source"], item["filename"])
+        except ProbeError as exc:
+            result = {"ok": False, "error": str(exc)}
+        except Exception as exc:  # one broken task must not hide the others' estimates
+            result = {"ok": False, "error": _one_line(exc)}
+        sys.stdout.write("\n" + json.dumps({"filename": item["filename"], **result}) + "\n")
+        sys.stdout.flush()
+
+
 def _compare_module():
     path = Path(__file__).resolve().parents[1] / "verifier" / "compare.py"
     spec = importlib.util.spec_from_file_location("_evokernel_compare", path)
@@ -264,6 +277,9 @@ def main() -> None:
     args = sys.argv[1:]
     filename = args[0] if args and not args[0].startswith("--") else "<task>"
     source = sys.stdin.read()
+    if "--estimate-batch" in args:
+        _estimate_batch(source)
+        return
     try:
         if "--estimate" in args:
             result = _estimate(source, filename)

@@ -194,6 +194,33 @@ def _kernelbench_file(root: Path, level: int | None, problem: int | None) -> tup
     return matches[0], int(level)
 
 
+def kernelbench_problems(root: str | Path, levels: list[int] | None = None) -> list[Task]:
+    """Every problem of the given levels (default 1-3) of a KernelBench checkout, by level then problem number."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise TaskError(f"KernelBench directory {root} does not exist")
+    tasks: list[Task] = []
+    for lv in levels or [1, 2, 3]:
+        level_dir = next((d for d in (root / f"level{lv}", root / "KernelBench" / f"level{lv}") if d.is_dir()), None)
+        if level_dir is None:
+            continue
+        numbered = sorted((int(m.group(1)), f) for f in level_dir.glob("*.py") if (m := re.match(r"(\d+)_", f.name)))
+        for _, path in numbered:
+            task = _task_from_file(path, level=lv)
+            check_task_source(task.source, task.name)
+            tasks.append(task)
+    if not tasks:
+        wanted = ", ".join(str(lv) for lv in levels or [1, 2, 3])
+        raise TaskError(f"no KernelBench problems for level {wanted} under {root} (expected level1/1_*.py ...)")
+    return tasks
+
+
+def problem_number(task: Task) -> int | None:
+    """The N of a KernelBench file `N_Name.py`."""
+    m = re.match(r"(\d+)_", task.name)
+    return int(m.group(1)) if m else None
+
+
 def _task_from_file(path: Path, level: int | None = None) -> Task:
     try:
         source = path.read_text(encoding="utf-8")
@@ -381,39 +408,72 @@ def _estimate_cache(task: Task) -> Path:
     return default_build_root() / "task_estimates" / f"{key}.json"
 
 
-def estimate_task_memory(task: Task, timeout_s: float = 60, use_cache: bool = True) -> MemoryEstimate | None:
-    """The memory the task's reference needs, from its shapes alone (nothing is allocated: the task runs
-    on torch's meta device in a child process). None when that cannot be worked out (an operator with no
-    meta kernel, data-dependent shapes, a task that moves tensors to a device by hand): then nothing is
-    refused up front. Cached per task source."""
-    arg_names = forward_arg_names(check_task_source(task.source, task.name))
+def _read_estimate(task: Task) -> dict | None:
     cache = _estimate_cache(task)
-    result = None
-    if use_cache and cache.is_file():
+    if cache.is_file():
         try:
-            result = json.loads(cache.read_text(encoding="utf-8"))
+            return json.loads(cache.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            result = None
-    if result is None:
-        try:
-            result = _run_probe(task, ["--estimate"], timeout_s, 4.0, "building the task on the meta device")
-        except TaskError:
-            result = {"ok": False}
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(result), encoding="utf-8")
-            os.replace(tmp, cache)
-        except OSError:
-            pass
-    if not result.get("ok"):
+            return None
+    return None
+
+
+def _write_estimate(task: Task, result: dict) -> None:
+    cache = _estimate_cache(task)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+
+
+def _estimate_from(task: Task, result: dict | None) -> MemoryEstimate | None:
+    if not result or not result.get("ok"):
         return None
+    arg_names = forward_arg_names(check_task_source(task.source, task.name))
     return MemoryEstimate(
         bytes=int(result["bytes"]), weights_bytes=int(result["weights_bytes"]), inputs_bytes=int(result["inputs_bytes"]),
         peak_bytes=int(result["peak_bytes"]), outputs_bytes=int(result["outputs_bytes"]),
         inputs=[_spec(_arg_name(arg_names, i), s) for i, s in enumerate(result["inputs"])],
         outputs=[_spec("out" if i == 0 else f"out{i}", s) for i, s in enumerate(result["outputs"])],
     )
+
+
+def estimate_many(tasks: list[Task], timeout_s: float = 300, use_cache: bool = True) -> list[MemoryEstimate | None]:
+    """`estimate_task_memory` for many tasks with one child process (torch imported once), cached per source."""
+    results: list[dict | None] = [(_read_estimate(t) if use_cache else None) for t in tasks]
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:
+        payload = json.dumps([{"filename": tasks[i].path or f"<task {tasks[i].name}>", "source": tasks[i].source}
+                              for i in missing])
+        try:
+            proc = subprocess.run([sys.executable, "-I", str(PROBE_PATH), "--estimate-batch"], input=payload,
+                                  capture_output=True, text=True, timeout=timeout_s, preexec_fn=_limit_memory(4.0))
+            lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        except (subprocess.TimeoutExpired, ValueError):
+            lines = []
+        for i, line in zip(missing, lines, strict=False):
+            results[i] = line
+            _write_estimate(tasks[i], line)
+    return [_estimate_from(t, r) for t, r in zip(tasks, results, strict=True)]
+
+
+def estimate_task_memory(task: Task, timeout_s: float = 60, use_cache: bool = True) -> MemoryEstimate | None:
+    """The memory the task's reference needs, from its shapes alone (nothing is allocated: the task runs
+    on torch's meta device in a child process). None when that cannot be worked out (an operator with no
+    meta kernel, data-dependent shapes, a task that moves tensors to a device by hand): then nothing is
+    refused up front. Cached per task source."""
+    check_task_source(task.source, task.name)
+    result = _read_estimate(task) if use_cache else None
+    if result is None:
+        try:
+            result = _run_probe(task, ["--estimate"], timeout_s, 4.0, "building the task on the meta device")
+        except TaskError as exc:
+            result = {"ok": False, "error": str(exc)}
+        _write_estimate(task, result)
+    return _estimate_from(task, result)
 
 
 def memory_refusal(task_name: str, estimate: MemoryEstimate, limit_gb: float, flag: str = "--memory-gb") -> str | None:

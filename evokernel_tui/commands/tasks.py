@@ -1,6 +1,9 @@
-"""`evokernel tasks`: list the built-in task suite.
+"""`evokernel tasks`: list the built-in task suite, or the problems of a KernelBench checkout with their shapes.
 
-Reads only the suite's index.json, so listing never imports torch.
+The built-in listing reads only the suite's index.json, so it never imports torch. `--kernelbench DIR`
+works out every problem's input and output shapes and the memory one reference run needs on torch's meta
+device (nothing is allocated; one child process, results cached per file); `--degenerate` also runs each
+reference to find tasks that a trivial answer passes.
 """
 
 from __future__ import annotations
@@ -34,12 +37,85 @@ def _table(rows: list[TaskMeta]) -> Table:
     return table
 
 
+def kernelbench_rows(root: str, level: int | None, category: str | None, memory_gb: float,
+                     degenerate: str | None) -> list[dict]:
+    """One record per problem: level, problem, name, category, shapes, memory estimate, and flags."""
+    from core.tasks import (
+        estimate_many,
+        fmt_bytes,
+        kernelbench_problems,
+        memory_refusal,
+        problem_number,
+        task_degeneracy,
+    )
+
+    tasks = kernelbench_problems(root, [level] if level is not None else None)
+    if category is not None:
+        tasks = [t for t in tasks if t.category == category.lower()]
+    rows = []
+    for task, est in zip(tasks, estimate_many(tasks), strict=True):
+        row = {"level": task.level, "problem": problem_number(task), "name": task.name, "category": task.category,
+               "path": task.path, "inputs": None, "outputs": None, "memory_bytes": None, "fits": None,
+               "description": task.description}
+        if est is not None:
+            row.update(inputs=[s.short() for s in est.inputs], outputs=[s.short() for s in est.outputs],
+                       memory_bytes=est.bytes, memory=fmt_bytes(est.bytes),
+                       fits=memory_refusal(task.name, est, memory_gb) is None)
+        if degenerate is not None:
+            if row["fits"] is False:
+                row["degenerate"] = None
+            else:
+                row["degenerate"] = task_degeneracy(task, degenerate, memory_gb=memory_gb)
+        rows.append(row)
+    return rows
+
+
+def _kernelbench_table(rows: list[dict], root: str, memory_gb: float) -> Table:
+    table = Table(title=f"KernelBench problems in {root} ({len(rows)})", title_justify="left")
+    for col, kw in (("L", {"justify": "right"}), ("#", {"justify": "right"}), ("name", {"style": "bold cyan"}),
+                    ("inputs", {}), ("output", {}), ("memory", {"justify": "right"})):
+        table.add_column(col, **kw)
+    show_degenerate = any("degenerate" in r for r in rows)
+    if show_degenerate:
+        table.add_column("trivial answers")
+    for r in rows:
+        memory = r.get("memory") or "?"
+        if r["fits"] is False:
+            memory = f"[red]{memory} > {memory_gb:g} GiB[/]"
+        cells = [str(r["level"]), str(r["problem"]), r["name"], "; ".join(r["inputs"] or ["?"]),
+                 "; ".join(r["outputs"] or ["?"]), memory]
+        if show_degenerate:
+            found = r.get("degenerate")
+            cells.append("not run" if found is None else ("[yellow]" + ", ".join(found) + " pass[/]" if found else "none"))
+        table.add_row(*cells)
+    return table
+
+
 @click.command(name="tasks")
-@click.option("--level", type=click.IntRange(1, 3), default=None, help="Only tasks of this level (1-3).")
+@click.option("--level", type=click.IntRange(1, 9), default=None, help="Only tasks of this level.")
 @click.option("--category", default=None, help="Only tasks of this category (e.g. softmax, fusion).")
+@click.option("--kernelbench", type=click.Path(file_okay=False), default=None,
+              help="List the problems of a KernelBench checkout, with shapes and memory, instead of the built-ins.")
+@click.option("--memory-gb", default=8.0, show_default=True, type=float,
+              help="With --kernelbench: mark problems whose reference needs more memory than this.")
+@click.option("--degenerate", type=click.Choice(["kernelbench", "v0", "paper"]), default=None,
+              help="With --kernelbench: run each reference and flag tasks a trivial answer passes at this tolerance.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def tasks(level: int | None, category: str | None, as_json: bool) -> None:
-    """List the built-in tasks (name, level, category, description)."""
+def tasks(level: int | None, category: str | None, kernelbench: str | None, memory_gb: float, degenerate: str | None,
+          as_json: bool) -> None:
+    """List the built-in tasks (name, level, category, description), or a KernelBench checkout's problems."""
+    if kernelbench is not None:
+        try:
+            rows = kernelbench_rows(kernelbench, level, category, memory_gb, degenerate)
+        except TaskError as exc:
+            raise click.ClickException(str(exc)) from None
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            Console().print(_kernelbench_table(rows, kernelbench, memory_gb))
+        return
+    if degenerate is not None:
+        raise click.UsageError("--degenerate goes with --kernelbench DIR (no built-in task is degenerate: a test checks)")
     try:
         rows = _rows(level, category)
     except TaskError as exc:

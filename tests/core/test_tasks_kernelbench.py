@@ -107,3 +107,25 @@ def test_no_builtin_task_is_degenerate(task):
     trials = [_outputs(task, seed) for seed in (1, 2)]
     assert degenerate_answers(trials, atol=1e-2, rtol=1e-2) == [], task.name
     assert all(np.isfinite(o).all() for t in trials for o in t)
+
+
+def test_tasks_command_lists_a_kernelbench_checkout_with_shapes():
+    import json
+
+    from click.testing import CliRunner
+
+    from evokernel_tui.cli import cli
+
+    result = CliRunner().invoke(cli, ["tasks", "--kernelbench", str(KB), "--level", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    assert list(rows) == ["12_Mse_Loss", "19_ReLU", "41_Flat_Softmax", "100_Huge_ReLU"]   # by problem number
+    assert rows["19_ReLU"]["inputs"] == ["x: 64x4096 f32"] and rows["19_ReLU"]["outputs"] == ["out: 64x4096 f32"]
+    assert rows["12_Mse_Loss"]["outputs"] == ["out: scalar f32"]
+    assert rows["100_Huge_ReLU"]["fits"] is False and rows["19_ReLU"]["fits"] is True
+    table = CliRunner().invoke(cli, ["tasks", "--kernelbench", str(KB)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "7_Causal_Attention" in table.output and "12.0 GiB > 8 GiB" in table.output
+    missing = CliRunner().invoke(cli, ["tasks", "--kernelbench", str(KB / "nope")])
+    assert missing.exit_code != 0 and "does not exist" in missing.output and "Traceback" not in missing.output
+    none = CliRunner().invoke(cli, ["tasks", "--kernelbench", str(KB), "--level", "4"])
+    assert none.exit_code != 0 and "no KernelBench problems for level 4" in none.output
