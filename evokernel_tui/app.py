@@ -599,6 +599,17 @@ class EvoKernelApp(App[None]):
         note = f" ({_pending_text(s.pending)} is still pending)" if pending else ""
         return f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}"
 
+    def action_show_task(self) -> None:
+        """The Task view: reference source, shapes and dtypes, init arguments, tolerance, eager time."""
+        from evokernel_tui.screens.task_view import TaskViewScreen
+
+        task = getattr(self.session, "task", None) if self.session is not None else None
+        if task is None or not getattr(task, "source", None):
+            self._report("No task is open: press o to open one.", "warning")
+            return
+        self.push_screen(TaskViewScreen(task, eager_ms=self.view.reference_ms,
+                                        config=getattr(self.session, "verify_config", None)))
+
     def action_switch_theme(self) -> None:
         self.apply_theme(next_theme(self._theme_name))
 
@@ -640,6 +651,8 @@ PALETTE = (
     ("Edit in $EDITOR", "Open the kernel in your editor, then verify your edit", "edit_external"),
     ("Switch stage", "Switch between draft and refine", "switch_stage"),
     ("Open task", "Open a built-in task or a task file", "open_task"),
+    ("Task view", "The task: reference source, input shapes and dtypes, init arguments, tolerance, eager time",
+     "show_task"),
     ("Save kernel", "Export the current kernel to a file", "export"),
     ("Switch theme", "Cycle dark → light → high-contrast", "switch_theme"),
 )

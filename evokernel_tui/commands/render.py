@@ -55,3 +55,47 @@ def verdict_line(result: VerificationResult) -> Text:
     failed = result.failed_gate
     name = GATE_TITLES.get(failed.name, failed.name) if failed else "?"
     return Text(f"not feasible: {name} failed", style="bold red")
+
+
+def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None = None, trials: int | None = None,
+              eager_ms: float | None = None, probe_error: str | None = None) -> list[tuple[str, str]]:
+    """(label, value) rows describing a task: what the Task view and `evokernel tasks show` print.
+
+    `info` is a `core.tasks.TaskInfo` from running the reference once (shapes, init arguments, one
+    timing); `eager_ms` is the verifier's median for eager PyTorch when a session has measured it."""
+    rows = [("task", f"{task.name} · level {task.level} · {task.category or 'uncategorised'}")]
+    if task.description:
+        rows.append(("what", task.description))
+    if getattr(task, "path", None):
+        rows.append(("file", str(task.path)))
+    if info is not None:
+        rows.append(("inputs", "; ".join(spec.short() for spec in info.inputs) or "none"))
+        rows.append(("outputs", "; ".join(spec.short() for spec in info.outputs) or "none"))
+        rows.append(("init args", ", ".join(str(a) for a in info.init_args) or "none"))
+        rows.append(("parameters", f"{info.parameters:,}"))
+    elif probe_error:
+        rows.append(("shapes", f"unknown: {probe_error}"))
+    else:
+        rows.append(("shapes", "running the reference once to read them…"))
+    if atol is not None:
+        extra = f", {trials} trials with distinct seeds" if trials else ""
+        rows.append(("tolerance", f"atol {atol:g}, rtol {rtol:g}{extra}"))
+    timings = []
+    if eager_ms:
+        timings.append(f"{eager_ms:.4g} ms eager (the verifier's median in this session)")
+    if info is not None and info.reference_ms:
+        timings.append(f"{info.reference_ms:.4g} ms (one run while reading shapes)")
+    if timings:
+        rows.append(("eager time", "; ".join(timings)))
+    return rows
+
+
+def task_text(task, info=None, **kw) -> str:
+    """`task_rows` as aligned plain text, then the reference source with line numbers."""
+    rows = task_rows(task, info, **kw)
+    width = max(len(label) for label, _ in rows)
+    lines = [f"{label:<{width}}  {value}" for label, value in rows]
+    source = task.source.splitlines()
+    lines += ["", "Reference (Model, get_inputs, get_init_inputs):"]
+    lines += [f"{n:>3}  {line}" for n, line in enumerate(source, start=1)]
+    return "\n".join(lines)

@@ -80,7 +80,8 @@ class MainScreen(SessionScreen):
         Binding("v", "app.reverify", "Reverify"),
         Binding("e", "app.edit_external", "$EDITOR"),
         Binding("g", "app.switch_stage", "Stage"),
-        Binding("o", "app.open_task", "Task"),
+        Binding("o", "app.open_task", "Open"),
+        Binding("i", "app.show_task", "Task"),
         Binding("x", "app.export", "Save"),
         Binding("ctrl+s", "submit_kernel", "Submit kernel", show=False),
     ]

@@ -246,3 +246,56 @@ def test_embedded_cpp_follows_names_lists_and_concatenation():
     built = 'import torch.utils.cpp_extension as c\nX = "".join(["a"])\nc.load_inline(name="m", cpp_sources=X)\n'
     assert embedded_cpp(built).cpp is None  # assembled at run time: not shown as if it were known
     assert embedded_cpp("x = 1\n") is None
+
+
+def _fake_info():
+    from core.tasks import TaskInfo, TensorSpec
+
+    return TaskInfo(inputs=[TensorSpec("x", [2048, 4096], "float32")], outputs=[TensorSpec("out", [2048, 4096], "float32")],
+                    init_args=[], reference_ms=48.3, parameters=0, degenerate=[])
+
+
+async def test_task_view_shows_reference_shapes_tolerance_and_eager_time(make_session, monkeypatch):
+    import core.tasks
+    from evokernel_tui.screens.task_view import TaskViewScreen
+
+    monkeypatch.setattr(core.tasks, "validate_task", lambda task, timeout_s=60: _fake_info())
+    s = make_session([reply("feasible", 0.5)])
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        await pilot.press("i")
+        await pilot.pause()
+        assert isinstance(app.screen, TaskViewScreen)
+        await settle(app, pilot)
+        body = str(app.screen.query_one(".modal-body").render())
+        assert "inputs      x: 2048x4096 f32" in body and "outputs     out: 2048x4096 f32" in body
+        assert "atol 0.01, rtol 0.01, 5 trials" in body
+        assert f"{app.view.reference_ms:.4g} ms eager (the verifier's median in this session)" in body
+        assert "return torch.relu(x)" in body and "def get_inputs():" in body
+        await pilot.press("i")
+        await pilot.pause()
+        assert not isinstance(app.screen, TaskViewScreen)
+        titles = {c.title for c in app.get_system_commands(app.main_screen)}
+        assert "Task view" in titles and "Toggle C++ view" in titles
+
+
+def test_tasks_show_prints_the_task(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    import core.tasks
+    from evokernel_tui.cli import cli
+
+    monkeypatch.setattr(core.tasks, "validate_task", lambda task, timeout_s=60: _fake_info())
+    res = CliRunner().invoke(cli, ["tasks", "show", "relu"])
+    assert res.exit_code == 0, res.output
+    assert "x: 2048x4096 f32" in res.stdout and "atol 0.01" in res.stdout and "torch.relu(x)" in res.stdout
+    record = json.loads(CliRunner().invoke(cli, ["tasks", "show", "relu", "--json"]).stdout)
+    assert record["inputs"] == [{"name": "x", "shape": [2048, 4096], "dtype": "float32"}] and record["atol"] == 0.01
+    listed = CliRunner().invoke(cli, ["tasks", "--level", "1", "--json"])
+    assert listed.exit_code == 0 and "relu" in [r["name"] for r in json.loads(listed.stdout)]
+    missing = CliRunner().invoke(cli, ["tasks", "show", "nope"])
+    assert missing.exit_code == 1 and "unknown task 'nope'" in missing.stderr
