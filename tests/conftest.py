@@ -1,8 +1,12 @@
-"""Suite-wide isolation: no test touches the person's real memory bank, config or build cache.
+"""Suite-wide isolation: no test touches the person's real memory bank, sessions, config or build cache.
 
-All tests share one build root per pytest run (EVOKERNEL_BUILD_DIR), so the precompiled headers and the
-pybind objects are built once and reused; each test still gets its own verdicts where it asks for
-`use_cache=False`.
+Every `EVOKERNEL_*` location is *forced* (not defaulted) into one temporary folder per pytest run, and
+the XDG data and config homes with it, so a developer's own `EVOKERNEL_MEMORY` or `EVOKERNEL_SESSIONS`
+can never be written by a test. Model settings from the developer's shell are removed.
+
+All tests share one build root per pytest run, so the precompiled headers and the pybind objects are
+built once and reused; each test still gets its own verdicts where it asks for `use_cache=False`. To
+reuse a warm build cache across runs, point `EVOKERNEL_TEST_BUILD_DIR` at a folder kept for tests.
 """
 
 from __future__ import annotations
@@ -13,13 +17,20 @@ from pathlib import Path
 
 import pytest
 
-_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="evokernel-tests-"))
-os.environ.setdefault("EVOKERNEL_BUILD_DIR", str(_SESSION_ROOT / "builds"))
-os.environ.setdefault("EVOKERNEL_MEMORY", str(_SESSION_ROOT / "memory" / "memory.json"))
-os.environ.setdefault("EVOKERNEL_CONFIG_DIR", str(_SESSION_ROOT / "config"))
-os.environ.setdefault("EVOKERNEL_CONFIG", str(_SESSION_ROOT / "config" / "config.toml"))
-os.environ.setdefault("EVOKERNEL_SESSIONS", str(_SESSION_ROOT / "sessions"))
-os.environ.pop("EVOKERNEL_MODEL", None)
+SUITE_ROOT = Path(tempfile.mkdtemp(prefix="evokernel-tests-"))
+
+ISOLATED = {
+    "EVOKERNEL_BUILD_DIR": os.environ.get("EVOKERNEL_TEST_BUILD_DIR") or str(SUITE_ROOT / "builds"),
+    "EVOKERNEL_MEMORY": str(SUITE_ROOT / "memory" / "memory.json"),
+    "EVOKERNEL_CONFIG_DIR": str(SUITE_ROOT / "config"),
+    "EVOKERNEL_CONFIG": str(SUITE_ROOT / "config" / "config.toml"),
+    "EVOKERNEL_SESSIONS": str(SUITE_ROOT / "sessions"),
+    "XDG_DATA_HOME": str(SUITE_ROOT / "xdg-data"),
+    "XDG_CONFIG_HOME": str(SUITE_ROOT / "xdg-config"),
+}
+os.environ.update(ISOLATED)
+for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
+    os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="session")
