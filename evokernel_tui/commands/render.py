@@ -99,3 +99,27 @@ def task_text(task, info=None, **kw) -> str:
     lines += ["", "Reference (Model, get_inputs, get_init_inputs):"]
     lines += [f"{n:>3}  {line}" for n, line in enumerate(source, start=1)]
     return "\n".join(lines)
+
+
+def profile_table(rows: list[dict], title: str = "Profile: top ops by self time") -> Table:
+    """Profiler rows sorted by self time, with each op's share; the custom kernel (`kernel::…`) marked."""
+    ordered = sorted((r for r in rows if isinstance(r, dict)), key=lambda r: -float(r.get("self_ms") or 0.0))
+    total = sum(float(r.get("self_ms") or 0.0) for r in ordered) or 0.0
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("op", overflow="fold")
+    table.add_column("self ms", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("calls", justify="right")
+    for r in ordered:
+        name = str(r.get("name", "?"))
+        ms = float(r.get("self_ms") or 0.0)
+        ours = name.startswith("kernel::")
+        share = f"{100 * ms / total:.1f}%" if total else "-"
+        table.add_row(Text(("★ " if ours else "") + name, style="bold green" if ours else ""), f"{ms:.3f}", share,
+                      str(r.get("calls", "")))
+    if ordered:
+        custom = sum(float(r.get("self_ms") or 0.0) for r in ordered if str(r.get("name", "")).startswith("kernel::"))
+        table.caption = (f"★ your kernel: {100 * custom / total:.1f}% of the profiled self time" if total and custom
+                         else "no custom kernel (kernel::…) in the profile")
+        table.caption_justify = "left"
+    return table

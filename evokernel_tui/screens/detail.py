@@ -32,6 +32,8 @@ def gate_detail_text(gate: GateView) -> str:
                   "numbers are one more than the C++ line):", str(log)[-4000:]]
     if "rule" in detail or "line" in detail:
         lines += ["", f"Rule: {detail.pop('rule', '?')}", f"Line: {detail.pop('line', '?')}"]
+    detail.pop("top_ops", None)  # shown as a table (gate_detail_body)
+    detail.pop("reference_top_ops", None)
     mismatch = detail.pop("mismatch", None)
     if mismatch:
         lines += ["", "Mismatch:", str(mismatch)]
@@ -68,7 +70,7 @@ class TextModal(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("q", "dismiss", "Close", show=False)]
 
-    def __init__(self, title: str, body: str) -> None:
+    def __init__(self, title: str, body: Any) -> None:
         super().__init__()
         self._title, self._body = title, body
 
@@ -82,9 +84,29 @@ class TextModal(ModalScreen[None]):
         self.dismiss(result)
 
 
+def gate_detail_body(gate: GateView) -> Any:
+    """The modal's body: the text above, and for the profile gate the candidate's and the reference's
+    top ops as sorted tables with each op's share of the self time."""
+    text = gate_detail_text(gate)
+    top, ref = gate.detail.get("top_ops"), gate.detail.get("reference_top_ops")
+    if not top and not ref:
+        return text
+    from rich.console import Group
+    from rich.text import Text
+
+    from evokernel_tui.commands.render import profile_table
+
+    parts: list[Any] = [Text(text), Text("")]
+    if top:
+        parts += [profile_table(top, "Your kernel: top ops by self time"), Text("")]
+    if ref:
+        parts.append(profile_table(ref, "Reference (eager PyTorch): top ops by self time"))
+    return Group(*parts)
+
+
 class GateDetailScreen(TextModal):
     def __init__(self, gate: GateView) -> None:
-        super().__init__(f"Gate · {gate.title}", gate_detail_text(gate))
+        super().__init__(f"Gate · {gate.title}", gate_detail_body(gate))
 
 
 class MemoryDetailScreen(TextModal):

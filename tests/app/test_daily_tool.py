@@ -299,3 +299,19 @@ def test_tasks_show_prints_the_task(monkeypatch):
     assert listed.exit_code == 0 and "relu" in [r["name"] for r in json.loads(listed.stdout)]
     missing = CliRunner().invoke(cli, ["tasks", "show", "nope"])
     assert missing.exit_code == 1 and "unknown task 'nope'" in missing.stderr
+
+
+def test_profile_detail_is_a_sorted_table_with_the_kernels_share():
+    from evokernel_tui.screens.detail import gate_detail_body
+    from evokernel_tui.view import GateView
+
+    gate = GateView("profile", "pass", 0.3, "", {
+        "top_ops": [{"name": "aten::empty_like", "self_ms": 1.0, "calls": 10},
+                    {"name": "kernel::relu_forward", "self_ms": 3.0, "calls": 10}],
+        "reference_top_ops": [{"name": "aten::relu", "self_ms": 4.0, "calls": 10}]})
+    text = plain(gate_detail_body(gate))
+    assert "top_ops" not in text, "raw JSON of the profile is shown"
+    ours, other = text.index("★ kernel::relu_forward"), text.index("aten::empty_like")
+    assert ours < other, "not sorted by self time"
+    assert "75.0%" in text and "25.0%" in text and "your kernel: 75.0% of the profiled self time" in text
+    assert "Reference (eager PyTorch)" in text and "aten::relu" in text
