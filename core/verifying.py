@@ -44,3 +44,29 @@ def prewarm_in_background(backend: str = "cpu", config: VerifyConfig | None = No
     thread = threading.Thread(target=run, name="evokernel-prewarm", daemon=True)
     thread.start()
     return thread
+
+
+def compare_sources(task: Task, source_a: str, source_b: str, backend: str = "cpu",
+                    config: VerifyConfig | None = None) -> dict:
+    """B's paired speedup over A (both re-timed back to back on the same inputs), or {"error": ...}."""
+    from verifier.api import VerifierError, compare
+    from verifier.backends import BackendUnavailable
+
+    try:
+        return compare(task.source, source_a, source_b, backend=backend, config=config)
+    except (VerifierError, BackendUnavailable) as exc:
+        raise VerifyError(str(exc)) from None
+
+
+def describe_comparison(result: dict, label_a: str = "A", label_b: str = "B") -> str:
+    """One line: `v5 vs v3: 1.230x [1.180, 1.290], v5 faster (0.41 ms vs 0.33 ms; paired, 12 rounds, 2 threads)`."""
+    if result.get("error"):
+        return f"no comparison: {result['error']}"
+    speed, lo, hi = result.get("speedup"), result.get("lo"), result.get("hi")
+    if not speed or lo is None or hi is None:
+        return "no comparison: nothing was timed"
+    verdict = f"{label_b} faster" if lo > 1 else f"{label_b} slower" if hi < 1 else "no clear difference"
+    noisy = ", noisy" if result.get("noisy") else ""
+    return (f"{label_b} vs {label_a}: {speed:.3f}x [{lo:.3f}, {hi:.3f}], {verdict} "
+            f"({result.get('a_ms', 0):.4f} ms vs {result.get('b_ms', 0):.4f} ms; paired, {result.get('rounds')} rounds, "
+            f"{result.get('threads')} threads{noisy})")

@@ -15,6 +15,7 @@ import click
 # subcommand name -> (module under evokernel_tui.commands, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("verify", "verify", "Run the multi-gate verifier on a candidate kernel."),
+    "compare": ("compare", "compare", "Re-time two versions of a session's kernel back to back (paired)."),
     "tasks": ("task_show", "tasks", "List the built-in tasks; `tasks show NAME` describes one."),
     "memory": ("memory", "memory", "Inspect and manage the memory bank."),
     "draft": ("draft", "draft", "Draft (and optionally refine) one op headless."),

@@ -305,6 +305,56 @@ def verify(
     return result
 
 
+def compare(reference_source: str, source_a: str, source_b: str, backend: str = "cpu",
+            config: VerifyConfig | None = None) -> dict:
+    """Re-time two kernels back to back: both build in their own sandboxes, both must be correct, then
+    paired rounds on the same fresh inputs. Returns B's speedup over A with its 95% interval
+    (`speedup`, `lo`, `hi`, `noisy`, `a_ms`, `b_ms`, ...) or {"error": one line}."""
+    from verifier.timing_stats import paired_speedup
+
+    config = config or VerifyConfig()
+    be = get_backend(backend)
+    be.check_available()
+    isolated = isolation_mode(config)
+    quiet = lambda name, state: None  # noqa: E731
+    run_a = _Run(reference_source, source_a, be, config, isolated, quiet)
+    run_b = _Run(reference_source, source_b, be, config, isolated, quiet)
+    try:
+        run_a.start_candidate()
+        run_a.prepare_reference()
+        run_b.start_candidate()
+        run_b.reference, run_b.init_seed = run_a.reference, run_a.init_seed
+        assert run_a.job_dir is not None and run_b.job_dir is not None
+        for sub in ("init", "weights"):
+            shutil.copytree(run_a.job_dir / sub, run_b.job_dir / sub)
+        shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
+        run_b.trusted_dir = run_a.trusted_dir
+        for label, run in (("A", run_a), ("B", run_b)):
+            if run.build_candidate() is None:
+                return {"error": f"kernel {label} did not build: {CompileGate().evaluate(run.evidence()).reason}"}
+            correct = run.correctness()
+            if not correct.passed:
+                return {"error": f"kernel {label} is not correct: {correct.reason}"}
+        rounds = _timed_rounds(run_a, [run_a, run_b], lambda m: paired_speedup(
+            m[1], m[2], rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
+        if rounds is None:
+            why = run_a.timing_violation or run_b.timing_violation or "a kernel failed while timing"
+            return {"error": why}
+        est, means, count, checked = rounds
+        out = est.to_dict()
+        out.update(a_ms=est.ref_ms, b_ms=est.cand_ms, rounds=len(means[0]), calls_per_round=count,
+                   threads=_threads(config), sampled_checks=checked, isolated=isolated,
+                   reference_ms=_median(means[0]))
+        return out
+    finally:
+        run_b.ref_held = None
+        run_b.trusted_dir = None
+        for run in (run_b, run_a):
+            with contextlib.suppress(Exception):
+                run.finish_candidate()
+            run.close()
+
+
 def _cached_verdict(root: Path, key: str, isolated: bool) -> VerificationResult | None:
     from verifier.trusted import load_verdict
 
@@ -557,82 +607,21 @@ class _Run:
         return True
 
     def latency(self) -> GateResult | None:
-        """Paired rounds: the reference (trusted) then the candidate (sandboxed) on the same fresh input
-        sets, one call per set; sampled outputs of timed calls are checked against the reference's."""
+        """Paired rounds against the trusted reference (see `_timed_rounds`), as the latency gate."""
         from verifier.timing_stats import paired_speedup
 
-        assert self.job is not None and self.ref_held is not None and self.trusted_dir is not None
-        ref = self.ref_held[0]
         start = time.monotonic()
-        budget_end = start + self.config.timing_budget_s
-        per_set = max(1, int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0)))
-        memory_cap = max(1, int(self.config.timing_memory_mb * 1024**2 // (3 * per_set)))
-        count, ref_means, cand_means, checked = 1, [], [], 0
-        r = 0
-        while True:
-            rdir = self.trusted_dir / f"round{r}"
-            rdir.mkdir()
-            if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [self.seed() for _ in range(count)]}):
-                return None
-            mark = ref.expect({"round_done", "error"}, self.config.run_timeout_s)
-            if mark is None or mark.get("phase") != "round_done":
+        rounds = _timed_rounds(self, [self], lambda means: paired_speedup(
+            means[0], means[1], rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth))
+        if rounds is None:
+            if self.candidate.get("ref_timing_failed"):
                 return GateResult("latency", FAIL, time.monotonic() - start, "the reference failed while timing")
-            ref_times = [float(t) for t in mark["times_ms"]]
-            d = self._job_subdir(f"r{r}")
-            for k in range(count):
-                self._hand_over(rdir, d, f"s{k}_in")
-            wall0 = time.monotonic()
-            self.job.send({"cmd": "round", "dir": d.name, "count": count})
-            cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
-            wall_ms = (time.monotonic() - wall0) * 1000.0
-            if cmark is None or cmark.get("phase") == "report":
-                self._take_report(cmark)
-                return None
-            cand_times = [float(t) for t in cmark.get("times_ms") or []]
-            if len(cand_times) != count or any(t < 0 for t in cand_times):
-                self.timing_violation = f"round {r} reported {len(cand_times)} timings for {count} calls"
-                return None
-            if wall_ms > 50 and sum(cand_times) > wall_ms * 1.05:
-                self.timing_violation = f"round {r} reported {sum(cand_times):.1f} ms in {wall_ms:.1f} ms of wall time"
-                return None
-            if wall_ms > 50 and sum(cand_times) < 0.02 * wall_ms:
-                self.timing_violation = (f"round {r} reported {sum(cand_times):.2f} ms but took {wall_ms:.1f} ms of wall "
-                                         "time (clock tampering?)")
-                return None
-            sample = sorted(self.rng.sample(range(count), min(count, 2 if r else 1)))
-            self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
-            smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
-            if smark is None or smark.get("phase") == "report":
-                self._take_report(smark)
-                return None
-            for k in sample:
-                metas = (smark.get("outputs") or {}).get(str(k))
-                want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(mark["outputs"][k])]
-                verdict = compare_files(d, rdir, metas, want, self.config.atol, self.config.rtol, self.config,
-                                        label=f"timed call {k + 1} of round {r + 1}")
-                checked += 1
-                if verdict.get("fail"):
-                    self.timing_violation = (f"{verdict['fail']} — outputs must be computed afresh on every call "
-                                             "(cached or stale results?)")
-                    return None
-            shutil.rmtree(d, ignore_errors=True)
-            shutil.rmtree(rdir, ignore_errors=True)
-            if r == 0:
-                per_call = max(1e-4, min(ref_times[0], cand_times[0]))
-                count = int(max(1, min(64, memory_cap, self.config.round_target_ms / per_call)))
-                r += 1
-                continue
-            ref_means.append(sum(ref_times) / len(ref_times))
-            cand_means.append(sum(cand_times) / len(cand_times))
-            r += 1
-            if len(ref_means) >= self.config.min_rounds:
-                est = paired_speedup(ref_means, cand_means, rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth)
-                if not est.noisy or time.monotonic() >= budget_end or len(ref_means) >= self.config.max_rounds:
-                    break
+            return None
+        est, means, count, checked = rounds
         detail = est.to_dict()
-        detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(cand_means) * count,
-                      calls_per_round=count, rounds=len(cand_means), threads=_threads(self.config),
-                      sampled_checks=checked, times_ms=cand_means[:200], reference_times_ms=ref_means[:200])
+        detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
+                      calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
+                      sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200])
         moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
@@ -643,6 +632,50 @@ class _Run:
             detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
         reason = "noisy: the interval stayed wide" if est.noisy else ""
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
+
+    def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int) -> list[float] | None:
+        """This candidate's timed round on the input sets in `rdir`, then a sampled check of its outputs
+        against the reference's; None (with `timing_violation` or the report set) when it fails."""
+        assert self.job is not None
+        d = self._job_subdir(f"r{r}")
+        for k in range(count):
+            self._hand_over(rdir, d, f"s{k}_in")
+        wall0 = time.monotonic()
+        self.job.send({"cmd": "round", "dir": d.name, "count": count})
+        cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
+        wall_ms = (time.monotonic() - wall0) * 1000.0
+        if cmark is None or cmark.get("phase") == "report":
+            self._take_report(cmark)
+            return None
+        times = [float(t) for t in cmark.get("times_ms") or [] if isinstance(t, (int, float))]
+        if len(times) != count or any(t < 0 for t in times):
+            self.timing_violation = f"round {r + 1} reported {len(times)} timings for {count} calls"
+            return None
+        if wall_ms > 50 and sum(times) > wall_ms * 1.05:
+            self.timing_violation = f"round {r + 1} reported {sum(times):.1f} ms in {wall_ms:.1f} ms of wall time"
+            return None
+        if wall_ms > 50 and sum(times) < 0.02 * wall_ms:
+            self.timing_violation = (f"round {r + 1} reported {sum(times):.2f} ms but took {wall_ms:.1f} ms of wall "
+                                     "time (clock tampering?)")
+            return None
+        sample = sorted(self.rng.sample(range(count), min(count, 2 if r else 1)))
+        self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
+        smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
+        if smark is None or smark.get("phase") == "report":
+            self._take_report(smark)
+            return None
+        for k in sample:
+            metas = (smark.get("outputs") or {}).get(str(k))
+            want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(ref_mark["outputs"][k])]
+            verdict = compare_files(d, rdir, metas, want, self.config.atol, self.config.rtol, self.config,
+                                    label=f"timed call {k + 1} of round {r + 1}")
+            self.sampled_checks = getattr(self, "sampled_checks", 0) + 1
+            if verdict.get("fail"):
+                self.timing_violation = (f"{verdict['fail']} — outputs must be computed afresh on every call "
+                                         "(cached or stale results?)")
+                return None
+        shutil.rmtree(d, ignore_errors=True)
+        return times
 
     def audit(self) -> None:
         """Every shared object the candidate's process mapped from a place it could write, audited for
@@ -691,6 +724,52 @@ class _Run:
             _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
         if self.job_dir is not None:
             shutil.rmtree(self.job_dir.parent, ignore_errors=True)
+
+
+def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
+    """Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
+    one call on each, then every side times the same sets (fresh content in the same buffers, one call
+    each) and has sampled outputs checked. A round's figure is its mean per-call time, so work spread
+    over a round (precomputing for later calls) still counts. Round 0 calibrates `count` and warms up.
+    Stops once `estimate(means)` is not noisy after `min_rounds`, or at the budget or `max_rounds`.
+    Returns (estimate, per-side means with the reference first, count, checks) or None on failure."""
+    assert owner.ref_held is not None and owner.trusted_dir is not None
+    ref = owner.ref_held[0]
+    config = owner.config
+    budget_end = time.monotonic() + config.timing_budget_s
+    per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
+    memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
+    means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
+    count, r, est = 1, 0, None
+    while True:
+        rdir = owner.trusted_dir / f"round{r}"
+        rdir.mkdir()
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)]}):
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
+        if mark is None or mark.get("phase") != "round_done":
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        all_times = [[float(t) for t in mark["times_ms"]]]
+        for side in sides:
+            times = side.timed_round(rdir, mark, count, r)
+            if times is None:
+                return None
+            all_times.append(times)
+        shutil.rmtree(rdir, ignore_errors=True)
+        r += 1
+        if r == 1:
+            per_call = max(1e-4, min(t[0] for t in all_times))
+            count = int(max(1, min(64, memory_cap, config.round_target_ms / per_call)))
+            continue
+        for i, times in enumerate(all_times):
+            means[i].append(sum(times) / len(times))
+        if len(means[0]) >= config.min_rounds:
+            est = estimate(means)
+            if not est.noisy or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
+                break
+    return est, means, count, sum(getattr(s, "sampled_checks", 0) for s in sides)
 
 
 def _writable_mappings(pid: int, job_dir: Path | None) -> list[str]:

@@ -396,6 +396,8 @@ class LiveJob:
             out.timed_out = out.timed_out or self.timed_out
             return out
         code = self.proc.returncode
+        if code is not None and 128 < code < 160:
+            code = -(code - 128)  # bubblewrap reports a child killed by signal N as exit status 128 + N
         tail = stderr_path.read_bytes()[-3000:].decode(errors="replace") if stderr_path.exists() else ""
         return SandboxOutcome(exit_code=code if code is not None and code >= 0 else None,
                               signal=-code if code is not None and code < 0 else None,

@@ -1,0 +1,57 @@
+"""`evokernel compare SESSION vA vB`: re-time two recorded kernels back to back, paired."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from core.config import sessions_root
+
+
+def _version(text: str) -> int:
+    try:
+        return int(text.lstrip("vV"))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a version; use e.g. v3 or 3") from None
+
+
+@click.command()
+@click.argument("session_ref")
+@click.argument("version_a")
+@click.argument("version_b")
+@click.option("--sessions-dir", type=click.Path(file_okay=False), help="Where sessions live.")
+@click.option("--threads", type=click.IntRange(1, 256), help="Threads on both sides (default: all cores).")
+@click.option("--unsafe-no-isolation", "unsafe", is_flag=True, help="Run the kernels without OS isolation.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compare(session_ref, version_a, version_b, sessions_dir, threads, unsafe, as_json) -> None:
+    """Re-time versions A and B of SESSION's kernel back to back on the same fresh inputs and print B's
+    speedup over A with its 95% interval. Exit status 0 when both ran, 1 otherwise."""
+    from core.session import Session, SessionError, find_session
+    from core.tasks import Task
+    from core.verifying import VerifyError, compare_sources, describe_comparison
+    from verifier import VerifyConfig
+
+    va, vb = _version(version_a), _version(version_b)
+    try:
+        path = find_session(session_ref, sessions_root(sessions_dir))
+        session = Session.open(path, lock=False)
+    except SessionError as exc:
+        raise click.ClickException(str(exc)) from None
+    sources = {a.version: a.source for a in session.history}
+    missing = [f"v{v}" for v in (va, vb) if v not in sources]
+    if missing:
+        known = ", ".join(f"v{v}" for v in sorted(sources)) or "none"
+        raise click.ClickException(f"{' and '.join(missing)} not in session {path.name} (versions: {known})")
+    config = VerifyConfig(threads=threads, isolate=not unsafe, use_cache=False)
+    try:
+        result = compare_sources(Task.from_dict(session.meta["task"]), sources[va], sources[vb], session.backend,
+                                 config)
+    except VerifyError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"session": path.name, "a": f"v{va}", "b": f"v{vb}", **result}))
+    else:
+        click.echo(describe_comparison(result, f"v{va}", f"v{vb}"))
+    sys.exit(1 if result.get("error") else 0)

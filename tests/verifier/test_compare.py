@@ -1,0 +1,35 @@
+"""Paired re-timing of two kernels (`evokernel compare`, the app's "compare two")."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.verifying import describe_comparison
+from verifier.api import compare
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_honest_kernels_get_a_paired_ratio_with_an_interval(task_source, make_config, kernel_source):
+    from tests.verifier.conftest import HONEST, RELU_BODY
+
+    a = kernel_source(RELU_BODY + "\n// compare A")
+    b = (HONEST / "relu.py").read_text()
+    out = compare(task_source("relu"), a, b, config=make_config())
+    assert "error" not in out, out
+    assert out["a_ms"] > 0 and out["b_ms"] > 0
+    assert out["lo"] <= out["speedup"] <= out["hi"]
+    assert out["speedup"] == pytest.approx(out["a_ms"] / out["b_ms"], rel=0.25)
+    assert out["rounds"] >= make_config().min_rounds and out["sampled_checks"] >= out["rounds"]
+    line = describe_comparison(out, "v1", "v2")
+    assert line.startswith("v2 vs v1: ") and "paired" in line
+
+
+def test_a_wrong_kernel_is_not_compared(task_source, make_config, kernel_source):
+    from tests.verifier.conftest import RELU_BODY
+
+    a = kernel_source(RELU_BODY + "\n// compare A2")
+    b = kernel_source(RELU_BODY.replace("in[i] : 0.0f", "in[i] : 1.0f") + "\n// compare wrong")
+    out = compare(task_source("relu"), a, b, config=make_config())
+    assert out["error"].startswith("kernel B is not correct")
+    assert describe_comparison(out).startswith("no comparison: kernel B is not correct")
