@@ -56,6 +56,18 @@ def resolve_task(task: str | None, kernelbench: str | None, level: int | None, p
     return load_task(task)
 
 
+def check_memory(task: Task, memory_gb: float | None) -> Any:
+    """Refuse (TaskError) a problem whose reference would not fit in the verifier's memory limit; the
+    verifier settings with that limit when one was given (None: the defaults)."""
+    from core.tasks import check_task_memory, is_builtin
+    from verifier import VerifyConfig
+
+    config = VerifyConfig(memory_gb=memory_gb) if memory_gb else None
+    if not is_builtin(task):
+        check_task_memory(task, memory_gb or VerifyConfig().memory_gb)
+    return config
+
+
 def open_memory(path: str | None, enabled: bool) -> Any:
     if not enabled:
         return None
@@ -246,8 +258,10 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
 @click.option("--wall", type=float, default=None, help="Wall-time budget in seconds.")
 @click.option("--max-tokens", type=int, default=None, help="Token budget for the session.")
 @click.option("--max-cost", type=float, default=None, help="Cost budget in dollars (known prices only).")
+@click.option("--memory-gb", type=float, default=None,
+              help="Memory limit of the verifier's runs (default 8); a problem estimated above it is refused up front.")
 def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_dir, memory_path, no_memory,
-          kernelbench, level, problem, timeout, wall, max_tokens, max_cost) -> None:
+          kernelbench, level, problem, timeout, wall, max_tokens, max_cost, memory_gb) -> None:
     """Draft a kernel for TASK (a built-in name, a task file, or --kernelbench) and optionally refine it.
 
     Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
@@ -255,13 +269,14 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     console = Console(stderr=as_json)
     try:
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
+        verify_config = check_memory(the_task, memory_gb)
         cfg = model_or_exit(model, api_base, timeout, as_json)
         memory = open_memory(memory_path, not no_memory)
         shapes = task_shapes(the_task) if memory is not None else ""
         session = Session.create(
             the_task, backend=backend, model=cfg, memory=memory, root=sessions_root(sessions_dir),
             budgets=Budgets(draft_steps=steps, refine_steps=refine, wall_s=wall, max_tokens=max_tokens, max_cost=max_cost),
-            auto_accept=True, shapes=shapes,
+            auto_accept=True, shapes=shapes, verify_config=verify_config,
         )
     except (TaskError, SessionError, ModelError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -129,3 +129,19 @@ def test_tasks_command_lists_a_kernelbench_checkout_with_shapes():
     assert missing.exit_code != 0 and "does not exist" in missing.output and "Traceback" not in missing.output
     none = CliRunner().invoke(cli, ["tasks", "--kernelbench", str(KB), "--level", "4"])
     assert none.exit_code != 0 and "no KernelBench problems for level 4" in none.output
+
+
+def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path):
+    from click.testing import CliRunner
+
+    from evokernel_tui.cli import cli
+
+    args = ["draft", "--kernelbench", str(KB), "--level", "1", "--problem", "100", "--model",
+            "scripted:examples/relu_scripted.json", "--sessions-dir", str(tmp_path), "--no-memory"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "about 12.0 GiB" in result.output and "--memory-gb 15" in result.output
+    assert not any(tmp_path.iterdir())                                   # no session was made
+    raised = CliRunner().invoke(cli, [*args[:7], "--memory-gb", "16", "--model", "scripted:/nonexistent.json",
+                                      "--sessions-dir", str(tmp_path), "--no-memory"])
+    assert "about 12.0 GiB" not in raised.output                         # past the check, stopped by the model
