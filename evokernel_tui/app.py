@@ -599,6 +599,20 @@ class EvoKernelApp(App[None]):
         note = f" ({_pending_text(s.pending)} is still pending)" if pending else ""
         return f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}"
 
+    def action_show_versions(self) -> None:
+        """Every kernel version: author, outcome, median, spread, runs, speedup, accepted/rejected."""
+        from evokernel_tui.screens.versions import VersionsScreen, session_events, version_rows
+
+        if self.session is None:
+            self._report("No session open: press o to open a task.", "warning")
+            return
+        rows = version_rows(self.session, session_events(self.session))
+        if not rows:
+            self._report("No kernel version recorded yet: verify one (v, ctrl+s) or take a step (s).", "information")
+            return
+        best = getattr(self.session, "best", None)
+        self.push_screen(VersionsScreen(rows, getattr(best, "source", None)))
+
     def action_show_task(self) -> None:
         """The Task view: reference source, shapes and dtypes, init arguments, tolerance, eager time."""
         from evokernel_tui.screens.task_view import TaskViewScreen
@@ -653,7 +667,8 @@ PALETTE = (
     ("Open task", "Open a built-in task or a task file", "open_task"),
     ("Task view", "The task: reference source, input shapes and dtypes, init arguments, tolerance, eager time",
      "show_task"),
-    ("Save kernel", "Export the current kernel to a file", "export"),
+    ("Save kernel", "Save the best feasible kernel (or the current one, with a warning) to a file", "export"),
+    ("Versions", "Every kernel version with its outcome, timing and decision; save the best", "show_versions"),
     ("Switch theme", "Cycle dark → light → high-contrast", "switch_theme"),
 )
 

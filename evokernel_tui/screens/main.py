@@ -82,6 +82,7 @@ class MainScreen(SessionScreen):
         Binding("g", "app.switch_stage", "Stage"),
         Binding("o", "app.open_task", "Open"),
         Binding("i", "app.show_task", "Task"),
+        Binding("h", "app.show_versions", "Versions"),
         Binding("x", "app.export", "Save"),
         Binding("ctrl+s", "submit_kernel", "Submit kernel", show=False),
     ]

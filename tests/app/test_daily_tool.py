@@ -315,3 +315,42 @@ def test_profile_detail_is_a_sorted_table_with_the_kernels_share():
     assert ours < other, "not sorted by self time"
     assert "75.0%" in text and "25.0%" in text and "your kernel: 75.0% of the profiled self time" in text
     assert "Reference (eager PyTorch)" in text and "aten::relu" in text
+
+
+async def test_versions_table_lists_every_version_and_saves_the_best(make_session, tmp_path):
+    from textual.widgets import DataTable
+
+    from evokernel_tui.screens.detail import TextModal
+    from evokernel_tui.screens.prompts import PathPrompt
+    from evokernel_tui.screens.versions import VersionsScreen
+
+    s = make_session([reply("compile_fail"), reply("feasible", 1.0, "first"), reply("feasible", 0.5, "faster")])
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(3):
+            await pilot.press("s")
+            await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+        await pilot.press("h")
+        await pilot.pause()
+        assert isinstance(app.screen, VersionsScreen)
+        table = app.screen.query_one(DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [r[0] for r in rows] == ["v1", "v2", "v3"]
+        assert rows[0][3] == "compile_fail" and rows[0][4] == "-"
+        assert rows[1][4] == "1" and rows[1][8].startswith("best") and "accepted (loop)" in rows[1][8]
+        assert rows[2][4] == "0.5" and rows[2][8] == "rejected (person)" and rows[2][7] == "2.00×"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, TextModal) and "diff against the best" in str(app.screen.query_one(".modal-body").render())
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, PathPrompt)
+        target = tmp_path / "best.py"
+        app.screen.query_one("#prompt-input").value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert target.read_text() == s.best.source and s.best.version == 2
