@@ -134,6 +134,14 @@ def _section_symbols(sec: SymbolTableSection):
     return ((sym.name, sym.entry) for sym in sec.iter_symbols())
 
 
+def _dynamic_string(elf: ELFFile, seg: DynamicSegment, offset: int) -> str:
+    _, strtab = seg.get_table_offset("DT_STRTAB")
+    if strtab is None:
+        return str(offset)
+    raw = parse_cstring_from_stream(elf.stream, strtab + offset) or b""
+    return raw.decode("utf-8", errors="replace")
+
+
 def _segment_symbols(elf: ELFFile, seg: DynamicSegment, indices: Iterable[int]):
     """Symbols as the loader finds them: DT_SYMTAB entries named through DT_STRTAB (read directly:
     pyelftools' per-symbol lookup rescans the dynamic tags every time)."""
@@ -206,7 +214,7 @@ def _parse(elf: ELFFile, p: Path) -> ElfInfo:
             elif name == "DT_RUNPATH":
                 run_paths.extend(x for x in tag.runpath.split(":") if x)
             elif name in _LOADER_TAGS:
-                loader_tags.append(f"{name}={tag.entry.d_val}")
+                loader_tags.append(f"{name}={_dynamic_string(elf, seg, tag.entry.d_val)}")
     kind = "shared object" if etype == "ET_DYN" else "executable"
     return ElfInfo(kind, frozenset(imported), frozenset(exported), tuple(dict.fromkeys(needed)),
                    tuple(dict.fromkeys(run_paths)), tuple(loader_tags))

@@ -443,3 +443,15 @@ def test_real_pybind11_extension_passes_and_module_import_is_found(tmp_path):
     assert families(audit(evil, EXTENSION)) == {"PyImport_ImportModule": PYTHON}
     # the kernel profile is for the kernel's own object, not for bindings
     assert audit(honest, KERNEL)
+
+
+@needs_gxx
+def test_blas_library_and_loader_audit_entries_are_reported(tmp_path):
+    # a stand-in libopenblas.so: the audit judges the link, not what the library really contains
+    build(tmp_path, "libopenblas", 'extern "C" void cblas_sgemm() {}')
+    src = 'extern "C" void cblas_sgemm();\nextern "C" void k() { cblas_sgemm(); }'
+    so = build(tmp_path, "blas_user", src, f"-L{tmp_path}", "-lopenblas")
+    assert families(audit(so)) == {"libopenblas.so": BLAS, "cblas_sgemm": BLAS}
+    audited = build(tmp_path, "audited", 'extern "C" int k() { return 1; }', "-Wl,--audit=libspy.so")
+    found = audit(audited)
+    assert [f.family for f in found] == [DYNAMIC_LOADING] and found[0].symbol == "DT_AUDIT=libspy.so"
