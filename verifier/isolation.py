@@ -108,12 +108,13 @@ def default_hidden() -> list[Path]:
     return hidden
 
 
-def bwrap_argv(spec: SandboxSpec, argv: list[str]) -> list[str]:
-    """The bubblewrap command line for `argv` under `spec` (mount order matters: later mounts win)."""
+def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = None) -> list[str]:
+    """The bubblewrap command line for `argv` under `spec` (mount order matters: later mounts win);
+    `trees` replaces the default read-only view (`visible_trees()`)."""
     binary = bwrap_binary()
     if binary is None:
         raise IsolationUnavailable(unavailable_reason() or "bubblewrap is not installed")
-    trees = visible_trees()
+    trees = visible_trees() if trees is None else trees
     args = [binary, *_namespace_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--tmpfs", "/var/tmp", "--dir", "/run"]
     for d in SYSTEM_DIRS:

@@ -140,7 +140,8 @@ def test_the_answer_cannot_be_read(task_source, hostile_config):
     """Reference outputs and seeds are not in the sandbox: a candidate that looks for them in every
     place it can see, and otherwise returns zeros, is wrong."""
     body = '''
-FOUND = [p for pat in ("/dev/shm/**/*out0.npy", "/tmp/**/*out0.npy", "/**/trusted/**/*.npy")
+FOUND = [p for pat in ("/dev/shm/**/*.npy", "/tmp/**/*.npy", "/run/**/*.npy", "/var/tmp/**/*.npy",
+                        os.path.dirname(os.getcwd()) + "/**/*.npy", os.path.dirname(os.getcwd()) + "/../**/*.npy")
          for p in glob.glob(pat, recursive=True)]
 '''
     model = '''
@@ -388,7 +389,7 @@ def test_sandbox_runs_as_an_ordinary_user(tmp_path):
     """bubblewrap works for a user without privileges (the tests usually run as root)."""
     import pwd
 
-    from verifier.isolation import SandboxSpec, bwrap_argv
+    from verifier.isolation import SandboxSpec, bwrap_argv, bwrap_binary
 
     if os.getuid() != 0:
         pytest.skip("already an ordinary user: the other tests cover it")
@@ -396,12 +397,24 @@ def test_sandbox_runs_as_an_ordinary_user(tmp_path):
         user = pwd.getpwnam("evk")
     except KeyError:
         pytest.skip("no ordinary user `evk` on this machine (useradd evk to run this test)")
-    job = tmp_path / "job"
+    import shutil
+    import tempfile
+
+    if not all(os.access(p, os.X_OK) for p in Path(bwrap_binary()).parents if str(p) != "/"):
+        pytest.skip("the bwrap binary lies where an ordinary user cannot reach it")
+    base = Path(tempfile.mkdtemp(prefix="evk-user-", dir="/var/tmp"))
+    os.chmod(base, 0o755)
+    job = base / "job"
     job.mkdir()
     os.chown(job, user.pw_uid, user.pw_gid)
-    os.chmod(tmp_path, 0o755)
-    argv = bwrap_argv(SandboxSpec(writable=[job]), ["/bin/sh", "-c", "touch ok && ! touch /etc/evk-evil && id -u"])
+    system = [Path(d) for d in ("/usr", "/etc") if Path(d).is_dir()]
+    argv = bwrap_argv(SandboxSpec(writable=[job]), ["/bin/sh", "-c", "touch ok && ! touch /etc/evk-evil && id -u"],
+                      trees=system)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                           preexec_fn=lambda: (os.setgid(user.pw_gid), os.setuid(user.pw_uid)))
-    assert proc.returncode == 0, proc.stderr
-    assert (job / "ok").exists() and not Path("/etc/evk-evil").exists()
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert (job / "ok").exists() and not Path("/etc/evk-evil").exists()
+        assert proc.stdout.strip() == str(user.pw_uid)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
