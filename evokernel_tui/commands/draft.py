@@ -286,4 +286,6 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     except KeyboardInterrupt:
         console.print(f"interrupted; continue with `evokernel resume {session.id}`")
         sys.exit(130)
+    except SessionError as exc:  # the session folder cannot be written (disk full, read-only): one line
+        raise click.ClickException(str(exc)) from None
     finish(session, out or default_out(session), as_json, console)

@@ -90,6 +90,8 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
         except KeyboardInterrupt:
             console.print(f"interrupted; continue with `evokernel resume {session.id}`")
             sys.exit(130)
+        except SessionError as exc:  # the session folder cannot be written (disk full, read-only): one line
+            raise click.ClickException(str(exc)) from None
     task_name = session.meta["task"]["name"]
     finish(session, out or Path(f"{task_name}_{session.backend}.py"), as_json, console)
 
