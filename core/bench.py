@@ -66,6 +66,29 @@ class TaskOutcome:
     seconds: float = 0.0
     device: str = ""
     error: str = ""
+    skipped: str = ""
+    rejected: int = 0
+    compile_failed: int = 0
+
+    @property
+    def status(self) -> str:
+        """correct, incorrect, did not compile, rejected by anti-hacking, no kernel, skipped (reason), or error: ..."""
+        if self.error:
+            return f"error: {self.error}"
+        if self.skipped:
+            return f"skipped ({self.skipped})"
+        if self.feasible:
+            return "correct"
+        if self.compiled:
+            return "incorrect"
+        if self.kernels and self.rejected == self.kernels:
+            return "rejected by anti-hacking"
+        return "did not compile" if self.kernels else "no kernel"
+
+    @property
+    def counted(self) -> bool:
+        """Whether the task enters the metrics: it ran (not skipped because its reference cannot run here)."""
+        return not self.error and not self.skipped
 
     @property
     def refine_speedup(self) -> float | None:
@@ -90,6 +113,7 @@ class LevelSummary:
     tasks: int
     compile_rate: float
     correct_rate: float
+    rejected_rate: float
     fast: dict[str, float]
     fast_vs_compile: dict[str, float] | None
     geomean_speedup: float | None
@@ -113,9 +137,15 @@ def correct_rate(outcomes: Sequence[TaskOutcome]) -> float:
     return sum(o.feasible for o in outcomes) / len(outcomes) if outcomes else 0.0
 
 
-def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager") -> float | None:
-    """fast_p: share of all tasks that are correct and at least p times faster (the issue's definition;
-    KernelBench uses a strict `>`, which only differs at exact ties).
+def rejected_rate(outcomes: Sequence[TaskOutcome]) -> float:
+    """Share of tasks whose every kernel was rejected by anti-hacking (apart from "did not compile")."""
+    return sum(o.status == "rejected by anti-hacking" for o in outcomes) / len(outcomes) if outcomes else 0.0
+
+
+def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager", strict: bool = True) -> float | None:
+    """fast_p as KernelBench's score.py defines it: the share of all tasks (incorrect ones included in the
+    denominator) that are correct and strictly more than p times faster. `strict=False` is the labelled
+    variant "at least p times faster" (it differs only at exact ties).
 
     `against="compile"` uses the speedup over torch.compile; None when no task measured it.
     fast_0 is the correctness rate (a correct kernel counts even if its latency was not measured).
@@ -128,7 +158,7 @@ def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager") ->
     hits = 0
     for o in outcomes:
         value = getattr(o, attr)
-        if o.feasible and (p <= 0 or (value is not None and value >= p)):
+        if o.feasible and (p <= 0 or (value is not None and (value > p if strict else value >= p))):
             hits += 1
     return hits / len(outcomes)
 
@@ -167,6 +197,7 @@ def summarise(outcomes: Sequence[TaskOutcome], level: int | None = None) -> Leve
         tasks=len(outcomes),
         compile_rate=compile_rate(outcomes),
         correct_rate=correct_rate(outcomes),
+        rejected_rate=rejected_rate(outcomes),
         fast={_p_key(p): fast_p(outcomes, p) for p in FAST_PS},
         fast_vs_compile=None if all(v is None for v in vs_compile.values()) else vs_compile,
         geomean_speedup=geomean_speedup(outcomes),
@@ -177,7 +208,9 @@ def summarise(outcomes: Sequence[TaskOutcome], level: int | None = None) -> Leve
 
 
 def summarise_levels(outcomes: Sequence[TaskOutcome]) -> list[LevelSummary]:
-    """One row per level present, then the row over all tasks (level None)."""
+    """One row per level present, then the row over all tasks (level None); skipped tasks (reference
+    cannot run here) are left out of every rate."""
+    outcomes = [o for o in outcomes if not o.skipped]
     levels = sorted({o.level for o in outcomes})
     rows = [summarise([o for o in outcomes if o.level == lv], lv) for lv in levels]
     return [*rows, summarise(outcomes, None)]
@@ -215,6 +248,8 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         best_ms=best.latency_ms if best else None,
         tokens=tokens, cost=cost, category=category, kernels=len(results), session=session,
         seconds=seconds, device=device,
+        rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
+        compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
     )
 
 
@@ -239,8 +274,12 @@ def parse_names(values: Iterable[str] | None) -> list[str]:
 
 
 def select_tasks(suite: str = "builtin", *, kernelbench: str | Path | None = None, levels: list[int] | None = None,
-                 names: list[str] | None = None) -> list[Task]:
-    """The tasks to run, in a fixed order: level, then suite order (index / problem number / file name)."""
+                 names: list[str] | None = None, limit: int | None = None) -> list[Task]:
+    """The tasks to run, in a fixed order: level, then suite order (index / problem number / file name).
+
+    A name is a task name, a KernelBench problem number (`12`) or a level and a problem (`2/12`); a bare
+    number that matches problems of several selected levels is refused as ambiguous. `limit`: the first N
+    tasks of that order."""
     if kernelbench is not None:
         tasks = _kernelbench_tasks(Path(kernelbench), levels or [1, 2, 3])
     elif suite == "builtin":
@@ -252,42 +291,46 @@ def select_tasks(suite: str = "builtin", *, kernelbench: str | Path | None = Non
     if names:
         tasks = _filter_names(tasks, names)
     tasks = sorted(tasks, key=lambda t: t.level)  # stable: keeps the suite's own order within a level
+    if limit is not None:
+        if limit < 1:
+            raise BenchError("--limit must be 1 or more")
+        tasks = tasks[:limit]
     if not tasks:
         raise BenchError("no tasks selected; check --levels and --tasks (see `evokernel tasks`)")
     return tasks
 
 
+_LEVEL_PROBLEM = re.compile(r"(?:[Ll](?:evel)?)?(\d+)[/:](\d+)")
+
+
 def _filter_names(tasks: list[Task], names: list[str]) -> list[Task]:
     def matches(t: Task, n: str) -> bool:
+        qualified = _LEVEL_PROBLEM.fullmatch(n)
+        if qualified:
+            return t.level == int(qualified.group(1)) and t.name.split("_", 1)[0] == qualified.group(2)
         return t.name == n or (n.isdigit() and t.name.split("_", 1)[0] == n)
 
     unknown = [n for n in names if not any(matches(t, n) for t in tasks)]
     if unknown:
-        raise BenchError(f"unknown task(s) in --tasks: {', '.join(unknown)}; see `evokernel tasks` for names")
+        raise BenchError(f"unknown task(s) in --tasks: {', '.join(unknown)}; see `evokernel tasks` for names "
+                         "(KernelBench problems: a number, or LEVEL/NUMBER such as 2/12)")
+    for n in names:
+        hits = [t for t in tasks if matches(t, n)]
+        if n.isdigit() and len({t.level for t in hits}) > 1:
+            forms = " or ".join(f"{t.level}/{n}" for t in hits)
+            raise BenchError(f"--tasks {n} matches problem {n} of levels "
+                             f"{', '.join(str(t.level) for t in hits)}; write {forms} (level/problem), "
+                             f"or --limit {n} for the first {n} tasks")
     return [t for t in tasks if any(matches(t, n) for n in names)]
 
 
 def _kernelbench_tasks(root: Path, levels: list[int]) -> list[Task]:
-    if not root.is_dir():
-        raise BenchError(f"KernelBench directory {root} does not exist")
-    tasks: list[Task] = []
-    for lv in levels:
-        level_dir = next((d for d in (root / f"level{lv}", root / "KernelBench" / f"level{lv}") if d.is_dir()), None)
-        if level_dir is None:
-            continue
-        numbered = []
-        for f in level_dir.glob("*.py"):
-            m = re.match(r"(\d+)_", f.name)
-            if m:
-                numbered.append((int(m.group(1)), f))
-        for problem, _ in sorted(numbered):
-            try:
-                tasks.append(load_task(kernelbench=root, level=lv, problem=problem))
-            except TaskError as exc:
-                raise BenchError(str(exc)) from None
-    if not tasks:
-        raise BenchError(f"no KernelBench problems for levels {levels} under {root} (expected level1/1_*.py ...)")
-    return tasks
+    from core.tasks import kernelbench_problems
+
+    try:
+        return kernelbench_problems(root, levels)
+    except TaskError as exc:
+        raise BenchError(str(exc)) from None
 
 
 def _folder_tasks(path: Path) -> list[Task]:
@@ -416,7 +459,7 @@ class BenchFile:
             old = load_bench(self.path)
             _check_resume(old.get("settings", {}), settings, self.path.parent)
             self.started = old.get("started", self.started)
-            self.outcomes = {o.task: o for o in outcomes_of(old) if not o.error}
+            self.outcomes = {o.task: o for o in outcomes_of(old) if not o.error and not o.skipped}
             self.extra = {k: old[k] for k in ("recorded",) if k in old}
 
     def done(self, task: str) -> bool:
@@ -514,14 +557,34 @@ def session_id(index: int, task: str) -> str:
     return f"{index:03d}-{slug}"
 
 
+def reference_skip_reason(task: Task, memory_gb: float, timeout_s: float = 300) -> str | None:
+    """Why the task's reference cannot run on this machine (too big for the memory limit, or it fails in
+    the probe under that limit), or None. Built-in tasks always run."""
+    from core.tasks import estimate_task_memory, is_builtin, memory_refusal, validate_task
+
+    if is_builtin(task):
+        return None
+    estimate = estimate_task_memory(task)
+    if estimate is not None and memory_refusal(task.name, estimate, memory_gb):
+        return f"the reference needs {estimate.describe()}, over the {memory_gb:g} GiB limit; raise --memory-gb"
+    try:
+        validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb)
+    except TaskError as exc:
+        return f"the reference cannot run here: {str(exc).removeprefix(f'task {task.name}: ')}"
+    return None
+
+
 def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSource, *, memory: Any,
               executor: Any, job: Callable[..., Any] = verify_job,
               shapes: Callable[[Task], str] | None = None,
-              on_progress: ProgressFn | None = None) -> dict[str, Any]:
+              on_progress: ProgressFn | None = None,
+              check: Callable[[Task], str | None] | None = None) -> dict[str, Any]:
     """Run (or continue) the bench in `out`; returns the final bench.json content.
 
     Up to `config.workers` tasks run at once, one thread each; their verification jobs go to
-    `executor` and their memory reads/writes go to the one shared `memory` bank.
+    `executor` and their memory reads/writes go to the one shared `memory` bank. `check(task)` returns
+    why a task cannot run here (e.g. `reference_skip_reason`): it is recorded as skipped, with no
+    session and no model call.
     """
     out = Path(out)
     order = [t.name for t in tasks]
@@ -539,6 +602,13 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
     def one(index: int, task: Task) -> None:
         notify("started", task.name, None)
         start = time.monotonic()
+        reason = check(task) if check is not None else None
+        if reason:
+            outcome = TaskOutcome(task.name, task.level, category=task.category, skipped=reason,
+                                  seconds=time.monotonic() - start)
+            bench.record(outcome)
+            notify("finished", task.name, outcome)
+            return
         try:
             outcome = _run_task(index, task, out / "sessions", config, models, memory, verify_fn, shapes)
         except (SessionError, ModelError, BenchError, OSError) as exc:
@@ -628,6 +698,12 @@ def replay_bench(source: Path, out: Path, config: BenchConfig, *, executor: Any,
         raise BenchError(f"{source} holds several sessions of the same task; replay one bench's sessions at a time")
     settings = config.settings(None, mode="replay")
     settings["replayed_from"] = str(Path(source).resolve())
+    recorded_bench = bench_path(Path(source))
+    if recorded_bench.exists():  # the replayed run's own suite (a KernelBench run stays labelled as one)
+        try:
+            settings["suite"] = load_bench(recorded_bench).get("settings", {}).get("suite", settings["suite"])
+        except BenchError:
+            pass
     if sessions:
         settings["backend"] = sessions[0].backend
         settings["recorded_model"] = sessions[0].model_name
@@ -720,14 +796,15 @@ def level_name(level: int | None) -> str:
 
 
 SUMMARY_COLUMNS = ("level", "tasks", "compiled", "correct", "fast_1", "fast_1.5", "fast_2", "geomean", "refine (median)",
-                   "tokens", "cost")
+                   "tokens", "cost", "rejected")
 
 
 def summary_cells(s: LevelSummary) -> list[str]:
-    """One level row as display strings, in SUMMARY_COLUMNS order."""
+    """One level row as display strings, in SUMMARY_COLUMNS order ("rejected": share of tasks whose every
+    kernel anti-hacking rejected, kept apart from the compile rate)."""
     return [level_name(s.level), str(s.tasks), fmt_rate(s.compile_rate), fmt_rate(s.correct_rate),
             fmt_rate(s.fast["1"]), fmt_rate(s.fast["1.5"]), fmt_rate(s.fast["2"]), fmt_x(s.geomean_speedup),
-            fmt_x(s.median_refine_speedup), str(s.tokens), fmt_cost(s.cost)]
+            fmt_x(s.median_refine_speedup), str(s.tokens), fmt_cost(s.cost), fmt_rate(s.rejected_rate)]
 
 
 def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -827,12 +904,20 @@ def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
         lines += _md_table(("level", "fast_0", "fast_1", "fast_1.5", "fast_2"),
                            [[level_name(r.level), *(fmt_rate(r.fast_vs_compile[_p_key(p)]) for p in FAST_PS)]
                             for r in compile_rows])
-    lines += ["", "fast_p: share of all tasks that are correct and at least p times faster than eager PyTorch "
-              "(fast_0 = correct). geomean: over correct tasks. refine: median over correct tasks of the first "
-              "feasible draft's latency over the best latency.", "", "## Per task", ""]
+    skipped = [o for o in finished if o.skipped]
+    if skipped:
+        lines += ["", f"Skipped (the reference cannot run here; not in any rate): {len(skipped)} task"
+                      f"{'s' if len(skipped) != 1 else ''}: " + ", ".join(o.task for o in skipped) + "."]
+    lines += ["", "fast_p as in KernelBench's score.py: share of all tasks (incorrect ones included) that are correct "
+              "and strictly more than p times faster than eager PyTorch (fast_0 = correct). compiled: a kernel "
+              "compiled; rejected: every kernel was refused by anti-hacking (never counted as a compile failure). "
+              "geomean: over correct tasks. refine: median over correct tasks of the first feasible draft's latency "
+              "over the best latency.", "", "## Per task", ""]
     rows = []
     for o in outs:
-        status = "error: " + o.error if o.error else ("correct" if o.feasible else ("compiled" if o.compiled else "failed"))
+        status = o.status
+        if o.rejected and o.status not in ("rejected by anti-hacking",) and not o.error and not o.skipped:
+            status += f" ({o.rejected} of {o.kernels} kernels rejected by anti-hacking)"
         rows.append([o.task, str(o.level), status, fmt_x(o.speedup), fmt_x(o.speedup_vs_compile),
                      "-" if o.best_ms is None else f"{o.best_ms:.4f}", fmt_x(o.refine_speedup), str(o.kernels),
                      str(o.tokens), fmt_cost(o.cost)])

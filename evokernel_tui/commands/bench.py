@@ -33,6 +33,7 @@ from core.bench import (
     outcomes_of,
     parse_levels,
     parse_names,
+    reference_skip_reason,
     replay_bench,
     run_bench,
     select_tasks,
@@ -55,7 +56,7 @@ def no_model_message() -> str:
     return f"bench needs a model: {how_to_configure()}; or re-verify recorded sessions with --replay DIR."
 
 
-TABLE_HEADERS = ("level", "n", "compiled", "correct", "fast_1", "fast_1.5", "fast_2", "geomean", "refine")
+TABLE_HEADERS = ("level", "n", "compiled", "correct", "fast_1", "fast_1.5", "fast_2", "geomean", "refine", "rejected")
 
 
 def summary_table(data: dict[str, Any], title: str) -> Table:
@@ -67,7 +68,8 @@ def summary_table(data: dict[str, Any], title: str) -> Table:
     finished = [o for o in outcomes_of(data) if not o.error]
     rows = summarise_levels(finished) if finished else []
     for row in rows:
-        table.add_row(*summary_cells(row)[: len(TABLE_HEADERS)], style="bold" if row.level is None else None)
+        cells = summary_cells(row)
+        table.add_row(*cells[: len(TABLE_HEADERS) - 1], cells[-1], style="bold" if row.level is None else None)
     return table
 
 
@@ -75,8 +77,11 @@ def summary_note(data: dict[str, Any]) -> str:
     finished = [o for o in outcomes_of(data) if not o.error]
     total = summarise_levels(finished)[-1] if finished else None
     spent = f" {total.tokens} tokens, cost {fmt_cost(total.cost)}." if total else ""
-    return ("fast_p: correct and at least p times faster than eager; refine: median of first feasible over best "
-            f"latency.{spent}")
+    skipped = [o for o in outcomes_of(data) if o.skipped]
+    skip = f" Skipped (reference cannot run here): {len(skipped)}." if skipped else ""
+    return ("fast_p (KernelBench's score.py): correct and strictly more than p times faster than eager, over all "
+            "tasks; rejected: every kernel refused by anti-hacking (not a compile failure); refine: median of "
+            f"first feasible over best latency.{spent}{skip}")
 
 
 def progress_printer(console: Console, total: int):
@@ -93,8 +98,11 @@ def progress_printer(console: Console, total: int):
             console.print(f"[dim]{prefix} {task}: recorded earlier, skipped[/]", highlight=False)
         elif outcome.error:
             console.print(f"{prefix} {task}: [red]error[/] {outcome.error}", highlight=False)
+        elif outcome.skipped:
+            console.print(f"{prefix} {task}: [yellow]skipped[/] ({outcome.skipped})", highlight=False)
         else:
-            state = "[green]correct[/]" if outcome.feasible else ("compiled" if outcome.compiled else "[red]failed[/]")
+            state = "[green]correct[/]" if outcome.feasible else (
+                "incorrect" if outcome.compiled else f"[red]{outcome.status}[/]")
             extra = f" {fmt_x(outcome.speedup)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
             console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
                           f"{outcome.seconds:.1f}s",
@@ -116,10 +124,17 @@ def default_out() -> Path:
     return Path("bench_runs") / time.strftime("%Y%m%d-%H%M%S")
 
 
-def verify_config(use_cache: bool, compare_compile: bool) -> Any:
+def verify_config(use_cache: bool, compare_compile: bool, tolerance: str = "kernelbench",
+                  memory_gb: float | None = None) -> Any:
+    from verifier.compare import resolve_tolerance
     from verifier.config import VerifyConfig
 
-    return VerifyConfig(use_cache=use_cache, compare_compile=compare_compile)
+    atol, rtol = resolve_tolerance(tolerance)
+    config = VerifyConfig(use_cache=use_cache, compare_compile=compare_compile, atol=atol, rtol=rtol)
+    if memory_gb:
+        config.memory_gb = memory_gb
+    config.extra["tolerance"] = tolerance
+    return config
 
 
 def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> None:
@@ -138,7 +153,13 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--suite", default="builtin", show_default=True, help="`builtin`, or a folder of KernelBench task files.")
 @click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="A KernelBench checkout to run.")
 @click.option("--levels", default=None, help="Levels to run, e.g. 1,2 (default: all).")
-@click.option("--tasks", "task_names", multiple=True, help="Task names (or KernelBench problem numbers), comma separated.")
+@click.option("--tasks", "task_names", multiple=True,
+              help="Task names, KernelBench problem numbers, or LEVEL/NUMBER (e.g. 2/12), comma separated.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N selected tasks.")
+@click.option("--tolerance", type=click.Choice(["kernelbench", "v0", "paper"]), default="kernelbench",
+              show_default=True, help="Correctness rule: kernelbench (fp32 1e-4, fp16/bf16 1e-2) or v0/paper (1e-2).")
+@click.option("--memory-gb", type=float, default=None,
+              help="Memory limit of the verifier's runs (default 8); tasks whose reference needs more are skipped.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True)
 @click.option("--model", default=None, help="litellm model name (or scripted:FILE.json for canned replies).")
 @click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
@@ -165,7 +186,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
 @click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
 @click.pass_context
-def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base, draft_steps, refine_steps, retrieval,
+def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, no_verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
@@ -184,9 +205,10 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
-                             verify_config=verify_config(not (no_verdict_cache or replay_dir), compare_compile),
+                             verify_config=verify_config(not (no_verdict_cache or replay_dir), compare_compile,
+                                                         tolerance, memory_gb),
                              wall_s=wall,
-                             extra={"compare_compile": compare_compile})
+                             extra={"compare_compile": compare_compile, "tolerance": tolerance})
         if replay_dir:
             total = len(session_dirs(Path(replay_dir)))
             with make_executor(executor_kind, workers, address, backend) as executor:
@@ -201,7 +223,8 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
             Console(stderr=True).print(no_model_message(), highlight=False, soft_wrap=True)
             sys.exit(2)
         cfg.timeout_s = timeout
-        tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names))
+        tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
+                             limit=limit)
         models = ModelSource(cfg, max_concurrent=model_concurrency or workers)
         out.mkdir(parents=True, exist_ok=True)
         memory = open_bank(out / "memory.json" if fresh_memory else memory_path)
@@ -209,8 +232,10 @@ def bench(ctx, suite, kernelbench, levels, task_names, backend, model, api_base,
         with make_executor(executor_kind, workers, address, backend) as executor:
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
                           f"{executor.describe()}, memory {memory.path}, out {out}", highlight=False)
+            limit_gb = config.verify_config.memory_gb
             data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB, shapes=task_shapes,
-                             on_progress=progress_printer(console, len(tasks)))
+                             on_progress=progress_printer(console, len(tasks)),
+                             check=lambda task: reference_skip_reason(task, limit_gb))
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -47,8 +47,10 @@ def test_level_one_rates(outcomes):
     assert fast_p(l1, 0) == 0.5
     assert fast_p(l1, 1) == 0.25
     assert fast_p(l1, 1.5) == 0.25
-    assert fast_p(l1, 2) == 0.25         # exactly 2.0x counts: "at least p x faster"
-    assert fast_p(l1, 2.01) == 0.0
+    assert fast_p(l1, 2) == 0.0          # KernelBench's score.py: strictly faster than p
+    assert fast_p(l1, 2, strict=False) == 0.25   # the labelled "at least p" variant counts the tie
+    assert fast_p(l1, 1.99) == 0.25
+    assert fast_p(l1, 2.01, strict=False) == 0.0
     assert geomean_speedup(l1) == pytest.approx(1.0)
     assert median_refine_speedup(l1) == 2.5
     assert total_cost(l1) == pytest.approx(0.03)
@@ -66,17 +68,17 @@ def test_summary_per_level_and_overall(outcomes):
     assert [r.level for r in rows] == [1, 2, None]
     l1, l2, everything = rows
     assert (l1.tasks, l1.tokens, l1.cost) == (4, 200, pytest.approx(0.03))
-    assert l1.fast == {"0": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.25}
+    assert l1.fast == {"0": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.0}   # a is exactly 2x: not strictly faster
     assert l1.fast_vs_compile["1"] == 0.25
     assert l2.compile_rate == 1.0 and l2.correct_rate == 1.0
-    assert l2.fast == {"0": 1.0, "1": 1.0, "1.5": 0.5, "2": 0.0}   # f is exactly 1x, e exactly 1.5x
+    assert l2.fast == {"0": 1.0, "1": 0.5, "1.5": 0.0, "2": 0.0}   # f is exactly 1x, e exactly 1.5x: ties do not count
     assert l2.geomean_speedup == pytest.approx(math.sqrt(1.5))
     assert l2.median_refine_speedup == 1.5
     assert l2.cost is None                             # e's price is unknown
     assert everything.tasks == 6
     assert everything.compile_rate == pytest.approx(5 / 6)
     assert everything.correct_rate == pytest.approx(4 / 6)
-    assert everything.fast["1"] == pytest.approx(3 / 6)
+    assert everything.fast["1"] == pytest.approx(2 / 6)
     assert everything.geomean_speedup == pytest.approx(1.5 ** 0.25)
     assert everything.median_refine_speedup == 1.5     # median of 4, 1, 2, 1
     assert everything.tokens == 210
@@ -130,3 +132,22 @@ def test_text_plot_marks_faster_and_slower():
     fast, slow = lines[1], lines[2]
     assert fast.index("|") < fast.index("#") and "4.00x" in fast
     assert slow.index("#") < slow.index("|") and "0.25x" in slow
+
+
+def test_anti_hacking_rejections_are_not_compile_failures():
+    rejected = outcome_from_results("t", 1, [result("hack_fail"), result("hack_fail")])
+    broken = outcome_from_results("u", 1, [result("hack_fail"), result("compile_fail")])
+    wrong = outcome_from_results("v", 1, [result("hack_fail"), result("incorrect")])
+    assert (rejected.rejected, rejected.compile_failed, rejected.status) == (2, 0, "rejected by anti-hacking")
+    assert (broken.rejected, broken.compile_failed, broken.status) == (1, 1, "did not compile")
+    assert wrong.status == "incorrect" and wrong.compiled
+    [row] = summarise_levels([rejected, broken, wrong])[:1]
+    assert row.compile_rate == pytest.approx(1 / 3) and row.rejected_rate == pytest.approx(1 / 3)
+
+
+def test_skipped_tasks_are_reported_apart_and_left_out_of_every_rate():
+    ok = rec("a", 1, speedup=2.0)
+    skipped = TaskOutcome("big", 1, skipped="the reference needs about 12.0 GiB, over the 8 GiB limit")
+    assert skipped.status.startswith("skipped (the reference needs") and not skipped.counted
+    with_skip = summarise_levels([ok, skipped])
+    assert with_skip == summarise_levels([ok]) and with_skip[-1].tasks == 1
