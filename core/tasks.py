@@ -307,6 +307,8 @@ def forward_arg_names(tree: ast.Module) -> list[str]:
     return []
 
 
+#: modules KernelBench problems import besides torch: the `kernelbench` extra of pyproject.toml installs them
+KERNELBENCH_EXTRAS = {"einops"}
 #: the probe's address-space limit when the caller gives none (the verifier's default memory limit)
 DEFAULT_PROBE_MEMORY_GB = 8.0
 
@@ -347,6 +349,9 @@ def _run_probe(task: Task, args: list[str], timeout_s: float, memory_gb: float |
                         f"{_last_line(proc.stderr)}{hint}")
     if not result.get("ok"):
         error = result.get("error", "unknown failure")
+        missing = re.search(r"No module named '(\w+)'", error)
+        if missing and missing.group(1) in KERNELBENCH_EXTRAS:
+            error += "; install what KernelBench problems import with: pip install -e '.[kernelbench]'"
         if memory_gb and re.search(r"MemoryError|alloc|out of memory|not enough memory", error):
             error += f" (the probe's memory limit is {memory_gb:g} GiB; raise it with --memory-gb)"
         raise TaskError(f"task {task.name}: {error}")

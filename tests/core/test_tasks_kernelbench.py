@@ -145,3 +145,21 @@ def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path):
     raised = CliRunner().invoke(cli, [*args[:7], "--memory-gb", "16", "--model", "scripted:/nonexistent.json",
                                       "--sessions-dir", str(tmp_path), "--no-memory"])
     assert "about 12.0 GiB" not in raised.output                         # past the check, stopped by the model
+
+
+def test_a_missing_kernelbench_import_names_the_extra(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("einops") is not None:
+        pytest.skip("einops is installed here")
+    path = tmp_path / "3_Einops_Block.py"
+    path.write_text(_kb(1, 19).source.replace("import torch\n", "import torch\nfrom einops import rearrange\n", 1))
+    with pytest.raises(TaskError, match=r"No module named 'einops'.*pip install -e '\.\[kernelbench\]'"):
+        validate_task(load_task(str(path)))
+
+
+def test_pyproject_has_the_kernelbench_extra():
+    import tomllib
+
+    data = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert any(d.startswith("einops") for d in data["project"]["optional-dependencies"]["kernelbench"])
