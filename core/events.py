@@ -121,6 +121,8 @@ class RetrievedItem(Payload):
     value: float = 0.0
     exploration: float = 0.0
     score: float = 0.0
+    #: how the slot was filled: "value" (ranked), "explore", or "rule" (contract items, never credited)
+    chosen_by: str = "value"
 
     def _normalise(self) -> None:
         if not self.id and "item_id" in self.extra:
@@ -144,10 +146,20 @@ class Retrieved(Payload):
     KIND = "retrieved"
     stage: str = ""
     items: list[RetrievedItem] = field(default_factory=list)
+    #: refine: the start point chosen by Q2 ({"version", "id", "q2", ...}); credited with the items
+    start_point: dict[str, Any] | None = None
+    OMIT_NONE = ("start_point",)
 
     def _normalise(self) -> None:
         self.items = [i if isinstance(i, RetrievedItem) else RetrievedItem.from_data(_flat_item(i))
                       for i in self.items or []]
+
+    def credit_ids(self) -> tuple[str, ...]:
+        """What the step's reward credits: the ranked slots (not rule-fetched items) and the start point."""
+        ids = [i.id for i in self.items if i.chosen_by != "rule"]
+        if self.start_point and self.start_point.get("id"):
+            ids.append(str(self.start_point["id"]))
+        return tuple(dict.fromkeys(ids))
 
 
 def _flat_item(raw: Any) -> dict[str, Any]:
@@ -236,8 +248,11 @@ class Verification(Payload):
 @dataclass(kw_only=True)
 class Reward(Payload):
     KIND = "reward"
+    OMIT_NONE = ("deferred",)
     version: int | None = None
     credited: list[str] = field(default_factory=list)
+    #: ids held back for a pending refinement, credited at the person's verdict
+    deferred: list[str] | None = None
     stage: str = ""
     value: float | None = None
     outcome: str = ""
@@ -265,6 +280,15 @@ class MemoryAdded(Payload):
     kind: str = ""
     title: str = ""
     version: int | None = None
+
+
+@dataclass(kw_only=True)
+class MemoryMarked(Payload):
+    """The person marked a memory on screen as used (or not) for their next edit."""
+
+    KIND = "memory_marked"
+    id: str = ""
+    used: bool = True
 
 
 @dataclass(kw_only=True)
@@ -361,7 +385,7 @@ class ErrorEvent(Payload):
 
 PAYLOADS: dict[str, type[Payload]] = {cls.KIND: cls for cls in (
     SessionStarted, Starter, StageChanged, Retrieved, Prompt, ModelReply, ModelErrorEvent, Kernel, GateEvent,
-    Verification, Reward, QUpdate, MemoryAdded, PendingRefinement, Accepted, Rejected, HumanEdit, Insight,
+    Verification, Reward, QUpdate, MemoryAdded, MemoryMarked, PendingRefinement, Accepted, Rejected, HumanEdit, Insight,
     NeedsHuman, StepDone, StepResumed, BudgetChanged, ErrorEvent,
 )}
 EVENT_KINDS = tuple(PAYLOADS)
@@ -432,6 +456,9 @@ class Attempt:
     credited: tuple[str, ...] = ()
     context: tuple[str, ...] = ()
     rewarded: bool = False
+    deferred: tuple[str, ...] = ()
+    reward: float | None = None
+    memory_id: str | None = None
 
     @property
     def feasible(self) -> bool:
@@ -485,6 +512,10 @@ class SessionState:
     model_calls: int = 0
     elapsed_s: float = 0.0
     onscreen_ids: tuple[str, ...] = ()
+    #: the ids a model step's reward credits (ranked slots and the start point of the last retrieval)
+    credit_ids: tuple[str, ...] = ()
+    #: memories on screen the person marked used (or not) since the last retrieval
+    marked: Mapping[str, bool] = field(default_factory=dict)
     #: the version recorded by a step that has not finished (no `step_done` yet): a crash mid-step
     in_flight: int | None = None
 
@@ -527,12 +558,15 @@ def apply(state: SessionState, event: Any) -> SessionState:
       session_started   task, backend, model, manual
       starter           current_source := the starter kernel
       stage_changed     stage (and done_reason when the stage is done)
-      retrieved         onscreen_ids
+      retrieved         onscreen_ids, credit_ids (what a model step's reward credits); marks cleared
+      memory_marked     marked[id]
+      memory_added      that attempt's memory_id
       model_reply       tokens, cost
-      kernel            history += attempt; current_source := it; in_flight := its version
+      kernel            history += attempt (context := credit_ids for a model's kernel); current_source := it;
+                        in_flight := its version
       human_edit        that attempt's context := the memories credited
       verification      that attempt's result (re-verifications change nothing)
-      reward            that attempt's credited ids; rewarded
+      reward            that attempt's credited and deferred ids, its reward; rewarded
       pending_refinement pending := that attempt
       accepted          best := that attempt; current_source := its source; a pending refinement that is
                         the accepted one or no faster than the new best is dropped
@@ -556,7 +590,12 @@ def apply(state: SessionState, event: Any) -> SessionState:
         if p.to:
             changes.update(stage=p.to, done_reason=p.reason if p.to == "done" else "")
     elif isinstance(p, Retrieved):
-        changes["onscreen_ids"] = tuple(i.id for i in p.items)
+        changes.update(onscreen_ids=tuple(i.id for i in p.items), credit_ids=p.credit_ids(), marked={})
+    elif isinstance(p, MemoryMarked):
+        changes["marked"] = {**state.marked, p.id: bool(p.used)}
+    elif isinstance(p, MemoryAdded):
+        if state.attempt(p.version) is not None:
+            changes["history"] = _with_attempt(state, p.version, memory_id=p.id)
     elif isinstance(p, ModelReply):
         changes["tokens"] = state.tokens + p.tokens
         if p.cost is None:
@@ -564,7 +603,7 @@ def apply(state: SessionState, event: Any) -> SessionState:
         else:
             changes["cost_known"] = state.cost_known + float(p.cost)
     elif isinstance(p, Kernel):
-        context = state.onscreen_ids if p.author == "model" else ()
+        context = state.credit_ids if p.author == "model" else ()
         attempt = Attempt(int(p.version), p.stage, p.author, p.file, p.source, ev.step, context=tuple(context))
         changes.update(history=(*state.history, attempt), current_source=p.source, in_flight=attempt.version)
     elif isinstance(p, HumanEdit):
@@ -574,7 +613,9 @@ def apply(state: SessionState, event: Any) -> SessionState:
             changes["history"] = _with_attempt(state, p.version, result=p.verification_result())
     elif isinstance(p, Reward):
         if state.attempt(p.version) is not None:
-            changes["history"] = _with_attempt(state, p.version, credited=tuple(p.credited), rewarded=True)
+            changes["history"] = _with_attempt(state, p.version, credited=tuple(p.credited), rewarded=True,
+                                               deferred=tuple(p.deferred or ()),
+                                               reward=None if p.value is None else float(p.value))
     elif isinstance(p, PendingRefinement):
         if state.attempt(p.version) is not None:
             changes["pending_version"] = p.version

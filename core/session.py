@@ -551,7 +551,9 @@ class Session:
         best = self.best if self.state.best_version != attempt.version else None
         best_ms = best.latency_ms if best else None
         if not self.attempt(attempt.version).rewarded:
-            self._learn(stage, attempt, result, list(attempt.context), best_ms)
+            defer = (stage == "refine" and attempt.author != "person" and not self.auto_accept
+                     and is_improvement(result, best_ms))
+            self._learn(stage, attempt, result, list(attempt.context), best_ms, defer=defer)
         if attempt.version not in (self.state.best_version, self.state.pending_version):
             self._judge(stage, attempt, result, best_ms)
         self._emit_payload(StepDone(stage=stage, counts=counts, outcome=result.outcome,

@@ -25,6 +25,7 @@ from core.events import (
     Insight,
     Kernel,
     MemoryAdded,
+    MemoryMarked,
     ModelErrorEvent,
     ModelReply,
     NeedsHuman,
@@ -93,6 +94,7 @@ class LatencyPoint:
     step: int
     latency_ms: float
     feasible: bool
+    reference_ms: float | None = None  # the eager time this measurement was compared with
 
 
 @dataclass
@@ -240,7 +242,8 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
     latency = result.get("latency_ms")
     feasible = bool(result.get("feasible", False))
     if latency is not None:
-        view.points.append(LatencyPoint(step=step if step is not None else len(view.points), latency_ms=float(latency), feasible=feasible))
+        view.points.append(LatencyPoint(step=step if step is not None else len(view.points), latency_ms=float(latency),
+                                        feasible=feasible, reference_ms=result.get("reference_ms")))
     outcome = result.get("outcome") or ("feasible" if feasible else "failed")
     if latency is not None:
         speed = result.get("speedup")
@@ -352,6 +355,8 @@ def _fold(view: SessionView, p: Any, step: int | None) -> str | None:
         return f"updated {n} memory value{'s' if n != 1 else ''}" if n else None
     if isinstance(p, MemoryAdded):
         return f"memory added: {p.title or p.id}"
+    if isinstance(p, MemoryMarked):
+        return f"memory {p.id} marked {'used' if p.used else 'not used'} for your next edit"
     if isinstance(p, PendingRefinement):
         extra = f" ({p.gain:.2f}× faster)" if p.gain else ""
         return f"refinement pending{extra}: accept (a) or reject (r)"

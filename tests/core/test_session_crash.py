@@ -59,22 +59,23 @@ def test_sigkill_mid_step_then_resume(tmp_path):
     path = tmp_path / "crash"
     events = read_events(path / "events.jsonl")
     assert events[-1].kind == "kernel"  # killed while verifying the kernel of step 2
-    on_screen = [e for e in events if e.kind == "retrieved"][-1].data["items"]
+    credit = list([e for e in events if e.kind == "retrieved"][-1].payload.credit_ids())  # what the live step credits
+    assert credit
     memory = MemoryStore(tmp_path / "memory.json", fsync=False)
     try:
         s = Session.open(path, verify_fn=fake_verify, auto_accept=True, memory=memory)
         assert s.used["draft"] == 1  # the finished step counts; the one in flight is not finished yet
         assert [a.outcome for a in s.history] == ["compile_fail", "unverified"]
         assert s.interrupted is not None and s.interrupted.version == 2
-        visits_before = {i["id"]: memory.get(i["id"]).visits1 for i in on_screen}
+        visits_before = {i: memory.get(i).visits1 for i in credit}
 
         finished = s.step()  # the next action finishes the interrupted step, nothing else
         kinds = [e.kind for e in finished]
         assert kinds[:2] == ["step_resumed", "gate"] and "kernel" not in kinds
         assert all(e.step == 2 for e in finished if e.kind != "stage_changed")
         reward = next(e for e in finished if e.kind == "reward")
-        assert reward.data["version"] == 2 and reward.data["credited"] == [i["id"] for i in on_screen]
-        assert {i["id"]: memory.get(i["id"]).visits1 for i in on_screen} == {k: v + 1 for k, v in visits_before.items()}
+        assert reward.data["version"] == 2 and reward.data["credited"] == credit
+        assert {i: memory.get(i).visits1 for i in credit} == {k: v + 1 for k, v in visits_before.items()}
         assert "q_update" in kinds and "memory_added" in kinds and kinds[-1] == "step_done"
         assert [a.outcome for a in s.history] == ["compile_fail", "incorrect"] and s.interrupted is None
         assert s.used["draft"] == 2

@@ -172,7 +172,7 @@ def test_apply_is_pure_and_tolerant():
 
 
 def test_payloads_round_trip_their_stored_form():
-    assert set(EVENT_KINDS) == set(PAYLOADS) and len(EVENT_KINDS) == 23
+    assert set(EVENT_KINDS) == set(PAYLOADS) and len(EVENT_KINDS) == 24
     d = {"from": "draft", "to": "refine", "reason": "feasible kernel found", "later_key": 1}
     p = PAYLOADS["stage_changed"].from_data(d)
     assert (p.from_, p.to) == ("draft", "refine") and p.to_data() == d
