@@ -46,9 +46,7 @@ from core.prompting import PromptContext, Tried, build_messages
 from core.rewards import (
     choose_start_point,
     credited_ids,
-    deferred_credit,
     is_improvement,
-    marked_used,
     reward_for,
     select_memories,
     store_trajectory,
@@ -384,7 +382,7 @@ class Session:
             self.step_no += 1
             start = time.monotonic()
             stage = self._work_stage()
-            credited = marked_used(self.log.path, self.onscreen_ids)
+            credited = [i for i in self.onscreen_ids if self.state.marked.get(i)]  # marked used since retrieval
             attempt = self._record_kernel(source, "person", stage)
             self._emit("human_edit", {"version": attempt.version, "stage": stage, "credited": credited})
             result = self._verify(attempt)
@@ -417,7 +415,7 @@ class Session:
 
             before, after = self.best, self.pending
             self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
-            ids, value = deferred_credit(self.log.path, after.version)
+            ids, value = _deferred_credit(after)
             self._credit(ids, "refine", person_reward("accepted", value))
             if before is not None:
                 self._distil_insight(before, after)
@@ -432,7 +430,7 @@ class Session:
             self._emit("rejected", {"version": rejected.version, "by": "person"})
             from memory.values import person_reward
 
-            ids, value = deferred_credit(self.log.path, rejected.version)
+            ids, value = _deferred_credit(rejected)
             self._credit(ids, "refine", person_reward("rejected", value))
             return events
 
@@ -1016,6 +1014,12 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
 
 def _as_dict(obj: Any) -> dict[str, Any]:
     return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
+
+
+def _deferred_credit(a: Attempt) -> tuple[list[str], float]:
+    """The ids and reward held back for a pending refinement (folded from its `reward` event), or
+    ([], 0) when its reward was already credited (auto-accepted, or recorded before deferral)."""
+    return (list(a.deferred), float(a.reward or 0.0)) if a.deferred else ([], 0.0)
 
 
 def _failed_reason(a: Attempt) -> str:
