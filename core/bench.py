@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import statistics
@@ -435,13 +434,10 @@ def outcomes_of(data: dict[str, Any], key: str = "outcomes") -> list[TaskOutcome
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    from core.fsutil import atomic_write_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 class BenchFile:
