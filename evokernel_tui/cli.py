@@ -149,11 +149,35 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+NEEDS_SANDBOX = {"verify", "compare", "draft", "bench", "tui", "resume"}
+
+
+def check_isolation(unsafe: bool) -> None:
+    """Candidates run only inside OS isolation; where none can be had, say so before anything starts
+    (no silent downgrade). `--unsafe-no-isolation` opts out, and every verdict then says "unisolated"."""
+    import os
+
+    if unsafe:
+        os.environ["EVOKERNEL_UNSAFE_NO_ISOLATION"] = "1"
+        return
+    if os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION") == "1":
+        return
+    from verifier.isolation import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        raise click.ClickException(reason)
+
+
 @click.group(cls=LazyGroup, invoke_without_command=True)
 @click.version_option(package_name="evokernel-tui")
+@click.option("--unsafe-no-isolation", is_flag=True,
+              help="Run candidates without OS isolation (every verdict then says 'unisolated').")
 @click.pass_context
-def cli(ctx: click.Context) -> None:
+def cli(ctx: click.Context, unsafe_no_isolation: bool) -> None:
     """EvoKernel: write and tune compute kernels with a language model and a verifier."""
+    if (ctx.invoked_subcommand or "tui") in NEEDS_SANDBOX:
+        check_isolation(unsafe_no_isolation)
     if ctx.invoked_subcommand is None:
         ctx.invoke(cli.get_command(ctx, "tui"))
 

@@ -683,13 +683,20 @@ class _Run:
         pid = getattr(self, "harness_pid", None)
         if pid is None:
             return
-        from verifier.binary_audit import AuditError, audit
+        from verifier.binary_audit import KERNEL, AuditError, audit
 
-        for path in _writable_mappings(pid, self.job_dir):
-            host = Path(f"/proc/{pid}/root") / path.lstrip("/")
+        targets = [(Path(f"/proc/{pid}/root") / path.lstrip("/"), None) for path in _writable_mappings(pid, self.job_dir)]
+        if self.job_dir is not None:
+            targets += [(obj, KERNEL) for obj in (self.job_dir / "build").glob("ext/*/kernel.o")]
+        for host, profile in targets:
+            path = str(host).split("/root", 1)[-1] if profile is None else str(host)
             try:
-                found = audit(host)
-            except (AuditError, OSError):
+                found = audit(host, profile=profile) if profile else audit(host)
+            except (AuditError, OSError) as exc:
+                if profile is None:  # mapped and executable, but hidden from the audit: that cannot pass
+                    entry = ("binary-import", f"{Path(path).name} was loaded but cannot be audited ({exc})")
+                    if entry not in self.audit_findings:
+                        self.audit_findings.append(entry)
                 continue
             for f in found:
                 entry = ("binary-import", f"{Path(path).name} imports {f.symbol} ({f.family}): {f.reason}")

@@ -47,11 +47,33 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
     return table
 
 
+def speed_text(result: VerificationResult) -> str:
+    """`1.84× vs eager [1.71–1.97], 2 threads, 3.1 GB/s (cached, measured 4 min ago)`; "" without a speedup.
+
+    A noisy measurement makes no speed claim: it says so instead of printing a number as if it held."""
+    sp = result.speedup
+    if not sp:
+        return ""
+    t = result.timing or {}
+    label = result.timing_label()
+    if result.noisy:
+        return f"speed not settled (noisy: {sp:.2f}× with 95% interval [{t.get('lo', 0):.2f}–{t.get('hi', 0):.2f}])" + (
+            f" ({label})" if label != "noisy" else "")
+    parts = [f"{sp:.2f}× vs eager"]
+    if t.get("lo") is not None and t.get("hi") is not None:
+        parts[0] += f" [{t['lo']:.2f}–{t['hi']:.2f}]"
+    if t.get("threads"):
+        parts.append(f"{t['threads']} threads")
+    if t.get("gbps"):
+        parts.append(f"{t['gbps']:.1f} GB/s")
+    text = ", ".join(parts)
+    return text + (f" ({label})" if label else "")
+
+
 def verdict_line(result: VerificationResult) -> Text:
     if result.feasible:
-        sp = result.speedup
-        extra = f", {sp:.2f}× vs eager" if sp else ""
-        return Text(f"feasible{extra}", style="bold green")
+        extra = speed_text(result)
+        return Text("feasible" + (f", {extra}" if extra else ""), style="bold green")
     failed = result.failed_gate
     name = GATE_TITLES.get(failed.name, failed.name) if failed else "?"
     return Text(f"not feasible: {name} failed", style="bold red")

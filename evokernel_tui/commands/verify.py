@@ -51,7 +51,7 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
 
     Built-in tasks are small and not degenerate (tests check both), so they cost nothing here."""
     if is_builtin(task):
-        return [], []
+        return []
     check_task_memory(task, memory_gb)
     found = task_degeneracy(task, preset, memory_gb=memory_gb) if check_degenerate else None
     return found or []
@@ -75,9 +75,12 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
               help="Memory limit of the reference and candidate runs; a problem estimated above it is refused up front.")
 @click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
+@click.option("--threads", type=click.IntRange(1, 1024), help="Threads for both sides of the paired timing (default: all cores).")
+@click.option("--unsafe-no-isolation", "unsafe", is_flag=True,
+              help="Run the candidate without OS isolation (the verdict then says 'unisolated').")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, as_json) -> None:
+           timeout, memory_gb, no_degenerate_check, ncu, threads, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
@@ -103,7 +106,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         raise click.ClickException(str(exc)) from None
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
     config = VerifyConfig(trials=trials, atol=atol, rtol=rtol, compare_compile=compare_compile,
-                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu)
+                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
+                          threads=threads, **({"isolate": False} if unsafe else {}))
     config.extra["tolerance"] = tolerance
     if degenerate:
         config.extra["degenerate"] = degenerate
@@ -122,9 +126,10 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                 result = verify_task(the_task, source, backend, config, on_gate=on_gate)
     except VerifyError as exc:
         raise click.ClickException(str(exc)) from None
+    result.tolerance = result.tolerance or tolerance_text
+    result.degenerate = result.degenerate or degenerate
     if as_json:
-        click.echo(json.dumps({"task": the_task.name, "candidate": str(path), "tolerance": tolerance_text,
-                               "degenerate": degenerate, **result.to_dict()}))
+        click.echo(json.dumps({"task": the_task.name, "candidate": str(path), **result.to_dict()}))
     else:
         from evokernel_tui.commands.render import gate_table, verdict_line
 
