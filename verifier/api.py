@@ -277,6 +277,8 @@ def verify(
     run = _Run(reference_source, candidate_source, be, config, isolated, notify)
     try:
         gates = run.execute(static, hack)
+        if getattr(run, "ncu_profile", None) is not None:
+            _attach_ncu(run.ncu_profile, result, be, config, run.ncu_job())
     finally:
         run.close()
     result.device = run.reference.get("device_name", "")
@@ -442,7 +444,7 @@ class _Run:
                 gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing")))
             gates.append(ProfileGate().evaluate(ev))
             if self.config.ncu:
-                gates[-1].detail["ncu_note"] = "ncu summaries are not available under isolation yet"
+                self.ncu_profile = gates[-1]
         return gates
 
     def start_candidate(self) -> None:
@@ -677,6 +679,22 @@ class _Run:
         shutil.rmtree(d, ignore_errors=True)
         return times
 
+    def ncu_job(self) -> Path:
+        """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
+        assert self.job_dir is not None and self.trusted_dir is not None
+        work = self.job_dir.parent / "ncu-work"
+        work.mkdir()
+        shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
+        for sub in ("init", "weights"):
+            shutil.copytree(self.job_dir / sub, work / sub)
+        (work / "profile").mkdir()
+        self._hand_over(self.trusted_dir / "profile", work / "profile", "in")
+        job = json.loads((self.job_dir / "job.json").read_text())
+        job.update(candidate_path=str(work / "candidate.py"), build_root=str(work / "build"))
+        (work / "build").mkdir()
+        (work / "job.json").write_text(json.dumps(job))
+        return work
+
     def audit(self) -> None:
         """Every shared object the candidate's process mapped from a place it could write, audited for
         what it imports (BLAS, ATen operators, dlopen, process creation, file and socket I/O)."""
@@ -731,6 +749,46 @@ class _Run:
             _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
         if self.job_dir is not None:
             shutil.rmtree(self.job_dir.parent, ignore_errors=True)
+
+
+def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, config: VerifyConfig, work: Path) -> None:
+    """Per-kernel ncu rows into the profile gate's detail (`ncu`), or a note saying why there are none.
+
+    One forward on the profile inputs (`profile_once`), under the same isolation as the candidate's run,
+    with Nsight Compute's own directory visible read-only."""
+    from verifier.ncu import ncu_argv, ncu_path, parse_ncu_csv
+
+    ncu = ncu_path()
+    if be.device != "cuda":
+        result.notes.append("ncu summary skipped: it needs a GPU backend on a GPU")
+        return
+    if ncu is None:
+        result.notes.append("ncu summary skipped: ncu (Nsight Compute) is not on PATH")
+        return
+    job_dir = work / "ncu"
+    job_dir.mkdir()
+    job = json.loads((work / "job.json").read_text())
+    (job_dir / "job.json").write_text(json.dumps({**job, "profile_once": True}))
+    log = job_dir / "ncu.csv"
+    argv = ncu_argv(ncu, log, [sys.executable, "-m", "verifier.harness", str(work)])
+    spec = None
+    if config.isolate:
+        spec = _sandbox_spec(work, config, be)
+        spec.readonly.append(Path(ncu).resolve().parent.parent)
+    env = _clean_env(be.child_env()) if spec is not None else {**_trusted_env(), **be.child_env()}
+    job = LiveJob(argv, job_dir, _limits(config, config.run_timeout_s, be), env, spec=spec)
+    job.send({"cmd": "go"})
+    job.expect({"report"}, config.run_timeout_s)
+    outcome = job.finish(timeout=5)
+    text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir.parent / f"{job_dir.name}.stderr") if f.exists())
+    rows = [k.to_dict() for k in parse_ncu_csv(text)]
+    profile.detail["ncu_seconds"] = outcome.seconds
+    if rows:
+        profile.detail["ncu"] = rows
+        return
+    error = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
+    result.notes.append(f"ncu summary skipped: the profiling run {outcome.describe()} and reported no kernels"
+                        + (f" ({error[:200]})" if error else ""))
 
 
 def _timed_rounds(owner: _Run, sides: list[_Run], estimate):

@@ -253,6 +253,13 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     model = built["model"]
     report["weights"] = built["weights"]
     threads_before = threading.active_count()
+    if job.get("profile_once"):
+        # Under Nsight Compute: one forward on the profile inputs and nothing else on the device.
+        with torch.no_grad():
+            model(*load_args(torch, np, job_dir / "profile", device))
+            sync(torch, device)
+        report["phase"] = "done"
+        return
     channel.mark("ready", builds=report.get("builds", []), import_seconds=report["import_seconds"],
                  patched=report["patched"], weights=report["weights"], device_name=report["device_name"],
                  threads=threads, pid=os.getpid())

@@ -103,7 +103,8 @@ def _attach(tmp_path: Path, monkeypatch, device: str = "cuda") -> tuple[GateResu
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     prof = GateResult("profile", "pass")
     res = VerificationResult(backend="cuda", gates=[prof])
-    api._attach_ncu(prof, res, Backend(name="cuda", device=device), VerifyConfig(run_timeout_s=30), work)
+    # the plumbing only (the fake ncu lives in tmp_path, which a sandbox would not show)
+    api._attach_ncu(prof, res, Backend(name="cuda", device=device), VerifyConfig(run_timeout_s=30, isolate=False), work)
     return prof, res
 
 
