@@ -63,6 +63,10 @@ class VerificationResult:
     timing: dict[str, Any] = field(default_factory=dict)
     cached: bool = False
     measured_at: float | None = None
+    #: the correctness rule in force (e.g. "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2"); "" when unknown
+    tolerance: str = ""
+    #: trivial answers that pass the task at that tolerance ("zeros", "a constant", ...): [] for a sound task
+    degenerate: list[str] = field(default_factory=list)
 
     @property
     def noisy(self) -> bool:
@@ -173,4 +177,6 @@ class VerificationResult:
             timing=dict(d.get("timing") or {}),
             cached=bool(d.get("cached", False)),
             measured_at=d.get("measured_at"),
+            tolerance=d.get("tolerance", ""),
+            degenerate=list(d.get("degenerate", [])),
         )
