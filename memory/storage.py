@@ -1,7 +1,8 @@
 """On-disk layout of a memory bank: a tinydb snapshot plus an append-only journal of operations.
 
 - ``memory.json``: a tinydb database (tables ``meta`` and ``items``) written whole, atomically
-  (temp file, fsync, rename); the previous snapshot is kept as ``memory.json.bak`` for repair.
+  (temp file, fsync, rename); the same bytes are written to ``memory.json.bak`` at every
+  compaction, so repair restores the state the journal starts from.
 - ``memory.json.journal``: one JSON operation per line (put / remove / credit) with a sequence
   number, appended under the cross-process lock. A value update is one short append instead of a
   rewrite of the whole bank; the journal is folded into the snapshot ("compaction") now and then.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -61,20 +61,6 @@ def atomic_write_bytes(path: Path, payload: bytes, fsync: bool = True) -> None:
         raise
 
 
-def _keep_backup(path: Path) -> None:
-    """Point `.bak` at the current snapshot (hard link, else copy) before it is replaced."""
-    if not path.exists():
-        return
-    bak = backup_path(path)
-    tmp = bak.with_name(bak.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(path, tmp)
-    except OSError:
-        shutil.copy2(path, tmp)
-    os.replace(tmp, bak)
-
-
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a bank is parsed into objects.
@@ -119,10 +105,12 @@ class AtomicJSONStorage(Storage):
         return data
 
     def write(self, data: dict[str, Any]) -> None:
+        """Write the snapshot, then the same bytes as `.bak` (a separate file, not a link), so the
+        backup is current at every compaction: the journal that follows starts where both end."""
         payload = orjson.dumps(data)
-        if self.backup:
-            _keep_backup(self.path)
         atomic_write_bytes(self.path, payload, fsync=self.fsync)
+        if self.backup:
+            atomic_write_bytes(backup_path(self.path), payload, fsync=self.fsync)
 
     def close(self) -> None:
         pass
@@ -134,7 +122,11 @@ def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     The tables are taken straight from the tinydb storage rather than through `Table.all()`,
     which would wrap every one of possibly 100,000 items in a Document first.
     """
-    data = TinyDB(path, storage=AtomicJSONStorage).storage.read() or {}
+    data = TinyDB(path, storage=AtomicJSONStorage).storage.read()
+    missing = [t for t in ("meta", "items") if not isinstance(data, dict) or t not in data]
+    if missing:
+        # Never read as an empty bank: that would silently drop every item on the next compaction.
+        raise MemoryCorrupt(f"{path} is missing its {' and '.join(missing)} table{'s' if len(missing) > 1 else ''}")
     try:
         metas = list(data.get("meta", {}).values())
         items = list(data.get("items", {}).values())
@@ -273,3 +265,57 @@ class Journal:
             if self.fsync:
                 os.fsync(fh.fileno())
             return fh.tell()
+
+
+JOURNAL_OPS = ("put", "remove", "credit")
+
+
+def check_record(record: Any) -> str | None:
+    """Why a parsed journal line is not a usable operation, or None when it is."""
+    if not isinstance(record, dict):
+        return "not an object"
+    if not isinstance(record.get("seq"), int):
+        return "no sequence number"
+    op = record.get("op")
+    if op not in JOURNAL_OPS:
+        return f"unknown operation {op!r}"
+    need = {"put": ("items",), "remove": ("ids",), "credit": ("ids", "stage", "reward", "alpha", "t")}[op]
+    absent = [k for k in need if k not in record]
+    if absent:
+        return f"{op} without {', '.join(absent)}"
+    if not isinstance(record.get("items", record.get("ids")), list):
+        return f"{op} with a malformed list"
+    return None
+
+
+def salvage_journal(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
+    """(header, usable operations, problems) of a journal read line by line, skipping damage.
+
+    A damaged line costs only itself: every operation that still parses is kept. An incomplete
+    last line (a write cut short) is reported as such.
+    """
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    torn = lines.pop() if lines else b""
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            problems.append(f"line {n}: not valid JSON")
+            continue
+        if n == 1 and isinstance(record, dict) and "gen" in record and "base_seq" in record:
+            header = record
+            continue
+        why = check_record(record)
+        if why:
+            problems.append(f"line {n}: {why}")
+        else:
+            records.append(record)
+    if torn.strip():
+        problems.append(f"line {len(lines) + 1}: incomplete (a write cut short)")
+    return header, records, problems

@@ -39,6 +39,7 @@ from memory.storage import (
     migrate_record,
     read_json_file,
     read_snapshot,
+    salvage_journal,
     write_snapshot,
 )
 from memory.values import DEFAULT_ALPHA, DEFAULT_SCHEDULE, SCHEDULES, mc_update, step_size
@@ -576,31 +577,69 @@ class MemoryStore:
 
     @staticmethod
     def repair(path: str | Path | None = None) -> str:
-        """Restore the last good snapshot when the bank cannot be read; returns what was done.
+        """Bring a damaged bank back without dropping anything silently; returns what was done.
 
-        The damaged files are kept next to the bank with a `.corrupt` suffix. Journal operations that
-        still parse are replayed on top of the backup; a damaged journal is set aside.
+        - A damaged snapshot (unreadable, or missing its tables) is replaced by its backup, which is
+          written at every compaction and so holds everything the journal does not.
+        - The journal is read line by line: every operation that still parses is replayed, and only
+          the damaged lines are lost; their line numbers are reported.
+        - The damaged files are kept next to the bank with a `.corrupt` suffix, and the repaired
+          bank is compacted into a fresh snapshot and journal.
+        The returned text says what was kept and what could not be.
         """
         path = Path(path).expanduser() if path is not None else default_path()
         with FileLock(str(lock_path(path)), timeout=60):
             problems = _diagnose(path)
             if not problems:
                 return f"{path} is healthy; nothing to repair"
-            bak = backup_path(path)
-            notes = []
+            kept: list[str] = []
+            lost: list[str] = []
+            snap_seq = 0
             if "snapshot" in problems:
+                bak = backup_path(path)
                 if not bak.exists() or _diagnose_snapshot(bak):
                     raise MemoryCorrupt(
-                        f"{path} is damaged and there is no good backup; move it away to start a fresh bank"
+                        f"{path} is damaged ({problems['snapshot']}) and there is no good backup; "
+                        "move it away to start a fresh bank"
                     )
-                os.replace(path, path.with_name(path.name + ".corrupt"))
+                if path.exists():
+                    os.replace(path, path.with_name(path.name + ".corrupt"))
                 atomic_write_bytes(path, bak.read_bytes())
-                notes.append(f"restored {path.name} from {bak.name}")
-            if "journal" in problems:
-                jpath = journal_path(path)
-                os.replace(jpath, jpath.with_name(jpath.name + ".corrupt"))
-                notes.append(f"set aside the damaged journal as {jpath.name}.corrupt")
-            return "; ".join(notes) + " (damaged files kept with a .corrupt suffix)"
+                meta, dicts = read_snapshot(path)
+                snap_seq = int(meta.get("seq", 0))
+                kept.append(f"{len(dicts)} items from {bak.name} (operations up to {snap_seq})")
+                lost.append(f"{path.name}: {problems['snapshot']}")
+            elif path.exists():
+                meta, dicts = read_snapshot(path)
+                snap_seq = int(meta.get("seq", 0))
+                kept.append(f"{len(dicts)} items from {path.name} (operations up to {snap_seq})")
+            jpath = journal_path(path)
+            if jpath.exists():
+                header, records, bad = salvage_journal(jpath)
+                base = int(header["base_seq"]) if header else None
+                newer = [r for r in records if r["seq"] > snap_seq]
+                if "journal" in problems or bad or header is None:
+                    os.replace(jpath, jpath.with_name(jpath.name + ".corrupt"))
+                    schema = int(header.get("schema", 2)) if header else SCHEMA_VERSION
+                    fresh = {"base_seq": snap_seq, "gen": uuid.uuid4().hex, "schema": schema}
+                    lines = [json.dumps(fresh)] + [json.dumps(r, separators=(",", ":")) for r in newer]
+                    atomic_write_bytes(jpath, ("\n".join(lines) + "\n").encode())
+                kept.append(f"{len(newer)} journal operations replayed")
+                if header is None:
+                    lost.append(f"{jpath.name}: damaged header")
+                lost += [f"{jpath.name} {why}" for why in bad]
+                if base is not None and base > snap_seq:
+                    lost.append(f"operations {snap_seq + 1}..{base} were only in the damaged snapshot")
+        # The files are consistent again: open the bank (which takes the lock itself) and compact it.
+        store = MemoryStore(path, seed=False)
+        try:
+            store.flush()
+            total = len(store)
+        finally:
+            store.close()
+        text = f"repaired {path}: kept " + "; ".join(kept) + f"; the bank now holds {total} items"
+        text += ". Could not keep: " + "; ".join(lost) if lost else ". Nothing was lost"
+        return text + " (damaged files kept with a .corrupt suffix)"
 
 
 def _diagnose_snapshot(path: Path) -> str | None:
@@ -619,11 +658,12 @@ def _diagnose(path: Path) -> dict[str, str]:
         problems["snapshot"] = why
     jpath = journal_path(path)
     if jpath.exists():
-        try:
-            header = _read_header(jpath)
-            Journal(jpath).read_from(header["size"] if header else 0)
-        except MemoryCorrupt as exc:
-            problems["journal"] = str(exc)
+        header, _, bad = salvage_journal(jpath)
+        bad = [why for why in bad if "incomplete" not in why]  # a torn last line is normal after a crash
+        if header is None:
+            problems["journal"] = f"{jpath} has a damaged header"
+        elif bad:
+            problems["journal"] = f"{jpath}: " + "; ".join(bad)
     return problems
 
 

@@ -59,8 +59,13 @@ def test_corrupt_bank_points_to_repair(run, tmp_path):
     (tmp_path / "m.json").write_text("{broken")
     res = run("list")
     assert res.exit_code == 1 and "evokernel memory repair" in res.output
+    repaired = run("repair")  # the backup is written with every snapshot, the first one included
+    assert repaired.exit_code == 0 and "items from m.json.bak" in repaired.output
+    assert "Could not keep: m.json: " in repaired.output and run("list").exit_code == 0
+    (tmp_path / "m.json").write_text("{broken")
+    (tmp_path / "m.json.bak").unlink()
     no_backup = run("repair")
-    assert no_backup.exit_code == 1 and "no good backup" in no_backup.output
+    assert no_backup.exit_code == 1 and "no good backup" in no_backup.output and "Traceback" not in no_backup.output
 
 
 def test_group_level_memory_option(tmp_path):

@@ -124,19 +124,21 @@ def test_processes_do_not_lose_updates(bank):
     assert len(final.items("trajectory")) == 2 + 90
 
 
-def test_corrupt_snapshot_errors_then_repair_restores_backup(bank):
+def test_corrupt_snapshot_is_restored_from_a_backup_current_at_the_last_compaction(bank):
     store = MemoryStore(bank, seed=False)
     store.add(_item(1))
     store.flush()
-    store.add(_item(2))
+    store.add(_item(2))  # only in the second compaction: a one-compaction-old backup would lose it
     store.flush()
+    store.credit(["t-2"], "draft", 1.0)  # only in the journal
     bank.write_text('{"meta": {"1": {')
     with pytest.raises(MemoryCorrupt, match="not valid JSON"):
         MemoryStore(bank, seed=False)
     note = MemoryStore.repair(bank)
-    assert "restored" in note
+    assert "2 items from memory.json.bak" in note and "1 journal operations replayed" in note
+    assert "Could not keep: memory.json:" in note  # the damaged file is named, not glossed over
     repaired = MemoryStore(bank, seed=False)
-    assert "t-1" in repaired
+    assert "t-1" in repaired and "t-2" in repaired and repaired.get("t-2").visits1 == 1
     assert bank.with_name(bank.name + ".corrupt").exists()
     assert "healthy" in MemoryStore.repair(bank)
 
@@ -152,15 +154,47 @@ def test_torn_journal_tail_is_ignored_and_cut(bank):
     assert MemoryStore(bank, seed=False).get("t-1").visits1 == 1
 
 
-def test_damaged_journal_line_is_reported_and_repairable(bank):
+def test_repair_replays_every_parseable_journal_operation(bank):
     store = MemoryStore(bank, seed=False)
     store.add(_item(1))
     with open(journal_path(bank), "ab") as fh:
         fh.write(b"garbage\n")
+    lines = journal_path(bank).read_text().splitlines()
+    good_after = [json.dumps({"seq": 3, "op": "put", "items": [_item(2).to_dict()]}),
+                  json.dumps({"seq": 4, "op": "teleport", "ids": ["t-1"]}),
+                  json.dumps({"seq": 5, "op": "credit", "ids": ["t-2"], "stage": "draft", "reward": 1.0,
+                              "alpha": 0.5, "t": 1.0})]
+    journal_path(bank).write_text("\n".join(lines + good_after) + "\n")
     with pytest.raises(MemoryCorrupt, match="damaged record"):
         MemoryStore(bank, seed=False)
-    assert "journal" in MemoryStore.repair(bank)
-    MemoryStore(bank, seed=False)
+    note = MemoryStore.repair(bank)
+    assert "3 journal operations replayed" in note  # t-1's put, t-2's put, its credit
+    assert "line 3: not valid JSON" in note and "line 5: unknown operation 'teleport'" in note
+    repaired = MemoryStore(bank, seed=False)
+    assert "t-1" in repaired and repaired.get("t-2").visits1 == 1, "operations after the damage are kept"
+    assert journal_path(bank).with_name("memory.json.journal.corrupt").exists()
+    assert "healthy" in MemoryStore.repair(bank)
+
+
+@pytest.mark.parametrize("content", ['{}', '{"items": {}}', '{"meta": {"1": {"schema": 3, "seq": 4}}}'])
+def test_a_snapshot_missing_its_tables_is_damaged_not_empty(bank, content):
+    store = MemoryStore(bank, seed=False)
+    store.add(_item(1))
+    store.flush()
+    bank.write_text(content)
+    with pytest.raises(MemoryCorrupt, match="missing its"):
+        MemoryStore(bank, seed=False)
+    note = MemoryStore.repair(bank)
+    assert "missing its" in note and "1 items from memory.json.bak" in note
+    assert "t-1" in MemoryStore(bank, seed=False)
+
+
+def test_repair_without_a_good_backup_refuses_and_says_what_to_do(bank):
+    MemoryStore(bank, seed=False).add(_item(1))
+    bank.write_text("{}")
+    backup_path(bank).write_text("{}")
+    with pytest.raises(MemoryCorrupt, match="no good backup; move it away"):
+        MemoryStore.repair(bank)
 
 
 def test_schema_1_is_migrated(bank):
