@@ -210,12 +210,41 @@ def _exec_task(source: str, filename: str) -> dict:
     return namespace
 
 
+def _stay_on_meta():
+    """A torch-function mode that keeps everything on the meta device: `.cuda()`, `.to("cuda")` and
+    `device=` arguments (KernelBench files often move inputs to the GPU) change nothing but the dtype."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def is_device(a) -> bool:
+        return isinstance(a, str | torch.device) or (isinstance(a, int) and not isinstance(a, bool))
+
+    class StayOnMeta(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            if "device" in kwargs:
+                kwargs["device"] = "meta"
+            if args and isinstance(args[0], torch.Tensor):
+                if name in ("cuda", "cpu", "pin_memory"):
+                    return args[0]
+                if name == "to":
+                    rest = [a for a in args[1:] if not is_device(a)]
+                    kwargs.pop("device", None)
+                    if not rest and not kwargs:
+                        return args[0]
+                    args = (args[0], *rest)
+            return func(*args, **kwargs)
+
+    return StayOnMeta()
+
+
 def _estimate(source: str, filename: str) -> dict:
     import torch
 
-    with torch.device("meta"):
+    with torch.device("meta"), _stay_on_meta():
         namespace = _exec_task(source, filename)
-    return {"ok": True, **estimate_memory(namespace, filename)}
+        return {"ok": True, **estimate_memory(namespace, filename)}
 
 
 def _estimate_batch(payload: str) -> None:

@@ -163,3 +163,36 @@ def test_pyproject_has_the_kernelbench_extra():
 
     data = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert any(d.startswith("einops") for d in data["project"]["optional-dependencies"]["kernelbench"])
+
+
+def test_estimate_of_a_task_that_moves_tensors_to_the_gpu(tmp_path):
+    """KernelBench files often call .cuda() or pass device="cuda": the estimate stays on meta, even here
+    without a GPU, and keeps dtype changes."""
+    source = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n).cuda()
+        self.register_buffer("m", torch.ones(n, device="cuda"))
+
+    def forward(self, x):
+        return self.lin(x.to("cuda", torch.float16).float()) + self.m
+
+
+def get_inputs():
+    return [torch.randn(1024, 2048).cuda()]
+
+
+def get_init_inputs():
+    return [2048]
+'''
+    path = tmp_path / "5_Cuda_Linear.py"
+    path.write_text(source)
+    est = estimate_task_memory(load_task(str(path)), use_cache=False)
+    assert est is not None
+    assert est.weights_bytes == (2048 * 2048 + 2048 + 2048) * 4 and est.inputs_bytes == 1024 * 2048 * 4
+    assert est.outputs[0].short() == "out: 1024x2048 f32"
