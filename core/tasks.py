@@ -403,7 +403,7 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-ESTIMATE_FORMAT = 1
+ESTIMATE_FORMAT = 2
 
 
 def _estimate_cache(task: Task) -> Path:
