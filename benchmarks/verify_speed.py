@@ -1,7 +1,7 @@
 """How fast is a full verdict? Cold, changed source, unchanged source, against plain `load_inline`.
 
-Targets (issue 2): a changed kernel source -> full verdict in <= 5 s median (after the first build of a
-session); an unchanged source (cache hit) <= 1 s. Prints figures and ratios; writes
+Targets: a changed kernel source -> full verdict in <= 5 s median (after the first build of a session),
+isolation included, and isolation adding < 0.2 s per verdict; an unchanged source (cache hit) <= 1 s. Prints figures and ratios; writes
 benchmarks/results/verify_speed.md with --write.
 
     python benchmarks/verify_speed.py [--task relu] [--changes 5] [--write]
@@ -134,6 +134,20 @@ def main() -> None:
             say(f"  changed source #{i}: {changed[-1]:.2f} s (compile {res.gate('compile').seconds:.2f} s)")
         med_changed = statistics.median(changed)
 
+        # The cost of isolation: changed sources verified alternately with and without the sandbox.
+        iso, bare = [], []
+        open_cfg = VerifyConfig(build_root=root, use_cache=False, isolate=False)
+        verify(TASK, kernel(99), "cpu", open_cfg)
+        for i in range(args.changes):
+            for cfg_i, bucket, base in ((cfg, iso, 200), (open_cfg, bare, 300)):
+                t = time.perf_counter()
+                res = verify(TASK, kernel(base + i), "cpu", cfg_i)
+                bucket.append(time.perf_counter() - t)
+                assert res.feasible, res.failed_gate
+        added = statistics.median(iso) - statistics.median(bare)
+        say(f"  isolated {statistics.median(iso):.2f} s vs unisolated {statistics.median(bare):.2f} s (medians of "
+            f"{len(iso)}, alternating): isolation adds {added:+.2f} s per verdict (aim < 0.2 s)")
+
         rerun = []
         for _ in range(3):
             t = time.perf_counter()
@@ -158,6 +172,7 @@ def main() -> None:
     say(f"| changed source, full verdict (median of {len(changed)}) | {med_changed:.2f} | ≤ 5 | {plain / med_changed:.1f}× faster |")
     say(f"| unchanged source, gates re-run (build cache hit) | {med_rerun:.2f} | | {plain / med_rerun:.1f}× faster |")
     say(f"| unchanged source, verdict cache hit | {med_hit:.3f} | ≤ 1 | {plain / med_hit:.0f}× faster |")
+    say(f"| added by isolation per changed-source verdict | {added:+.2f} | < 0.2 | |")
     say(f"changed-source target {'met' if med_changed <= 5 else 'NOT met'}; cache-hit target {'met' if med_hit <= 1 else 'NOT met'}")
     if args.write:
         out = ROOT / "benchmarks" / "results" / "verify_speed.md"
