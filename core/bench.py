@@ -28,7 +28,7 @@ from typing import Any
 
 from core.executors import executor_verify, verify_job
 from core.llm import SCRIPTED_PREFIX, ModelConfig, ModelError, ScriptedModel, make_client
-from core.session import Budgets, Session, SessionError
+from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_tasks, load_task
 from verifier.result import VerificationResult
 
@@ -68,6 +68,12 @@ class TaskOutcome:
     skipped: str = ""
     rejected: int = 0
     compile_failed: int = 0
+    #: retrieval slots filled in this task's session, and those chosen by value that similarity's top-k
+    #: would not have chosen (from the `retrieved` events)
+    slots: int = 0
+    value_slots: int = 0
+    #: feasible refinements after the first feasible draft (the paper's refine median counts tasks with one)
+    feasible_refinements: int = 0
 
     @property
     def status(self) -> str:
@@ -176,6 +182,44 @@ def median_refine_speedup(outcomes: Sequence[TaskOutcome]) -> float | None:
     """Median over correct tasks of (first feasible draft's latency / best latency), as in EvoKernel."""
     ratios = [o.refine_speedup for o in outcomes if o.refine_speedup is not None]
     return statistics.median(ratios) if ratios else None
+
+
+def median_refine_speedup_paper(outcomes: Sequence[TaskOutcome]) -> float | None:
+    """The paper's in-task refine speedup: the median over tasks with at least one feasible refinement
+    beyond the first feasible draft (tasks whose refining produced nothing feasible are left out)."""
+    ratios = [o.refine_speedup for o in outcomes if o.refine_speedup is not None and o.feasible_refinements > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def learning_metrics(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
+    """How much the learned values steered retrieval: the share of retrieval slots chosen by value that
+    similarity's top-k would not have chosen, and the paper's refine median next to today's."""
+    slots = sum(o.slots for o in outcomes)
+    value = sum(o.value_slots for o in outcomes)
+    return {
+        "slots": slots,
+        "value_slots": value,
+        "value_slot_share": round(value / slots, 4) if slots else None,
+        "median_refine_speedup": median_refine_speedup(outcomes),
+        "median_refine_speedup_paper": median_refine_speedup_paper(outcomes),
+    }
+
+
+ORDERS = ("curriculum", "mixed")
+MEMORY_MODES = ("shared", "per-task", "none")
+
+
+def order_tasks(tasks: list[Task], order: str, seed: int = 0) -> list[Task]:
+    """`curriculum`: the suite's order (level, then suite order); `mixed`: shuffled by `seed`."""
+    if order not in ORDERS:
+        raise BenchError(f"unknown order {order!r}; choose curriculum or mixed")
+    if order == "curriculum":
+        return list(tasks)
+    import random
+
+    mixed = list(tasks)
+    random.Random(seed).shuffle(mixed)
+    return mixed
 
 
 def total_cost(outcomes: Sequence[TaskOutcome]) -> float | None:
@@ -483,6 +527,7 @@ class BenchFile:
             "updated": time.time(),
             "environment": _environment(outs),
             "summary": [s.to_dict() for s in summarise_levels(finished)] if finished else [],
+            "learning": learning_metrics([o for o in finished if o.counted]),
             "outcomes": [o.to_dict() for o in outs],
             **self.extra,
         }
@@ -528,19 +573,49 @@ class BenchConfig:
     verify_config: Any = None
     wall_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # ablations of the memory (None: the RetrievalPolicy default)
+    epsilon: float | None = None
+    pool_size: int | None = None
+    k: int | None = None
+    memory_mode: str = "shared"
+    order: str = "curriculum"
+    budget: int | None = None  # T: model steps per task shared by draft and refine
 
     def __post_init__(self) -> None:
         if self.retrieval not in RETRIEVAL_MODES:
             raise BenchError(f"unknown retrieval {self.retrieval!r}; choose value, similarity or random")
         if self.workers < 1:
             raise BenchError("--workers must be 1 or more")
+        if self.memory_mode not in MEMORY_MODES:
+            raise BenchError(f"unknown memory mode {self.memory_mode!r}; choose shared, per-task or none")
+        if self.order not in ORDERS:
+            raise BenchError(f"unknown order {self.order!r}; choose curriculum or mixed")
+        if self.epsilon is not None and not 0.0 <= self.epsilon <= 1.0:
+            raise BenchError(f"--epsilon must be within 0..1, got {self.epsilon}")
+        if (self.k is not None and self.k < 1) or (self.pool_size is not None and self.pool_size < 1):
+            raise BenchError("--k and --pool-size must be 1 or more")
+        if self.k is not None and self.pool_size is not None and self.pool_size < self.k:
+            raise BenchError(f"--pool-size ({self.pool_size}) must be at least --k ({self.k})")
+        if self.budget is not None and self.budget < 1:
+            raise BenchError("--budget must be 1 or more")
+
+    def policy(self, index: int) -> Any:
+        """The retrieval policy of the task at `index` (its own seed, the ablation settings)."""
+        from memory import RetrievalPolicy
+
+        kw = {k: v for k, v in (("epsilon", self.epsilon), ("pool_size", self.pool_size), ("k", self.k)) if v is not None}
+        try:
+            return RetrievalPolicy(mode=self.retrieval, seed=self.seed + index, **kw)
+        except ValueError as exc:
+            raise BenchError(str(exc)) from None
 
     def settings(self, model: str | None, mode: str = "run") -> dict[str, Any]:
         return {
             "mode": mode, "suite": self.suite, "backend": self.backend, "model": model,
             "draft_steps": self.draft_steps, "refine_steps": self.refine_steps, "retrieval": self.retrieval,
             "seed": self.seed, "workers": self.workers, "executor": self.executor, "memory": self.memory,
-            "wall_s": self.wall_s, **self.extra,
+            "wall_s": self.wall_s, "epsilon": self.epsilon, "pool_size": self.pool_size, "k": self.k,
+            "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget, **self.extra,
         }
 
 
@@ -636,23 +711,58 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
 
 def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: ModelSource, memory: Any,
               verify_fn: Callable[..., Any], shapes: Callable[[Task], str] | None) -> TaskOutcome:
-    from memory import RetrievalPolicy
-
     path = root / session_id(index, task.name)
+    memory = task_memory(config, memory, root.parent, path.name)
     common = {"memory": memory, "verify_fn": verify_fn, "verify_config": config.verify_config, "auto_accept": True}
-    policy = RetrievalPolicy(mode=config.retrieval, seed=config.seed + index)
+    policy = config.policy(index)
     if not (path / "session.json").exists():
         _clear_unstarted(path)
-        budgets = Budgets(draft_steps=config.draft_steps, refine_steps=config.refine_steps, wall_s=config.wall_s)
+        draft, refine = (config.budget, config.budget) if config.budget else (config.draft_steps, config.refine_steps)
+        budgets = Budgets(draft_steps=draft, refine_steps=refine, wall_s=config.wall_s)
         Session.create(task, backend=config.backend, model=models.for_task(task.name), budgets=budgets, root=root,
                        policy=policy, shapes=shapes(task) if shapes and memory is not None else "",
                        session_id=path.name, **{k: v for k, v in common.items() if k != "auto_accept"})
     calls = Session.open(path).model_calls
     session = Session.open(path, model=models.client(task.name, position=calls), policy=policy, **common)
-    session.run()
+    if config.budget:  # one budget of T model steps shared by both stages
+        while session.stage != "done" and sum(session.used.values()) < config.budget:
+            if ends_headless_run(session.step()):
+                break
+    else:
+        session.run()
     results = [a.result for a in session.history]
-    return outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
-                                category=task.category, session=session.id, seconds=session.elapsed_s)
+    outcome = outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
+                                   category=task.category, session=session.id, seconds=session.elapsed_s)
+    outcome.slots, outcome.value_slots = retrieval_slots(session.path)
+    outcome.feasible_refinements = sum(1 for a in session.history if a.stage == "refine" and a.feasible)
+    return outcome
+
+
+def task_memory(config: BenchConfig, memory: Any, out: Path, name: str) -> Any:
+    """The bank a task uses: the shared one, a fresh seeded one of its own (`per-task`), or none."""
+    if config.memory_mode == "none":
+        return None
+    if config.memory_mode == "per-task":
+        from memory import MemoryStore
+
+        return MemoryStore(out / "memory" / f"{name}.json")
+    return memory
+
+
+def retrieval_slots(session_path: Path) -> tuple[int, int]:
+    """(ranked slots, slots chosen by value beyond similarity's top-k) over a session's `retrieved` events."""
+    from core.events import read_events
+
+    slots = value = 0
+    try:
+        events = read_events(session_path)
+    except (OSError, ValueError):
+        return 0, 0
+    for ev in events:
+        if ev.kind == "retrieved":
+            slots += int(ev.data.get("slots", 0) or 0)
+            value += int(ev.data.get("value_beyond_similarity", 0) or 0)
+    return slots, value
 
 
 def _clear_unstarted(path: Path) -> None:
@@ -900,6 +1010,12 @@ def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
         lines += _md_table(("level", "fast_0", "fast_1", "fast_1.5", "fast_2"),
                            [[level_name(r.level), *(fmt_rate(r.fast_vs_compile[_p_key(p)]) for p in FAST_PS)]
                             for r in compile_rows])
+    learning = learning_metrics([o for o in finished if o.counted]) if finished else {}
+    if learning.get("slots"):
+        lines += ["", f"Memory: value chose {learning['value_slots']} of {learning['slots']} retrieval slots "
+                      f"({fmt_rate(learning['value_slot_share'])}) that similarity's top-k would not have chosen; "
+                      f"median refine speedup {fmt_x(learning['median_refine_speedup'])} over correct tasks, "
+                      f"{fmt_x(learning['median_refine_speedup_paper'])} over tasks with a feasible refinement (paper)."]
     skipped = [o for o in finished if o.skipped]
     if skipped:
         lines += ["", f"Skipped (the reference cannot run here; not in any rate): {len(skipped)} task"

@@ -30,6 +30,7 @@ from core.bench import (
     fmt_x,
     level_name,
     load_bench,
+    order_tasks,
     outcomes_of,
     parse_levels,
     parse_names,
@@ -166,6 +167,15 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--draft-steps", type=click.IntRange(1, 100), default=4, show_default=True)
 @click.option("--refine-steps", type=click.IntRange(0, 100), default=4, show_default=True)
 @click.option("--retrieval", type=click.Choice(RETRIEVAL_MODES), default="value", show_default=True)
+@click.option("--epsilon", type=click.FloatRange(0.0, 1.0), default=None, help="Exploration rate of value retrieval.")
+@click.option("--pool-size", type=click.IntRange(min=1), default=None, help="K: candidates value retrieval picks from.")
+@click.option("--k", "k_items", type=click.IntRange(min=1), default=None, help="N: memories per prompt.")
+@click.option("--no-memory", is_flag=True, help="Run without any memory (ablation).")
+@click.option("--per-task-memory", is_flag=True, help="A fresh seeded bank per task (no transfer between tasks).")
+@click.option("--order", type=click.Choice(["curriculum", "mixed"]), default="curriculum", show_default=True,
+              help="Task order: by level and suite order, or shuffled by --seed.")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="T: model steps per task shared by draft and refine (instead of --draft-steps/--refine-steps).")
 @click.option("--memory", "memory_path", default=None, help="Memory bank shared by all tasks (default: the user's bank).")
 @click.option("--fresh-memory", is_flag=True, help="Start from a new seeded bank in OUT/memory.json.")
 @click.option("--workers", type=click.IntRange(1, 1024), default=1, show_default=True,
@@ -187,7 +197,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
-          memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
+          epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, no_verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
@@ -198,6 +208,10 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_
     console = Console(stderr=as_json)
     if memory_path and fresh_memory:
         raise click.ClickException("give --memory PATH or --fresh-memory, not both")
+    if no_memory and (per_task_memory or memory_path or fresh_memory):
+        raise click.ClickException("--no-memory runs without a bank: drop --per-task-memory, --memory and --fresh-memory")
+    if per_task_memory and (memory_path or fresh_memory):
+        raise click.ClickException("--per-task-memory makes a fresh bank per task: drop --memory and --fresh-memory")
     if address and executor_kind != "ray":
         raise click.ClickException("--address is for --executor ray")
     out = out or default_out()
@@ -207,7 +221,8 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
                              verify_config=verify_config(not (no_verdict_cache or replay_dir), compare_compile,
                                                          tolerance, memory_gb),
-                             wall_s=wall,
+                             wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
+                             memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
                              extra={"compare_compile": compare_compile, "tolerance": tolerance})
         if replay_dir:
             total = len(session_dirs(Path(replay_dir)))
@@ -225,13 +240,14 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_
         cfg.timeout_s = timeout
         tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
                              limit=limit)
+        tasks = order_tasks(tasks, order, seed)
         models = ModelSource(cfg, max_concurrent=model_concurrency or workers)
         out.mkdir(parents=True, exist_ok=True)
-        memory = open_bank(out / "memory.json" if fresh_memory else memory_path)
-        config.memory = str(memory.path)
+        memory = None if config.memory_mode != "shared" else open_bank(out / "memory.json" if fresh_memory else memory_path)
+        config.memory = str(memory.path) if memory is not None else config.memory_mode
         with make_executor(executor_kind, workers, address, backend) as executor:
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
-                          f"{executor.describe()}, memory {memory.path}, out {out}", highlight=False)
+                          f"{executor.describe()}, memory {config.memory}, out {out}", highlight=False)
             limit_gb = config.verify_config.memory_gb
             data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB, shapes=task_shapes,
                              on_progress=progress_printer(console, len(tasks)),

@@ -32,7 +32,7 @@ def where(_: object = None) -> int:
 
 def improving(first_ms: float, best_ms: float) -> list[str]:
     """Draft feasible at first_ms, refine to best_ms (plus the insight the loop asks for), then a miss."""
-    return [reply("feasible", first_ms), reply("feasible", best_ms), "Insight: fuse the loop.", reply("incorrect")]
+    return [reply("feasible", first_ms), reply("feasible", best_ms), "Fuse the loop\nFusing the two passes over the row halves the memory traffic of the kernel.", reply("incorrect")]
 
 
 def write_script(path: Path, tasks: dict[str, list], default: list | None = None) -> Path:
