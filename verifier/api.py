@@ -331,6 +331,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
             shutil.copytree(run_a.job_dir / sub, run_b.job_dir / sub)
         shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
         run_b.trusted_dir = run_a.trusted_dir
+        run_a.shares_inputs = True
         for label, run in (("A", run_a), ("B", run_b)):
             if run.build_candidate() is None:
                 return {"error": f"kernel {label} did not build: {CompileGate().evaluate(run.evidence()).reason}"}
@@ -392,6 +393,7 @@ class _Run:
         self.ref_held: tuple[LiveJob, Path] | None = None
         self.trusted_dir: Path | None = None
         self.audit_findings: list = []
+        self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
         self.timing_violation: str | None = None
 
     def seed(self) -> int:
@@ -559,11 +561,14 @@ class _Run:
         d.mkdir(mode=0o700)
         return d
 
-    def _hand_over(self, src: Path, dst: Path, prefix: str) -> None:
-        """Copy one call's inputs (written by the trusted side) into a fresh directory of the job."""
-        shutil.copyfile(src / f"{prefix}.json", dst / f"{prefix}.json")
-        for f in src.glob(f"{prefix}*.npy"):
-            shutil.copyfile(f, dst / f.name)
+    def _hand_over(self, src: Path, dst: Path, prefix: str, move: bool = True) -> None:
+        """One call's inputs (written by the trusted side) into a fresh directory of the job, just before
+        the call: moved (a rename, no copy) when no one else needs them, copied otherwise. What stays
+        trusted about them is the reference's outputs and digests, never these files."""
+        put = os.replace if move else shutil.copyfile
+        put(src / f"{prefix}.json", dst / f"{prefix}.json")
+        for f in list(src.glob(f"{prefix}*.npy")):
+            put(f, dst / f.name)
 
     def correctness(self) -> GateResult:
         assert self.job is not None and self.trusted_dir is not None
@@ -574,7 +579,7 @@ class _Run:
         worst_abs = worst_rel = 0.0
         for i, rt in enumerate(ref_trials):
             d = self._job_subdir(f"t{i}")
-            self._hand_over(self.trusted_dir / rt["dir"], d, "in")
+            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
             self.job.send({"cmd": "trial", "dir": d.name, "index": i})
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
             if mark is None or mark.get("phase") == "report":
@@ -584,7 +589,8 @@ class _Run:
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
             self.candidate["trials"].append({"seed": rt["seed"]})
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
-                                    atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)")
+                                    atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",
+                                    after_digests=rt.get("after_digests"))
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i})
@@ -596,7 +602,7 @@ class _Run:
     def profile(self) -> bool:
         assert self.job is not None and self.trusted_dir is not None
         d = self._job_subdir("p")
-        self._hand_over(self.trusted_dir / "profile", d, "in")
+        self._hand_over(self.trusted_dir / "profile", d, "in", move=False)
         self.notify("profile", "running")
         self.job.send({"cmd": "profile", "dir": d.name})
         mark = self.job.expect({"profile_done", "report"}, self.config.run_timeout_s)
@@ -635,13 +641,13 @@ class _Run:
         reason = "noisy: the interval stayed wide" if est.noisy else ""
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
-    def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int) -> list[float] | None:
+    def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int]) -> list[float] | None:
         """This candidate's timed round on the input sets in `rdir`, then a sampled check of its outputs
         against the reference's; None (with `timing_violation` or the report set) when it fails."""
         assert self.job is not None
         d = self._job_subdir(f"r{r}")
         for k in range(count):
-            self._hand_over(rdir, d, f"s{k}_in")
+            self._hand_over(rdir, d, f"s{k}_in", move=not self.shares_inputs)
         wall0 = time.monotonic()
         self.job.send({"cmd": "round", "dir": d.name, "count": count})
         cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
@@ -660,7 +666,6 @@ class _Run:
             self.timing_violation = (f"round {r + 1} reported {sum(times):.2f} ms but took {wall_ms:.1f} ms of wall "
                                      "time (clock tampering?)")
             return None
-        sample = sorted(self.rng.sample(range(count), min(count, 2 if r else 1)))
         self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
@@ -688,7 +693,7 @@ class _Run:
         for sub in ("init", "weights"):
             shutil.copytree(self.job_dir / sub, work / sub)
         (work / "profile").mkdir()
-        self._hand_over(self.trusted_dir / "profile", work / "profile", "in")
+        self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
         job = json.loads((self.job_dir / "job.json").read_text())
         job.update(candidate_path=str(work / "candidate.py"), build_root=str(work / "build"))
         (work / "build").mkdir()
@@ -809,7 +814,9 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     while True:
         rdir = owner.trusted_dir / f"round{r}"
         rdir.mkdir()
-        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)]}):
+        sample = sorted(owner.rng.sample(range(count), min(count, 2 if r else 1)))
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)],
+                         "save": sample}):
             owner.candidate["ref_timing_failed"] = True
             return None
         mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
@@ -818,7 +825,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
             return None
         all_times = [[float(t) for t in mark["times_ms"]]]
         for side in sides:
-            times = side.timed_round(rdir, mark, count, r)
+            times = side.timed_round(rdir, mark, count, r, sample)
             if times is None:
                 return None
             all_times.append(times)

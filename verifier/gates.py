@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.antihack import RULES, Violation, scan
-from verifier.compare import compare_tensor, inputs_unchanged, output_spread
+from verifier.compare import compare_tensor, output_spread
 from verifier.result import FAIL, PASS, SKIP, GateResult
 
 OP_FAMILIES = {
@@ -214,7 +214,7 @@ class CorrectnessGate(Gate):
 
 
 def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
-                  config, label: str) -> dict:
+                  config, label: str, after_digests: list | None = None) -> dict:
     """One call's outputs (and its inputs after the call) against the reference's, from files.
 
     Returns {"max_abs", "max_rel"} or {"fail": reason, ...}. Anything malformed in what the candidate
@@ -235,34 +235,46 @@ def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list
                         "max_rel": cmp.max_rel}
             if co.get("aliases_input") and not ro.get("aliases_input"):
                 return {"fail": f"{label}: output {j} aliases an input; return a new tensor"}
-        if (ref_dir / "after.json").exists():
+        if after_digests is not None:
             import json
 
-            refs = json.loads((ref_dir / "after.json").read_text())
+            from verifier.runner import file_digest
+
             cands = json.loads((cand_dir / "after.json").read_text())
-            for j, (ri, ci) in enumerate(zip(refs, cands, strict=True)):
-                if "tensor" in ri and not inputs_unchanged(_load(cand_dir, str(ci["tensor"]["file"]), config),
-                                                           _load(ref_dir, ri["tensor"]["file"], config)):
+            if len(cands) != len(after_digests):
+                return {"fail": f"{label}: forward was given {len(after_digests)} inputs, the report has {len(cands)}"}
+            for j, (digest, ci) in enumerate(zip(after_digests, cands, strict=True)):
+                if digest is None:
+                    continue
+                name = str(ci["tensor"]["file"])
+                _load_checked_path(cand_dir, name, config)
+                if file_digest(cand_dir / name) != digest:
                     return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
         return {"max_abs": worst_abs, "max_rel": worst_rel}
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {exc})"}
 
 
-def _load(directory: Path | None, name: str, config, expected: dict | None = None) -> np.ndarray:
-    """One .npy file, refusing links and paths out of `directory`: a candidate must not point the
-    comparison at files of its choosing."""
+def _load_checked_path(directory: Path | None, name: str, config, expected: dict | None = None):
+    """The stat of `directory/name`, refusing links and paths out of `directory`: a candidate must not
+    point the comparison at files of its choosing."""
     if directory is None or "/" in name or name.startswith("."):
         raise ValueError(f"bad output file name {name!r}")
     path = directory / name
     st = path.lstat()
-    if path.is_symlink() or path.resolve().parent != directory.resolve():
+    if path.is_symlink() or not path.is_file() or path.resolve().parent != directory.resolve():
         raise ValueError(f"{name} is a link or lies outside its folder")
     if expected is not None and expected.get(name) != file_identity(st):  # also when the record is missing
         raise ValueError(f"the reference file {name} changed after the reference run wrote it")
     if st.st_size > config.memory_gb * 1024**3:
         raise ValueError(f"{name} is larger than the memory limit")
-    return np.load(path, allow_pickle=False)
+    return st
+
+
+def _load(directory: Path | None, name: str, config, expected: dict | None = None) -> np.ndarray:
+    """One .npy file, checked by `_load_checked_path`; never a pickle."""
+    _load_checked_path(directory, name, config, expected)
+    return np.load(directory / name, allow_pickle=False)
 
 
 def file_identity(st) -> list[int]:

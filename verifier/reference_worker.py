@@ -66,7 +66,7 @@ class Worker:
 
     def prepare(self, cmd: dict) -> dict:
         from verifier.harness import IGNORED_OPS, profiler, top_ops
-        from verifier.runner import plain_outputs, save_args, save_tensor, sync
+        from verifier.runner import npy_digest, plain_outputs, save_args, save_tensor, sync
 
         torch, np = self.torch, self.np
         self.device = cmd.get("device", "cpu")
@@ -106,8 +106,9 @@ class Worker:
                         isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                         for x in inputs)
                     metas.append(meta)
-                save_args(torch, np, d, inputs, prefix="after")
-                trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas})
+                after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
+                trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
+                               "after_digests": after})
             pdir = Path(cmd["profile_dir"])
             inputs = draw_inputs(torch, self.task, int(cmd["profile_seed"]), "task", self.device)
             save_args(torch, np, pdir, inputs, prefix="in")
@@ -150,9 +151,11 @@ class Worker:
             sets.append(inputs)
         with torch.no_grad():
             times, kept = time_round(torch, self.model, sets, self.device)
+        sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
         for k, outs in enumerate(kept):
-            for j, o in enumerate(outs):
-                save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
+            if k in sampled:
+                for j, o in enumerate(outs):
+                    save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
         return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept]}
 
 

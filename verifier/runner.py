@@ -32,6 +32,31 @@ def save_tensor(torch, np, path: Path, t) -> dict:
     return meta
 
 
+def npy_digest(torch, np, t) -> str:
+    """SHA-256 of the exact bytes `save_tensor` would write for `t`: lets the trusted side check
+    "unchanged" against a file the candidate wrote without keeping a copy of its own."""
+    import hashlib
+    import io
+
+    t = t.detach()
+    arr = t.to("cpu")
+    if arr.dtype in (torch.bfloat16, torch.float16):
+        arr = arr.float()
+    buf = io.BytesIO()
+    np.save(buf, arr.contiguous().numpy(), allow_pickle=False)
+    return hashlib.sha256(buf.getbuffer()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def load_tensor(torch, np, directory: Path, meta: dict, device: str):
     name = meta["file"]
     if "/" in name or name.startswith("."):
