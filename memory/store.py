@@ -549,16 +549,21 @@ class MemoryStore:
         min_visits: int = 3,
         max_trajectories: int | None = None,
         dry_run: bool = False,
+        task: str | None = None,
     ) -> list[str]:
         """Drop items that proved useless or crowd the bank; seeds are never pruned.
 
         - `below`: a trajectory or insight whose every visited stage has Q under `below` after at
           least `min_visits` visits;
         - `max_trajectories`: keep only that many trajectories, dropping the lowest-valued, oldest.
+        - `task`: every trajectory and insight written on that task (for held-out transfer experiments:
+          the bank then holds nothing learnt on it, seeds aside).
         Returns the ids removed (or that would be, with `dry_run`).
         """
         with self._locked():
             doomed: list[str] = []
+            if task is not None:
+                doomed += [i.id for i in self._items.values() if i.kind != "seed" and i.data.get("task") == task]
             if below is not None:
                 for item in self._items.values():
                     stages = [q for q, v in ((item.q1, item.visits1), (item.q2, item.visits2)) if v]

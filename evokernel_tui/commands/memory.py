@@ -280,6 +280,7 @@ def import_(ctx: click.Context, file: str, memory_path: str | None, as_json: boo
 )
 @click.option("--min-visits", type=int, default=3, show_default=True)
 @click.option("--max-trajectories", type=int, default=None, help="Keep at most this many trajectories.")
+@click.option("--task", "task_name", default=None, help="Drop everything learnt on this task (held-out transfer runs).")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @click.pass_context
 def prune(
@@ -289,13 +290,15 @@ def prune(
     below: float | None,
     min_visits: int,
     max_trajectories: int | None,
+    task_name: str | None,
     dry_run: bool,
 ) -> None:
-    """Remove items that proved useless or crowd the bank (seeds are kept)."""
-    if below is None and max_trajectories is None:
-        raise click.ClickException("say what to prune: --below VALUE and/or --max-trajectories N")
+    """Remove items that proved useless, crowd the bank, or were learnt on one task (seeds are kept)."""
+    if below is None and max_trajectories is None and task_name is None:
+        raise click.ClickException("say what to prune: --below VALUE, --max-trajectories N and/or --task NAME")
     store = _open(_path(ctx, memory_path))
-    ids = store.prune(below=below, min_visits=min_visits, max_trajectories=max_trajectories, dry_run=dry_run)
+    ids = store.prune(below=below, min_visits=min_visits, max_trajectories=max_trajectories, dry_run=dry_run,
+                      task=task_name)
     if as_json:
         _emit({"removed": [] if dry_run else ids, "would_remove": ids if dry_run else []})
     else:

@@ -72,3 +72,21 @@ def test_group_level_memory_option(tmp_path):
     bank = tmp_path / "g.json"
     res = CliRunner().invoke(cli, ["memory", "--memory", str(bank), "stats", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["path"] == str(bank)
+
+
+def test_prune_task_removes_everything_learnt_on_it(run, tmp_path):
+    from memory import MemoryStore, TaskSignature
+    from memory.writing import trajectory_item
+
+    store = MemoryStore(tmp_path / "m.json")
+    seeds = len(store.items("seed"))
+    for task in ("relu", "gelu"):
+        sig = TaskSignature(task=task, category="elementwise", backend="cpu")
+        store.add_trajectory(trajectory_item(sig, "draft", "x", "feasible", latency_ms=1.0))
+        store.add_trajectory(trajectory_item(sig, "draft", "y", "compile_fail"))
+    dry = json.loads(run("prune", "--task", "relu", "--dry-run", "--json").output)
+    assert len(dry["would_remove"]) == 2 and dry["removed"] == []
+    res = run("prune", "--task", "relu")
+    assert res.exit_code == 0 and "removed 2 items" in res.output
+    left = MemoryStore(tmp_path / "m.json")
+    assert {i.data["task"] for i in left.items("trajectory")} == {"gelu"} and len(left.items("seed")) == seeds
