@@ -48,6 +48,20 @@ def reward_for(stage: str, result: VerificationResult, best_ms: float | None = N
     raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
 
 
+def best_in_frame(result: VerificationResult, best: Any) -> float | None:
+    """The best kernel's latency as it would read in `result`'s paired window: `result.reference_ms`
+    divided by the best's own paired speedup. Both speedups are ratios against eager measured side by
+    side, so comparing them cancels load that changed between the two measurements (a refine reward
+    never compares two point estimates taken at different moments). Falls back to the best's latency."""
+    if best is None:
+        return None
+    best_result = getattr(best, "result", None)
+    speed = getattr(best_result, "speedup", None) if best_result is not None else None
+    if speed and result.reference_ms and getattr(best_result, "timing", None):
+        return result.reference_ms / speed
+    return getattr(best, "latency_ms", None)
+
+
 MIN_GAIN = 0.02
 
 

@@ -44,6 +44,7 @@ from core.fsutil import one_line as _one_line
 from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
 from core.prompting import PromptContext, Tried, build_messages
 from core.rewards import (
+    best_in_frame,
     choose_start_point,
     credited_ids,
     is_improvement,
@@ -91,6 +92,75 @@ class Budgets:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+_META_FIELDS = ("format", "id", "created", "task", "backend", "model", "budgets", "shapes", "settings", "versions")
+
+
+@dataclass
+class SessionMeta:
+    """`session.json`: what a session was created with. Read by attribute (`meta.task_name`); the
+    dict-style reads (`meta["task"]["name"]`) of older callers still work."""
+
+    id: str
+    task: dict[str, Any]
+    backend: str = "cpu"
+    created: float = 0.0
+    format: int = FORMAT_VERSION
+    model: dict[str, Any] | None = None
+    budgets: dict[str, Any] = field(default_factory=dict)
+    shapes: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys from newer versions, kept
+
+    @property
+    def task_name(self) -> str:
+        return str(self.task.get("name", ""))
+
+    @property
+    def task_source(self) -> str:
+        return str(self.task.get("source", ""))
+
+    @property
+    def auto_accept(self) -> bool:
+        return bool(self.settings.get("auto_accept", False))
+
+    @property
+    def retrieval(self) -> dict[str, Any]:
+        return dict(self.settings.get("retrieval") or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.extra, **{k: getattr(self, k) for k in _META_FIELDS}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SessionMeta:
+        if not isinstance(d, dict) or "id" not in d or not isinstance(d.get("task"), dict):
+            raise SessionError("session.json lacks its id or task; the session folder is damaged")
+        known = {k: d[k] for k in _META_FIELDS if k in d}
+        return cls(**known, extra={k: v for k, v in d.items() if k not in _META_FIELDS})
+
+    # dict-style access, for callers written against the JSON form
+    def __getitem__(self, key: str) -> Any:
+        if key in _META_FIELDS:
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in _META_FIELDS:
+            setattr(self, key, value)
+        else:
+            self.extra[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        return key in _META_FIELDS or key in self.extra
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            value = self[key]
+        except KeyError:
+            return default
+        return default if value is None and key not in _META_FIELDS else value
+
+
 def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
                    on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
     """The real verifier, imported on first use (it pulls in torch)."""
@@ -102,15 +172,16 @@ def default_verify(reference_source: str, candidate_source: str, backend: str = 
 class Session:
     """A task being drafted and refined; see the module docstring and docs/ARCHITECTURE.md."""
 
-    def __init__(self, path: Path, meta: dict[str, Any], *, model: ModelConfig | ModelClient | None | bool = False,
+    def __init__(self, path: Path, meta: SessionMeta | dict[str, Any], *,
+                 model: ModelConfig | ModelClient | None | bool = False,
                  memory: Any = None, verify_fn: VerifyFn | None = None, verify_config: Any = None,
                  policy: Any = None, auto_accept: bool | None = None):
         self.path = Path(path)
-        self.meta = meta
-        self.id: str = meta["id"]
-        self.backend: str = meta["backend"]
-        self._base_budgets = Budgets.from_dict(meta.get("budgets", {}))
-        self.auto_accept = bool(meta.get("settings", {}).get("auto_accept", False)) if auto_accept is None else auto_accept
+        self.meta = meta if isinstance(meta, SessionMeta) else SessionMeta.from_dict(meta)
+        self.id: str = self.meta.id
+        self.backend: str = self.meta.backend
+        self._base_budgets = Budgets.from_dict(self.meta.budgets)
+        self.auto_accept = self.meta.auto_accept if auto_accept is None else auto_accept
         self.memory = memory
         self.verify_fn = verify_fn or default_verify
         self.verify_config = verify_config
@@ -151,19 +222,11 @@ class Session:
             raise SessionError(f"session folder {path} already exists; pick another id") from None
         except OSError as exc:
             raise SessionError(f"cannot create session folder {path}: {os_error_text(exc)}") from None
-        meta = {
-            "format": FORMAT_VERSION,
-            "id": sid,
-            "created": time.time(),
-            "task": task_dict,
-            "backend": backend,
-            "model": _model_meta(model),
-            "budgets": budgets.to_dict(),
-            "shapes": shapes,
-            "settings": {"auto_accept": auto_accept, "retrieval": _policy_meta(policy)},
-            "versions": _versions(),
-        }
-        _atomic_write(path / "session.json", json.dumps(meta, indent=2, default=str))
+        meta = SessionMeta(id=sid, task=task_dict, backend=backend, created=time.time(), model=_model_meta(model),
+                           budgets=budgets.to_dict(), shapes=shapes,
+                           settings={"auto_accept": auto_accept, "retrieval": _policy_meta(policy)},
+                           versions=_versions())
+        _atomic_write(path / "session.json", json.dumps(meta.to_dict(), indent=2, default=str))
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
         session._take_folder_lock()
@@ -180,7 +243,7 @@ class Session:
         """Manual mode: a starter kernel that builds, and the draft memories on screen from the start."""
         from core.starter import starter_kernel
 
-        t = self.meta["task"]
+        t = self.meta.task
         self._emit("starter", {"source": starter_kernel(t["name"], t.get("source", ""), self.backend)})
         self._retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
 
@@ -197,7 +260,7 @@ class Session:
         path = Path(path)
         meta = load_meta(path)
         if budgets is not None:
-            meta["budgets"] = budgets.to_dict()
+            meta.budgets = budgets.to_dict()
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
         if lock:
@@ -274,7 +337,7 @@ class Session:
     def task(self) -> Any:
         from core.tasks import Task
 
-        return Task.from_dict(self.meta["task"])
+        return Task.from_dict(self.meta.task)
 
     @property
     def kernel_path(self) -> Path:
@@ -293,7 +356,7 @@ class Session:
         """No model: the person supplies every kernel."""
         if self._model_override is not False:
             return self._model_override is None
-        return self.meta.get("model") is None
+        return self.meta.model is None
 
     @property
     def model_name(self) -> str | None:
@@ -302,7 +365,7 @@ class Session:
             return m.model
         if m is not None:
             return getattr(m, "name", type(m).__name__)
-        meta = self.meta.get("model")
+        meta = self.meta.model
         return meta.get("name") if meta else None
 
     @property
@@ -318,9 +381,9 @@ class Session:
     def signature(self) -> Any:
         from memory.items import TaskSignature
 
-        t = self.meta["task"]
+        t = self.meta.task
         return TaskSignature(task=t["name"], category=t.get("category") or "", backend=self.backend,
-                             shapes=self.meta.get("shapes", ""), text=t.get("description") or "")
+                             shapes=self.meta.shapes, text=t.get("description") or "")
 
     def attempt(self, version: int) -> Attempt | None:
         return self.state.attempt(version)
@@ -331,7 +394,7 @@ class Session:
         return {
             "id": self.id,
             "path": str(self.path),
-            "task": self.meta["task"]["name"],
+            "task": self.meta.task_name,
             "backend": self.backend,
             "model": self.model_name,
             "stage": self.stage,
@@ -345,7 +408,7 @@ class Session:
             "tokens": self.tokens,
             "cost": self.cost,
             "elapsed_s": round(self.elapsed_s, 3),
-            "created": self.meta.get("created"),
+            "created": self.meta.created,
         }
 
     # ---------------------------------------------------------------- actions
@@ -389,7 +452,7 @@ class Session:
             outcome = "verifier_error"
             if result is not None:
                 outcome = result.outcome
-                best_ms = self.best.latency_ms if self.best else None
+                best_ms = best_in_frame(result, self.best)
                 self._learn(stage, attempt, result, credited, best_ms)
                 self._judge(stage, attempt, result, best_ms)
             self._emit("step_done", {"stage": stage, "counts": False, "outcome": outcome,
@@ -499,7 +562,7 @@ class Session:
         if result is None:
             self._finish_step(stage, "verifier_error", None, start)
             return
-        best_ms = self.best.latency_ms if self.best else None
+        best_ms = best_in_frame(result, self.best)
         defer = stage == "refine" and not self.auto_accept and is_improvement(result, best_ms)
         self._learn(stage, attempt, result, list(self.credit_ids), best_ms, defer=defer)
         self._judge(stage, attempt, result, best_ms)
@@ -547,7 +610,7 @@ class Session:
                                         seconds=time.monotonic() - start, feedback=self.feedback))
             return True
         best = self.best if self.state.best_version != attempt.version else None
-        best_ms = best.latency_ms if best else None
+        best_ms = best_in_frame(result, best)
         if not self.attempt(attempt.version).rewarded:
             defer = (stage == "refine" and attempt.author != "person" and not self.auto_accept
                      and is_improvement(result, best_ms))
@@ -627,11 +690,11 @@ class Session:
         if self._policy is None:
             from memory import RetrievalPolicy
 
-            self._policy = RetrievalPolicy(**self.meta.get("settings", {}).get("retrieval", {}))
+            self._policy = RetrievalPolicy(**self.meta.retrieval)
         return self._policy
 
     def _prompt_context(self, stage: str, hits: list[Any]) -> PromptContext:
-        t = self.meta["task"]
+        t = self.meta.task
         last = next((a for a in reversed(self.history) if a.stage == stage), None)
         best = self.best
         ctx = PromptContext(
@@ -664,7 +727,7 @@ class Session:
 
         config = fresh_config(self.verify_config) if reverify else self.verify_config
         try:
-            result = self.verify_fn(self.meta["task"]["source"], attempt.source, backend=self.backend,
+            result = self.verify_fn(self.meta.task_source, attempt.source, backend=self.backend,
                                     config=config, on_gate=on_gate)
         except Exception as exc:  # the verifier is a seam to foreign code; report, don't crash the loop
             self._emit("error", {"where": "verifier", "version": attempt.version, "message": f"verifier crashed: {_one_line(exc)}"})
@@ -768,7 +831,7 @@ class Session:
     def _make_client(self) -> ModelClient | None:
         if self._model_override is not False:
             return make_client(self._model_override)
-        meta = self.meta.get("model")
+        meta = self.meta.model
         if meta is None:
             return None
         if meta["kind"] == "scripted":
@@ -814,7 +877,7 @@ class _Collect:
 
 # -------------------------------------------------------------------- listing, replay
 
-def load_meta(path: Path) -> dict[str, Any]:
+def load_meta(path: Path) -> SessionMeta:
     meta_path = Path(path) / "session.json"
     if not meta_path.exists():
         raise SessionError(f"{path} is not a session folder (no session.json)")
@@ -822,9 +885,11 @@ def load_meta(path: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SessionError(f"cannot read {meta_path}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise SessionError(f"{meta_path} is not a session record; the session folder is damaged")
     if meta.get("format", 0) > FORMAT_VERSION:
         raise SessionError(f"{meta_path} was written by a newer evokernel (format {meta['format']}); upgrade to open it")
-    return meta
+    return SessionMeta.from_dict(meta)
 
 
 def check_not_open(path: Path) -> None:
@@ -947,7 +1012,7 @@ def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: A
         rec = a.result
         row = ReverifyRow(a.version, a.author, a.outcome, "", a.latency_ms, None, rec.device if rec else "")
         try:
-            res = verify_fn(session.meta["task"]["source"], a.source, backend=session.backend,
+            res = verify_fn(session.meta.task_source, a.source, backend=session.backend,
                             config=fresh_config(verify_config), on_gate=None)
             row.outcome, row.latency_ms, row.device = res.outcome, res.latency_ms, res.device
         except Exception as exc:
