@@ -192,13 +192,15 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--seed", type=int, default=0, show_default=True, help="Retrieval seed.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
 @click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
-@click.option("--no-verdict-cache", is_flag=True, help="Verify every kernel afresh (no cached verdicts; always so with --replay).")
+@click.option("--verdict-cache/--no-verdict-cache", "verdict_cache", default=False, show_default=True,
+              help="Reuse signed cached verdicts of identical sources (their latency is then an old measurement, "
+                   "labelled as such); by default every kernel is verified and timed afresh.")
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
 @click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
-          timeout, wall, no_verdict_cache, compare_compile, as_json) -> None:
+          timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
     Exit code 0 when every task finished; 1 when some are missing; 2 when no model is configured.
@@ -219,7 +221,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
-                             verify_config=verify_config(not (no_verdict_cache or replay_dir), compare_compile,
+                             verify_config=verify_config(verdict_cache and not replay_dir, compare_compile,
                                                          tolerance, memory_gb),
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
