@@ -1,7 +1,12 @@
 """Triton backend: `@triton.jit` kernels launched from `ModelNew.forward`.
 
 On a GPU the candidate runs and is timed like a CUDA one. Without a GPU but with triton installed,
-correctness runs under `TRITON_INTERPRET=1` on the CPU, and the result carries "interpreted: no latency".
+the whole verification runs on the CPU under Triton's interpreter (`TRITON_INTERPRET=1`, set for both
+the reference worker and the candidate's sandbox): the anti-hacking, compile and correctness gates run
+as on a GPU, no latency is measured, and the result carries "interpreted: no latency". In the
+interpreter a kernel body is plain Python, so what nvcc-less Triton would reject at compile time (an
+unknown `tl.` name, a wrong argument) surfaces as an `InterpreterError` at the first launch: it is
+reported by the compile gate at the candidate file's line, as the GPU path reports a CompilationError.
 Launches are counted by wrapping the JIT function's `run` (what `kernel[grid](...)` calls), and a
 Triton compile error is reported by the compile gate with the candidate file's line.
 """
@@ -59,6 +64,8 @@ class TritonBackend(Backend):
 
 
 _AT = re.compile(r"at (\d+):(\d+):")
+# What the Triton compiler would have rejected, when the interpreter meets it while running the body.
+_COMPILE_LIKE = (AttributeError, NameError, TypeError, SyntaxError, ImportError)
 
 
 def compile_diagnostics(exc: BaseException, path: str, first_line: int | None) -> list[str]:
@@ -71,6 +78,21 @@ def compile_diagnostics(exc: BaseException, path: str, first_line: int | None) -
     if m and first_line:
         return [f"{file}:{first_line + int(m.group(1)) - 1}: error: {message}"]
     return [f"{file}: error: {message}"]
+
+
+def interpreter_diagnostics(exc: BaseException, path: str) -> list[str] | None:
+    """`candidate.py:LINE: error: MESSAGE` for an interpreter error that the compiler would have caught
+    (its cause is an AttributeError, NameError, ... raised in the candidate's own kernel body); None for
+    a run-time failure, which stays a correctness failure."""
+    import traceback
+
+    cause = exc.__cause__
+    if type(exc).__name__ != "InterpreterError" or not isinstance(cause, _COMPILE_LIKE):
+        return None
+    frames = [f for f in traceback.extract_tb(cause.__traceback__) if f.filename == path]
+    message = f"{type(cause).__name__}: {cause}".splitlines()[0]
+    file = Path(path).name
+    return [f"{file}:{frames[-1].lineno}: error: {message}" if frames else f"{file}: error: {message}"]
 
 
 def install(job: dict, counter: dict, report: dict) -> None:
@@ -103,11 +125,14 @@ def install(job: dict, counter: dict, report: dict) -> None:
             try:
                 result = original(self, *args, **kwargs)
             except Exception as exc:
-                if type(exc).__name__ != "CompilationError":
-                    raise
+                path = job.get("candidate_path") or "candidate.py"
+                if type(exc).__name__ == "CompilationError":
+                    diags = compile_diagnostics(exc, path, getattr(self, "starting_line_number", None))
+                else:
+                    diags = interpreter_diagnostics(exc, path)
+                    if diags is None:
+                        raise
                 report["phase"] = "build"
-                diags = compile_diagnostics(exc, job.get("candidate_path") or "candidate.py",
-                                            getattr(self, "starting_line_number", None))
                 raise BuildError(f"triton could not compile {name}: {diags[0]}", diags, str(exc)) from None
             if first:
                 built.add(name)
