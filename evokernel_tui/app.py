@@ -98,8 +98,8 @@ class EvoKernelApp(App[None]):
     TITLE = "EvoKernel"
     CSS_PATH = [THEMES_DIR / "base.tcss"] + [THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES]
     BINDINGS = [
-        Binding("t", "switch_theme", "Theme"),
-        Binding("q", "quit", "Quit"),
+        Binding("t", "switch_theme", "Theme", show=False),
+        Binding("q", "quit", "Quit", show=False),
     ]
 
     class SessionEvent(Message):
@@ -205,6 +205,8 @@ class EvoKernelApp(App[None]):
         self.activity.replace(self.view.activity)
         self._sync()
         self.main_screen.show_manual(bool(session.manual))
+        if session.manual:  # the person writes the kernel: start in the editor
+            self.main_screen.focus_editor()
         if self._watch_file and getattr(session, "kernel_path", None):
             self._watcher = KernelFileWatcher(
                 Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
@@ -599,6 +601,9 @@ class EvoKernelApp(App[None]):
         note = f" ({_pending_text(s.pending)} is still pending)" if pending else ""
         return f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}"
 
+    def action_zoom(self) -> None:
+        self.main_screen.action_zoom()
+
     def action_show_versions(self) -> None:
         """Every kernel version: author, outcome, median, spread, runs, speedup, accepted/rejected."""
         from evokernel_tui.screens.versions import VersionsScreen, session_events, version_rows
@@ -670,6 +675,7 @@ PALETTE = (
     ("Save kernel", "Save the best feasible kernel (or the current one, with a warning) to a file", "export"),
     ("Versions", "Every kernel version with its outcome, timing and decision; save the best", "show_versions"),
     ("Switch theme", "Cycle dark → light → high-contrast", "switch_theme"),
+    ("Zoom kernel", "Give the kernel pane the whole screen, or bring the other panes back", "zoom"),
 )
 
 

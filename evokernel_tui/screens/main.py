@@ -24,7 +24,11 @@ class SessionScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
-    BINDINGS = [Binding("d", "toggle_diff", "Diff"), Binding("c", "toggle_cpp", "C++")]
+    BINDINGS = [
+        Binding("d", "toggle_diff", "Diff"),
+        Binding("c", "toggle_cpp", "C++"),
+        Binding("z", "zoom", "Zoom", show=False),
+    ]
 
     def compose(self) -> ComposeResult:
         yield ModeBanner(id="banner")
@@ -35,10 +39,13 @@ class SessionScreen(Screen):
                 yield MemoryTable(id="memories")
                 yield LatencyPlot(id="latency")
         yield ActivityLog(id="activity")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one(GatePanel).focus()
+
+    def focus_editor(self) -> None:
+        self.query_one(KernelPane).editor.focus()
 
     def show(self, view: SessionView) -> None:
         """Push one state down into every pane."""
@@ -51,6 +58,17 @@ class SessionScreen(Screen):
         self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speedup, view.best_ms)
         self.query_one(ActivityLog).set_totals(view.stage, view.tokens, view.cost, view.manual)
         self.sub_title = f"{view.task} · {view.backend} · {view.stage}" if view.task else ""
+
+    def action_zoom(self) -> None:
+        """Give the kernel pane the whole screen (on 80×24 it gets the full width), or bring the other
+        panes back. Gates, memories and the activity stay one key away: z again."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        pane = self.query_one(KernelPane)
+        self.maximize(pane, container=False)
+        if not (pane.show_diff or pane.show_cpp):
+            pane.editor.focus()
 
     def action_toggle_diff(self) -> None:
         pane = self.query_one(KernelPane)
@@ -72,18 +90,19 @@ class MainScreen(SessionScreen):
     """The live session; every control is an app action so the command palette can offer it too."""
 
     BINDINGS = [
+        # the footer shows the keys of the loop; the rest are in the command palette (ctrl+p) and the README
         Binding("s", "app.step", "Step"),
-        Binding("n", "app.run_steps", "Run N"),
-        Binding("p", "app.pause", "Pause"),
+        Binding("n", "app.run_steps", "Run"),
+        Binding("p", "app.pause", "Pause", show=False),
         Binding("a", "app.accept", "Accept"),
         Binding("r", "app.reject", "Reject"),
-        Binding("v", "app.reverify", "Reverify"),
-        Binding("e", "app.edit_external", "$EDITOR"),
-        Binding("g", "app.switch_stage", "Stage"),
-        Binding("o", "app.open_task", "Open"),
+        Binding("v", "app.reverify", "Verify"),
+        Binding("e", "app.edit_external", "$EDITOR", show=False),
+        Binding("g", "app.switch_stage", "Stage", show=False),
+        Binding("o", "app.open_task", "Open", show=False),
         Binding("i", "app.show_task", "Task"),
-        Binding("h", "app.show_versions", "Versions"),
-        Binding("x", "app.export", "Save"),
+        Binding("h", "app.show_versions", "Hist"),
+        Binding("x", "app.export", "Save", show=False),
         Binding("ctrl+s", "submit_kernel", "Submit kernel", show=False),
     ]
 

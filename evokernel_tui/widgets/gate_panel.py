@@ -25,12 +25,22 @@ STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checkin
 
 
 def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
-    """`● Compile    pass   1.23s  reason` with the light's style left to the caller."""
+    """`● Compile    pass   1.23s`; a failed gate's reason follows on its own indented lines, wrapped
+    inside the row (the option list wraps the prompt to the pane's width). The light's style is left
+    to the caller."""
     light = SPINNER[frame % len(SPINNER)] if gate.state == "running" else "●"
     seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
-    reason = cpp_line_label(gate.reason) if gate.state == "fail" else ""
-    line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}  {reason}"
-    return Text(line[: max(width, 20)], no_wrap=True, overflow="ellipsis")
+    line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}"
+    text = Text(line, no_wrap=True, overflow="ellipsis")
+    reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
+    if reason:
+        first = reason.splitlines()[0]
+        room = max(width - 4, 16) * 3  # at most three wrapped lines; Enter shows everything
+        if len(first) > room:
+            first = first[: room - 1] + "…"
+        text.append("\n  " + first)
+        text.no_wrap = False
+    return text
 
 
 class GatePanel(OptionList):

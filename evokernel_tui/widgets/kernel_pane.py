@@ -25,10 +25,11 @@ class KernelPane(Vertical):
     """Shows the session's kernel; the person can type in it and submit the edit with ctrl+s."""
 
     BINDINGS = [
-        Binding("ctrl+s", "submit", "Submit edit"),
-        Binding("escape", "leave", "Leave editor", show=False),
+        Binding("ctrl+s", "submit", "Submit"),
+        Binding("escape", "leave", "Leave editor"),
     ]
 
+    ALLOW_MAXIMIZE = True  # z gives the kernel the whole screen
     show_diff: reactive[bool] = reactive(False)
     show_cpp: reactive[bool] = reactive(False)
 
@@ -79,7 +80,8 @@ class KernelPane(Vertical):
         """Show a new session state; the editor text is replaced only when the kernel itself changed."""
         if source != self._loaded:
             self._loaded = source
-            self.editor.load_text(source)
+            if self.editor.text != source:  # after ctrl+s the text is already there: keep the cursor
+                self.editor.load_text(source)
         self._previous, self._pending, self._author, self._best = previous, pending, author, best
         self._refresh_labels()
         if self.show_diff:

@@ -16,6 +16,34 @@ def plot_title(speedup: float | None, best_ms: float | None) -> str:
     return f"Latency · best {speedup:.2f}× vs eager"
 
 
+LEGEND = "· kernel  ● feasible  x failed  ─ eager  ─ compile"
+
+
+def eager_series(points: list[LatencyPoint], reference_ms: float | None) -> tuple[list[float], list[float]]:
+    """The eager time each measurement was compared with, by step (the latest known eager time for a
+    point recorded without one): the line moves where the reference was re-timed, never backwards."""
+    xs, ys = [], []
+    last = None
+    for p in points:
+        ref = p.reference_ms if p.reference_ms else last
+        last = ref or last
+        if ref:
+            xs.append(float(p.step))
+            ys.append(float(ref))
+    if not ys and reference_ms:
+        xs, ys = [float(p.step) for p in points], [float(reference_ms)] * len(points)
+    return xs, ys
+
+
+def ms_ticks(lo: float, hi: float, count: int = 4) -> tuple[list[float], list[str]]:
+    """Y ticks labelled with their unit (`12.5 ms`), so the axis says what it measures."""
+    if hi <= lo:
+        lo, hi = lo * 0.9, (hi * 1.1) or 1.0
+    step = (hi - lo) / (count - 1)
+    values = [lo + i * step for i in range(count)]
+    return values, [f"{v:.3g} ms" for v in values]
+
+
 class LatencyPlot(PlotextPlot):
     """Redrawn from the whole history on each change; histories are short (tens of steps)."""
 
@@ -23,6 +51,11 @@ class LatencyPlot(PlotextPlot):
         super().__init__(id=id)
         self.border_title = "Latency"
         self._data: tuple = ((), None, None)
+        self._args: tuple | None = None
+
+    def on_resize(self) -> None:
+        if self._args is not None:
+            self.show(*self._args)
 
     def show(
         self,
@@ -32,8 +65,11 @@ class LatencyPlot(PlotextPlot):
         speedup: float | None,
         best_ms: float | None,
     ) -> None:
-        data = (tuple((p.step, p.latency_ms, p.feasible) for p in points), reference_ms, compiled_ms)
+        self._args = (points, reference_ms, compiled_ms, speedup, best_ms)
+        data = (tuple((p.step, p.latency_ms, p.feasible, p.reference_ms) for p in points), reference_ms, compiled_ms,
+                self.size.height)
         self.border_title = plot_title(speedup, best_ms)
+        self.border_subtitle = LEGEND if points else ""
         if data == self._data:
             return
         self._data = data
@@ -41,24 +77,31 @@ class LatencyPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         if not points:
-            plt.title("verified steps appear here")
+            plt.title("verified steps appear here (latency in ms by step)")
             self.refresh()
             return
         steps = [p.step for p in points]
         lo, hi = min(steps), max(steps)
         span = [lo, hi] if hi > lo else [lo - 0.5, hi + 0.5]
-        plt.plot(steps, [p.latency_ms for p in points], marker="dot", label="kernel")
+        plt.plot(steps, [p.latency_ms for p in points], marker="dot")
         feasible = [p for p in points if p.feasible]
         if feasible:
-            plt.scatter([p.step for p in feasible], [p.latency_ms for p in feasible], marker="●", color="green", label="feasible")
+            plt.scatter([p.step for p in feasible], [p.latency_ms for p in feasible], marker="●", color="green")
         infeasible = [p for p in points if not p.feasible]
         if infeasible:
             plt.scatter([p.step for p in infeasible], [p.latency_ms for p in infeasible], marker="x", color="red")
-        if reference_ms:
-            plt.plot(span, [reference_ms, reference_ms], color="blue", marker="braille", label="eager")
+        xs, ys = eager_series(points, reference_ms)
+        if len(xs) == 1:
+            xs, ys = span, ys * 2
+        if ys:
+            plt.plot(xs, ys, color="blue", marker="braille")
         if compiled_ms:
-            plt.plot(span, [compiled_ms, compiled_ms], color="magenta", marker="braille", label="compile")
+            plt.plot(span, [compiled_ms, compiled_ms], color="magenta", marker="braille")
+        values = [p.latency_ms for p in points] + ys + ([compiled_ms] if compiled_ms else [])
+        # as many labelled ticks as the plot has rows for (plotext would otherwise pick among them)
+        plt.yticks(*ms_ticks(min(values), max(values), max(2, min(4, self.size.height - 5))))
         plt.xticks(_step_ticks(lo, hi))
+        plt.xlabel("step")
         self.refresh()
 
 

@@ -11,7 +11,8 @@ from evokernel_tui.view import STAGE_COLUMN, MemoryView
 COLUMNS = (("kind", "kind"), ("title", "title"), ("q1", "Q1"), ("q2", "Q2"), ("visits", "n"), ("sim", "sim"), ("score", "score"))
 KIND_LABELS = {"seed": "seed", "insight": "ins", "trajectory": "traj"}
 
-TITLE_WIDTH = 14
+TITLE_WIDTH = 14  # at least; wider panes (and a maximised one, z) show more of each title
+OTHER_COLUMNS_WIDTH = 46  # kind, Q1, Q2, n, sim, score and the cell padding
 
 
 def q_cell(value: float | None, delta: float | None) -> str:
@@ -40,6 +41,7 @@ class MemoryTable(DataTable):
         self.border_title = "Memories"
         self._rows: dict[str, MemoryView] = {}
         self._stage = "draft"
+        self._shown_width = TITLE_WIDTH
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -71,13 +73,27 @@ class MemoryTable(DataTable):
                     self.update_cell(memory.item_id, key, cell, update_width=True)
         self.border_subtitle = f"{len(memories)} for {stage}" if memories else "none retrieved yet"
 
+    @property
+    def title_width(self) -> int:
+        return max(TITLE_WIDTH, self.size.width - OTHER_COLUMNS_WIDTH)
+
+    def on_resize(self) -> None:
+        if self._rows and self._shown_width != self.title_width:
+            for memory in self._rows.values():
+                self.update_cell(memory.item_id, "title", self._title(memory), update_width=True)
+            self._shown_width = self.title_width
+
+    def _title(self, m: MemoryView) -> Text:
+        self._shown_width = self.title_width
+        return Text(m.title[: self.title_width], no_wrap=True)
+
     def memory(self, item_id: str) -> MemoryView | None:
         return self._rows.get(item_id)
 
     def _cells(self, m: MemoryView) -> list[Text | str]:
         stage_key = STAGE_COLUMN.get(self._stage)
         visits = m.visits2 if self._stage == "refine" else m.visits1
-        cells: list[Text | str] = [KIND_LABELS.get(m.kind, m.kind), Text(m.title[:TITLE_WIDTH], no_wrap=True)]
+        cells: list[Text | str] = [KIND_LABELS.get(m.kind, m.kind), self._title(m)]
         for key, value, delta in (("q1", m.q1, m.delta1), ("q2", m.q2, m.delta2)):
             text = Text(q_cell(value, delta))
             if key == stage_key:

@@ -277,6 +277,8 @@ async def test_manual_mode_banner_and_refusal(make_session, verifier):
     async with app.run_test(size=SIZE) as pilot:
         banner = app.screen.query_one(ModeBanner)
         assert banner.display and "no model configured" in str(banner.render())
+        await settle(app, pilot)
+        await pilot.press("escape")  # manual mode starts in the editor; esc leaves it for the keys
         await pilot.press("s")
         await pilot.press("n")
         await pilot.pause()

@@ -94,6 +94,7 @@ async def test_v_at_first_launch_verifies_the_starter(make_session, verifier):
     app = app_for(s)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
+        await pilot.press("escape")  # manual mode starts in the editor
         await pilot.press("v")
         await settle(app, pilot)
         assert "no kernel to verify" not in log_text(app)
@@ -215,6 +216,7 @@ async def test_cpp_view_numbers_lines_like_the_diagnostics_and_marks_the_failing
         await settle(app, pilot)
         assert app.view.gates["compile"].state == "fail"
         pane = app.screen.query_one(KernelPane)
+        await pilot.press("escape")  # manual mode starts in the editor
         await pilot.press("c")
         await pilot.pause()
         assert pane.show_cpp and not pane.editor.display
@@ -354,3 +356,72 @@ async def test_versions_table_lists_every_version_and_saves_the_best(make_sessio
         await pilot.press("enter")
         await pilot.pause()
         assert target.read_text() == s.best.source and s.best.version == 2
+
+
+async def test_manual_mode_starts_in_the_editor_and_ctrl_s_keeps_the_cursor(make_session, verifier):
+    from evokernel_tui.widgets.kernel_pane import KernelPane
+
+    s = make_session(None)
+    app = app_for(s)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        pane = app.screen.query_one(KernelPane)
+        assert app.focused is pane.editor, "manual mode should start in the editor"
+        shown = {key: b.binding.description for key, b in app.screen.active_bindings.items() if b.binding.show}
+        assert shown.get("escape") == "Leave editor", "no footer hint that esc leaves the editor"
+        pane.editor.move_cursor((12, 4))
+        pane.editor.insert("# my note\n")
+        cursor = pane.editor.cursor_location
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert s.history and "# my note" in s.history[-1].source
+        assert pane.editor.cursor_location == cursor, "ctrl+s moved the cursor"
+
+
+async def test_zoom_gives_the_kernel_the_whole_screen_at_80x24(make_session):
+    from evokernel_tui.widgets.gate_panel import GatePanel as Gates
+    from evokernel_tui.widgets.kernel_pane import KernelPane
+
+    s = make_session([])
+    app = app_for(s)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        pane = app.screen.query_one(KernelPane)
+        assert pane.size.width < 40
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is pane and pane.size.width >= 78
+        assert app.focused is pane.editor
+        await pilot.press("escape")  # leave the editor, then z restores the layout
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.screen.maximized is None and app.screen.query_one(Gates).display
+
+
+async def test_footer_keeps_the_loop_keys_at_80x24(make_session):
+    s = make_session([])
+    app = app_for(s)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.screen.query_one(GatePanel).focus()
+        await pilot.pause()
+        from textual.widgets import Footer
+
+        footer = app.screen.query_one(Footer)
+        keys = [w for w in footer.query("FooterKey") if w.description != "palette"]
+        palette = [w for w in footer.query("FooterKey") if w.description == "palette"]
+        assert keys and palette
+        right = max(k.region.right for k in keys)
+        assert right <= palette[0].region.x, "footer keys run under the palette key at 80 columns"
+        labels = {k.description for k in keys}
+        assert {"Step", "Run", "Accept", "Reject", "Verify", "Diff", "C++", "Task", "Hist"} <= labels
+
+
+def test_latency_eager_line_follows_each_measurement():
+    from evokernel_tui.view import LatencyPoint
+    from evokernel_tui.widgets.latency_plot import eager_series, ms_ticks
+
+    points = [LatencyPoint(1, 3.0, True, 4.0), LatencyPoint(2, 2.5, True, None), LatencyPoint(3, 2.0, True, 5.0)]
+    assert eager_series(points, 5.0) == ([1.0, 2.0, 3.0], [4.0, 4.0, 5.0])
+    values, labels = ms_ticks(2.0, 5.0)
+    assert labels[0] == "2 ms" and labels[-1] == "5 ms" and all(label.endswith(" ms") for label in labels)

@@ -47,6 +47,8 @@ def test_tui_in_tmux(tmp_path):
     try:
         shown = wait_for(name, "starter kernel")
         assert "Manual mode" in shown and "Gates" in shown and "Memories" in shown and "Activity" in shown
+        subprocess.run(["tmux", "send-keys", "-t", name, "Escape"], check=True)  # manual mode starts in the editor
+        time.sleep(0.3)
         subprocess.run(["tmux", "send-keys", "-t", name, "s"], check=True)
         wait_for(name, "A step needs a model")
         subprocess.run(["tmux", "send-keys", "-t", name, "t"], check=True)
