@@ -25,7 +25,16 @@ from evokernel_tui.screens.main import MainScreen, SessionScreen
 from evokernel_tui.screens.prompts import ConfirmPrompt, NumberPrompt, PathPrompt
 from evokernel_tui.screens.replay import ReplayScreen
 from evokernel_tui.screens.task_picker import TaskPickerScreen
-from evokernel_tui.themes import TEXTUAL_THEMES, THEME_NAMES, load_theme_name, next_theme, save_theme_name
+from evokernel_tui.themes import (
+    DEFAULT_THEME,
+    TEXTUAL_THEMES,
+    THEME_NAMES,
+    load_theme_name,
+    next_theme,
+    save_theme_name,
+    short_name,
+    textual_name,
+)
 from evokernel_tui.view import SessionView, apply_event, event_parts, memory_row, source_of
 from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.activity_log import ActivityLog
@@ -35,20 +44,15 @@ THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
 MAX_RUN_STEPS = 100
 
 
-def read_events(session_dir: Path) -> list[dict[str, Any]]:
-    """The recorded events of a session folder (`events.jsonl`), skipping a torn last line."""
-    import json
+def read_events(session_dir: Path) -> list[Any]:
+    """The recorded events of a session folder: `core.events.read_events` (a torn last line is skipped);
+    a log damaged elsewhere shows nothing rather than half a session (opening it says why)."""
+    from core.events import read_events as read_log
 
-    path = Path(session_dir) / "events.jsonl"
-    if not path.exists():
+    try:
+        return read_log(Path(session_dir))
+    except (OSError, ValueError):
         return []
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
 
 
 def prebuild_starter(session: Any) -> Any:
@@ -167,6 +171,18 @@ class EvoKernelApp(App[None]):
 
     def on_mount(self) -> None:
         self.apply_theme(self._theme_name, remember=False)
+        # one theme system: t, the "Theme: …" commands and Textual's own picker all land here
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme: Any) -> None:
+        name = short_name(theme.name)
+        if name == self._theme_name:
+            return
+        self._theme_name = name
+        try:
+            save_theme_name(name)
+        except OSError as exc:
+            self.notify(f"Theme not remembered: {exc}", severity="warning")
 
     def on_ready(self) -> None:
         """After the first paint: attach the session, or start opening one in a worker."""
@@ -633,9 +649,13 @@ class EvoKernelApp(App[None]):
         self.apply_theme(next_theme(self._theme_name))
 
     def apply_theme(self, name: str, remember: bool = True) -> None:
-        """Switch colours; Textual adds the `-theme-evokernel-NAME` class the theme's tcss is scoped by."""
-        self.theme = TEXTUAL_THEMES[name].name
+        """Switch colours; Textual adds the `-theme-evokernel-NAME` class the theme's tcss is scoped by.
+        `name` is one of ours or any registered Textual theme; an unknown one falls back to the default."""
+        target = textual_name(name)
+        if target not in self.available_themes:
+            name, target = DEFAULT_THEME, textual_name(DEFAULT_THEME)
         self._theme_name = name
+        self.theme = target
         if remember:
             try:
                 save_theme_name(name)

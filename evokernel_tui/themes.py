@@ -74,19 +74,30 @@ def config_dir() -> Path:
     return Path(user_config_dir("evokernel"))
 
 
+def short_name(textual_name: str) -> str:
+    """`evokernel-light` → `light`; any other Textual theme keeps its own name (`nord`)."""
+    return textual_name.removeprefix("evokernel-") if textual_name.removeprefix("evokernel-") in THEME_NAMES else textual_name
+
+
+def textual_name(name: str) -> str:
+    """The Textual theme name for one of ours (`light` → `evokernel-light`); other names pass through."""
+    return TEXTUAL_THEMES[name].name if name in TEXTUAL_THEMES else name
+
+
 def load_theme_name(directory: Path | None = None) -> str:
-    """The remembered theme, or the default when none is saved or the file is unreadable."""
+    """The remembered theme: one of ours, or a Textual theme picked in the palette (the app falls back
+    to the default when that theme no longer exists); the default when none is saved or unreadable."""
     path = (directory or config_dir()) / SETTINGS_FILE
     try:
         name = json.loads(path.read_text()).get("theme", DEFAULT_THEME)
     except (OSError, ValueError, AttributeError):
         return DEFAULT_THEME
-    return name if name in THEME_NAMES else DEFAULT_THEME
+    return name if isinstance(name, str) and name.strip() else DEFAULT_THEME
 
 
 def save_theme_name(name: str, directory: Path | None = None) -> Path:
-    """Remember `name`, keeping any other settings already in the file."""
-    if name not in THEME_NAMES:
+    """Remember `name` (ours or any Textual theme's), keeping any other settings already in the file."""
+    if not isinstance(name, str) or not name.strip():
         raise ValueError(f"unknown theme {name!r}; choose one of {', '.join(THEME_NAMES)}")
     path = (directory or config_dir()) / SETTINGS_FILE
     try:

@@ -22,7 +22,7 @@ def totals_line(stage: str, tokens: int, cost: float | None, manual: bool) -> st
 
 def entry_text(entry: ActivityEntry) -> Text:
     step = f"[{entry.step:>3}] " if entry.step is not None else "      "
-    text = Text(step, style="dim")
+    text = Text(step)  # not dim: on the light theme dim text is too faint to read
     text.append(entry.text, style="bold" if entry.kind in ("stage_changed", "needs_human", "error") else "")
     return text
 

@@ -425,3 +425,25 @@ def test_latency_eager_line_follows_each_measurement():
     assert eager_series(points, 5.0) == ([1.0, 2.0, 3.0], [4.0, 4.0, 5.0])
     values, labels = ms_ticks(2.0, 5.0)
     assert labels[0] == "2 ms" and labels[-1] == "5 ms" and all(label.endswith(" ms") for label in labels)
+
+
+async def test_textual_theme_picker_and_t_agree_and_both_are_remembered(make_session):
+    from evokernel_tui.themes import load_theme_name
+
+    s = make_session([])
+    app = app_for(s, theme_name="dark")
+    async with app.run_test(size=SIZE) as pilot:
+        app.theme = "evokernel-high-contrast"  # what Textual's own theme picker does
+        await pilot.pause()
+        assert app.theme_name == "high-contrast" and load_theme_name() == "high-contrast"
+        await pilot.press("t")  # t continues the cycle from the picked theme
+        await pilot.pause()
+        assert app.theme == "evokernel-dark" and load_theme_name() == "dark"
+        app.theme = "nord"  # a Textual theme that is not ours is remembered too
+        await pilot.pause()
+        assert load_theme_name() == "nord"
+        gates = app.screen.query_one(GatePanel)
+        assert gates.get_component_rich_style("gate--fail").color is not None, "gate colours lost in another theme"
+    again = app_for(s)
+    async with again.run_test(size=SIZE):
+        assert again.theme == "nord"
