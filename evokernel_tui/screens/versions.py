@@ -41,9 +41,11 @@ class VersionRow:
 
 def decisions(events: list[dict[str, Any]]) -> dict[int, str]:
     """version → "accepted" / "rejected" (by whom) from the recorded events; the last decision wins."""
+    from evokernel_tui.view import event_parts
+
     out: dict[int, str] = {}
     for event in events:
-        kind, data = event.get("kind"), event.get("data") or {}
+        kind, data, _ = event_parts(event)
         if kind in ("accepted", "rejected") and data.get("version") is not None:
             by = data.get("by")
             out[int(data["version"])] = kind + (f" ({by})" if by else "")
