@@ -1,8 +1,10 @@
 """CUDA C++ backend: KernelBench-style `load_inline(cpp_sources=..., cuda_sources=...)` candidates.
 
-Builds go through torch's own `load_inline` (nvcc + ninja) in a child process with a deadline, into a
-directory keyed by a hash of the sources, flags, GPU architecture and toolchain: an unchanged kernel is a
-cache hit and is imported without starting nvcc. Compiler output is parsed into `file:line: message`
+Builds follow the split plan of `verifier.backends.cuda_plan` (the kernel TU through nvcc behind a light
+ATen shim, bindings keyed by the functions' types and built by the trusted side, one link), and fall
+back to torch's own `load_inline` (nvcc + ninja) in a child process with a deadline where the shim
+cannot serve the sources. Every build lands in a directory keyed by a hash of the sources, flags, GPU
+architecture and toolchain: an unchanged kernel is a cache hit and is imported without starting nvcc. Compiler output is parsed into `file:line: message`
 diagnostics whose lines count from the start of the person's own `cuda_sources` / `cpp_sources` text.
 """
 
@@ -126,47 +128,167 @@ def _toolchain_id() -> str:
     return out.strip().splitlines()[-1] if out.strip() else "unknown"
 
 
-class CudaBuilder:
-    """`load_inline` with CUDA sources, cached under `root/cuda/<key>/`, built with a deadline."""
+def toolchain_here(arch: str, env_key: tuple):
+    """This machine's CUDA toolchain as the build plan needs it (nvcc, g++, torch's and CUDA's dirs)."""
+    from torch.utils.cpp_extension import CUDA_HOME
 
-    def __init__(self, root: str | Path, timeout_s: float = 300.0):
+    from verifier.backends.cuda_plan import Toolchain
+    from verifier.build import _compiler, _torch_paths
+
+    nvcc = nvcc_path() or "nvcc"
+    home = Path(CUDA_HOME) if CUDA_HOME else Path(nvcc).resolve().parent.parent
+    libdir = home / "lib64" if (home / "lib64").exists() else home / "lib"
+    includes, libdirs = _torch_paths()
+    return Toolchain(nvcc=nvcc, cxx=_compiler(), arch=arch, torch_includes=tuple(includes),
+                     torch_libdirs=tuple(libdirs), cuda_include=str(home / "include"), cuda_libdir=str(libdir),
+                     env_key=env_key)
+
+
+def _shim_insufficient(log: str) -> bool:
+    """The split build failed on something the light shim lacks (not the person's own error)."""
+    return any(tok in log for tok in ("torch::", "py::", "pybind11", "‘torch’", "'torch'", "namespace \"torch\""))
+
+
+class CudaBuilder:
+    """`load_inline` with CUDA sources, cached under `root/cuda/<key>/`, built with a deadline.
+
+    The split layout (`verifier.backends.cuda_plan`) compiles the person's kernel TU with nvcc behind
+    the light ATen shim while the bindings object comes from the trusted side (`shared`, asked for
+    with `request`, as the CPU backend does); what the shim cannot serve is built by torch's own
+    `load_inline` (nvcc + ninja) in a child process."""
+
+    def __init__(self, root: str | Path, timeout_s: float = 300.0, shared: str | Path | None = None,
+                 request=None, toolchain=None):
         import torch
 
         self.root = Path(root)
         self.timeout_s = timeout_s
+        self.shared = shared
+        self.request = request
         self.records: list = []
-        major, minor = torch.cuda.get_device_capability()
-        self.arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or f"{major}.{minor}"
+        if toolchain is not None:
+            self.arch = toolchain.arch
+        else:
+            major, minor = torch.cuda.get_device_capability()
+            self.arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or f"{major}.{minor}"
         self._env_key = (torch.__version__, torch.version.cuda, _toolchain_id(), self.arch, sys.version_info[:2])
+        self._toolchain = toolchain
+
+    def toolchain(self):
+        if self._toolchain is None:
+            self._toolchain = toolchain_here(self.arch, self._env_key)
+        return self._toolchain
 
     def load_inline(self, name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None,
                     extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
                     extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None, **_ignored):
         """Drop-in for `torch.utils.cpp_extension.load_inline`; `build_directory` and `verbose` are ours."""
+        from verifier.backends.cuda_plan import content_key, normalise_spec, plan_cuda_build
         from verifier.build import BuildError, BuildRecord, _import_so, _locked
 
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
             raise BuildError(f"extension name {name!r} is not a valid identifier", [], "")
         if sycl_sources:
             raise BuildError("sycl_sources are not supported by the cuda backend", [], "")
-        fns = [functions] if isinstance(functions, str) else functions
-        spec = {"name": name, "cpp_sources": _as_list(cpp_sources), "cuda_sources": _as_list(cuda_sources),
-                "functions": fns, "extra_cflags": _as_list(extra_cflags),
-                "extra_cuda_cflags": _as_list(extra_cuda_cflags), "extra_ldflags": _as_list(extra_ldflags),
-                "extra_include_paths": _as_list(extra_include_paths), "with_cuda": with_cuda}
-        key = _digest("cuda-v1", spec, self._env_key)
-        out_dir = self.root / "cuda" / key
-        so_path = out_dir / f"{name}.so"
+        spec = normalise_spec(name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags,
+                              extra_ldflags, extra_include_paths, with_cuda)
         start = time.monotonic()
+        plan = plan_cuda_build(spec, self.toolchain(), str(self.root / "shim"))
+        steps: list[str] = []
+        out_dir = self.root / "cuda" / plan.key
+        so_path = out_dir / f"{name}.so"
         hit = so_path.exists()
+        layout = plan.layout
         if not hit:
-            with _locked(self.root / "cuda" / f"{key}.lock"):
+            with _locked(self.root / "cuda" / f"{plan.key}.lock"):
                 hit = so_path.exists()
-                if not hit:
+                if not hit and plan.layout == "split":
+                    try:
+                        steps = self._build_split(plan, out_dir, so_path, start + self.timeout_s)
+                    except BuildError as exc:
+                        if not _shim_insufficient(exc.log):
+                            raise
+                        layout = "single"
+                        steps = [f"split failed ({str(exc)[:200]}): torch's layout"]
+                        key = content_key(spec, self.toolchain(), "single")
+                        out_dir = self.root / "cuda" / key
+                        so_path = out_dir / f"{name}.so"
+                        hit = so_path.exists()
+                if not hit and layout == "single":
                     self._build(spec, out_dir, so_path)
-        layout = "cached" if hit else "torch-ninja"
-        self.records.append(BuildRecord(name, key, hit, layout, time.monotonic() - start))
+        self.records.append(BuildRecord(name, out_dir.name, hit, "cached" if hit else
+                                        ("split" if layout == "split" else "torch-ninja"),
+                                        time.monotonic() - start, steps))
         return _import_so(name, so_path)
+
+    def _build_split(self, plan, out_dir: Path, so_path: Path, deadline: float) -> list[str]:
+        """Run the plan: the compile steps in parallel with the bindings (trusted copy, else a local one
+        in this job), then the link. Returns a line per step with its seconds."""
+        from verifier.backends.cuda_plan import BIND_OBJECT
+        from verifier.build import SHIM_HEADER, BuildError, InlineBuilder, _kill_compiler
+
+        shim = self.root / "shim" / "torch" / "extension.h"
+        shim.parent.mkdir(parents=True, exist_ok=True)
+        if not shim.exists() or shim.read_text() != SHIM_HEADER:
+            tmp = shim.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(SHIM_HEADER)
+            os.replace(tmp, shim)
+        tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        tmp_dir.mkdir(parents=True)
+        for fname, text in plan.files.items():
+            (tmp_dir / fname).write_text(text)
+        t0 = time.monotonic()
+        procs = []
+        try:
+            for step in plan.compile_steps:
+                log = open(tmp_dir / f"{step.name}.log", "w")  # noqa: SIM115 - closed below
+                procs.append((step, log, subprocess.Popen(list(step.argv), cwd=tmp_dir, stdout=log,
+                                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+            binder = InlineBuilder(self.root, timeout_s=self.timeout_s, shared=self.shared, request=self.request)
+            with binder._binding_object(plan.signatures, deadline) as (bind_obj, module):
+                bind_from = "shared" if self.shared and Path(self.shared) in bind_obj.parents else "local"
+                timings = []
+                for step, log, proc in procs:
+                    try:
+                        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        raise BuildError(f"the CUDA build timed out after {self.timeout_s:.0f} s ({step.name})",
+                                         [], "") from None
+                    log.close()
+                    text = (tmp_dir / f"{step.name}.log").read_text(errors="replace")
+                    if proc.returncode != 0 or not (tmp_dir / step.output).exists():
+                        message, diags = build_failure(text)
+                        raise BuildError(message, diags, text)
+                    timings.append(f"{step.name} {time.monotonic() - t0:.1f} s")
+            timings.append(f"bindings {bind_from} {time.monotonic() - t0:.1f} s")
+        except BaseException:
+            for _, log, proc in procs:
+                if proc.poll() is None:
+                    _kill_compiler(proc)
+                log.close()
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            raise
+        link = plan.link
+        argv = [str(bind_obj) if a == BIND_OBJECT else a for a in link.argv]
+        t1 = time.monotonic()
+        try:
+            proc = subprocess.run(argv, cwd=tmp_dir, capture_output=True, text=True,
+                                  timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            raise BuildError(f"the CUDA link timed out after {self.timeout_s:.0f} s", [], "") from None
+        if proc.returncode != 0 or not (tmp_dir / link.output).exists():
+            log = proc.stdout + proc.stderr
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+            message, diags = build_failure(log)
+            raise BuildError("linking failed: " + message, diags, log)
+        timings.append(f"link {time.monotonic() - t1:.1f} s")
+        (tmp_dir / "module.txt").write_text(module)
+        if out_dir.exists():
+            shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp_dir, out_dir)
+        return timings
 
     def _build(self, spec: dict, out_dir: Path, so_path: Path) -> None:
         from verifier.build import BuildError
@@ -197,5 +319,10 @@ class CudaBuilder:
 
 
 def install(job: dict, counter: dict, report: dict) -> None:
-    """Inside the sandbox: `load_inline` goes through the cached CUDA builder."""
-    install_inline_builder(CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300)), counter, report)
+    """Inside the sandbox: `load_inline` goes through the split CUDA builder; shared bindings come from
+    the trusted side (`need` requests), never from another candidate's build."""
+    from verifier.harness import request_artefact
+
+    builder = CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300),
+                          shared=job.get("shared_build_root"), request=request_artefact)
+    install_inline_builder(builder, counter, report)

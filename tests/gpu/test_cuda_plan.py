@@ -1,0 +1,225 @@
+"""The split CUDA build plan, without a GPU or nvcc: which files and commands a `load_inline` call
+becomes, what its content key depends on, when it falls back to torch's own layout, and that the
+kernel TU's entry points match the bindings object the trusted side builds. One test runs the whole
+split executor on the CPU, with a stand-in `nvcc` that compiles the `.cu` file as C++."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from tests.gpu.conftest import CANDIDATES
+from verifier.backends.cuda_plan import (
+    CUDA_PRELUDE,
+    Toolchain,
+    declarations_only,
+    normalise_spec,
+    plan_cuda_build,
+)
+from verifier.build import _shared_bindings, safe_type
+
+TOOLCHAIN = Toolchain(nvcc="/cuda/bin/nvcc", cxx="c++", arch="9.0", torch_includes=("/t/include", "/t/api"),
+                      torch_libdirs=("/t/lib",), cuda_include="/cuda/include", cuda_libdir="/cuda/lib64",
+                      env_key=("torch-x", "13.0"))
+
+
+def load_inline_call(path: Path) -> dict:
+    """The keyword arguments an honest candidate passes to load_inline (its module is run with a stub)."""
+    from torch.utils import cpp_extension
+
+    seen: dict = {}
+
+    def stub(*args, **kwargs):
+        seen.update(kwargs)
+        return types.SimpleNamespace()
+
+    original = cpp_extension.load_inline
+    cpp_extension.load_inline = stub
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), {"__name__": "plan_probe"})
+    finally:
+        cpp_extension.load_inline = original
+    return seen
+
+
+def spec_of(path: Path) -> dict:
+    kw = load_inline_call(path)
+    return normalise_spec(kw["name"], kw.get("cpp_sources"), kw.get("cuda_sources"), kw.get("functions"),
+                          kw.get("extra_cflags"), kw.get("extra_cuda_cflags"), kw.get("extra_ldflags"),
+                          kw.get("extra_include_paths"), kw.get("with_cuda"))
+
+
+HONEST = sorted((CANDIDATES / "cuda").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.stem)
+def test_honest_kernels_get_the_split_layout(path):
+    spec = spec_of(path)
+    plan = plan_cuda_build(spec, TOOLCHAIN, "/job/build/shim")
+    assert plan.layout == "split", plan.reason
+    kernel = plan.compile_steps[0]
+    assert kernel.argv[0] == "/cuda/bin/nvcc" and kernel.argv[-4:] == ("-c", "cuda.cu", "-o", "cuda.o")
+    assert "-gencode=arch=compute_90,code=sm_90" in kernel.argv
+    argv = list(kernel.argv)
+    # the shim's torch/extension.h must win over torch's own: -I is searched before -isystem
+    assert argv.index("/job/build/shim") < argv.index("/t/include")
+    assert [s.name for s in plan.compile_steps] == ["kernel"], "declaration-only cpp_sources need no host TU"
+    assert plan.link.argv[0] == "c++" and "-shared" in plan.link.argv and "-lcudart" in plan.link.argv
+    assert plan.link.argv[-2:] == ("-o", f"{spec['name']}.so")
+    # the person's CUDA text starts on line 4, as in torch's cuda.cu: compiler lines map back alike
+    cu = plan.files["cuda.cu"].splitlines()
+    person = "\n".join(spec["cuda_sources"]).splitlines()
+    assert CUDA_PRELUDE.count("\n") == 3 and cu[3:3 + len(person)] == person
+    for i, fn in enumerate(spec["functions"]):
+        assert f"(*evk_fn{i})" in plan.files["cuda.cu"] and f'evk_name{i} = "{fn}"' in plan.files["cuda.cu"]
+    assert all(safe_type(s.ret) and all(safe_type(p) for p in s.params) for s in plan.signatures), \
+        "the trusted side must accept the bindings request"
+
+
+def test_entry_points_match_the_trusted_bindings_object():
+    """The extern declarations in the bindings TU (verifier.build) must name exactly the pointer types the
+    kernel TU defines, or the link fails (or worse, calls through the wrong type)."""
+    plan = plan_cuda_build(spec_of(CANDIDATES / "cuda" / "layernorm.py"), TOOLCHAIN, "/s")
+    bind = _shared_bindings("evk_bind_x", plan.signatures)
+    for line in plan.files["cuda.cu"].splitlines():
+        m = re.match(r"(__attribute__.*\(\*evk_fn\d+\)\(.*\)) = &\w+;", line)
+        if m:
+            assert f"extern {m.group(1)};" in bind, (m.group(1), bind)
+
+
+def test_content_key_and_bindings_request():
+    spec = spec_of(CANDIDATES / "cuda" / "relu.py")
+    plan = plan_cuda_build(spec, TOOLCHAIN, "/s")
+    assert plan_cuda_build(dict(spec), TOOLCHAIN, "/s").key == plan.key, "unchanged source: same key (a hit)"
+    changed = {**spec, "cuda_sources": [spec["cuda_sources"][0].replace("256", "128")]}
+    other = plan_cuda_build(changed, TOOLCHAIN, "/s")
+    assert other.key != plan.key and other.bind_request() == plan.bind_request(), \
+        "a changed kernel is rebuilt but reuses the bindings (same function types)"
+    renamed = {**spec, "name": "evk_other", "functions": ["relu_forward2"],
+               "cuda_sources": [spec["cuda_sources"][0].replace("relu_forward(", "relu_forward2(")]}
+    assert plan_cuda_build(renamed, TOOLCHAIN, "/s").bind_request() == plan.bind_request()
+    assert plan.bind_request() == {"signatures": [["torch::Tensor", ["torch::Tensor"]]]}
+    h100 = dataclasses.replace(TOOLCHAIN, arch="9.0")
+    a100 = dataclasses.replace(TOOLCHAIN, arch="8.0")
+    assert plan_cuda_build(spec, a100, "/s").key != plan_cuda_build(spec, h100, "/s").key
+    assert plan_cuda_build({**spec, "extra_cuda_cflags": ["-O2"]}, TOOLCHAIN, "/s").key != plan.key
+
+
+def test_person_named_architecture_is_kept():
+    spec = spec_of(CANDIDATES / "cuda" / "relu.py")
+    spec["extra_cuda_cflags"] = ["-O3", "-arch=sm_90a"]
+    argv = plan_cuda_build(spec, TOOLCHAIN, "/s").compile_steps[0].argv
+    assert not any(a.startswith("-gencode") for a in argv) and "-arch=sm_90a" in argv
+    ptx = dataclasses.replace(TOOLCHAIN, arch="9.0+PTX")
+    argv = plan_cuda_build(spec_of(CANDIDATES / "cuda" / "relu.py"), ptx, "/s").compile_steps[0].argv
+    assert "-gencode=arch=compute_90,code=compute_90" in argv
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda s: {**s, "cuda_sources": [s["cuda_sources"][0] + "\nPYBIND11_MODULE(x, m) {}\n"]}, "PYBIND11_MODULE"),
+    (lambda s: {**s, "cpp_sources": [s["cpp_sources"][0] + "\nnamespace py = pybind11;\n"]}, "pybind11"),
+    (lambda s: {**s, "cuda_sources": []}, "no cuda_sources"),
+    (lambda s: {**s, "functions": []}, "no functions"),
+    (lambda s: {**s, "functions": ["not_defined_anywhere"]}, "could not be read"),
+])
+def test_what_the_shim_cannot_serve_uses_torchs_layout(change, why):
+    spec = change(spec_of(CANDIDATES / "cuda" / "relu.py"))
+    plan = plan_cuda_build(spec, TOOLCHAIN, "/s")
+    assert plan.layout == "single" and why in plan.reason and not plan.compile_steps
+
+
+def test_definitions_in_cpp_sources_get_a_host_tu():
+    cuda = "__global__ void k(float* y) {}\nvoid launch(float* y, int64_t n) { k<<<1, 1>>>(y); }\n"
+    cpp = "void launch(float* y, int64_t n);\ntorch::Tensor fwd(torch::Tensor x) {\n  launch(x.data_ptr<float>(), x.numel());\n  return x;\n}\n"
+    plan = plan_cuda_build(normalise_spec("evk_h", cpp, cuda, ["fwd"]), TOOLCHAIN, "/s")
+    assert plan.layout == "split" and [s.name for s in plan.compile_steps] == ["kernel", "host"]
+    assert plan.files["main.cpp"].startswith("#include <torch/extension.h>\n" + cpp)
+    assert '(*evk_fn0)(torch::Tensor) = &fwd;' in plan.files["main.cpp"]
+    assert "evk_fn0" not in plan.files["cuda.cu"]
+    assert plan.link.argv[1:4] == ("cuda.o", "main.o", "@bind.o@"), "objects before the libraries (--as-needed)"
+
+
+def test_declarations_only():
+    assert declarations_only("#include <torch/extension.h>\n// doc\ntorch::Tensor f(torch::Tensor x);\n\n")
+    assert declarations_only("std::vector<torch::Tensor> g(torch::Tensor a, int64_t n);")
+    assert not declarations_only("torch::Tensor f(torch::Tensor x) { return x; }")
+    assert not declarations_only("static int counter = 0;")
+
+
+FAKE_NVCC = """#!{python}
+# Stand-in for nvcc on a machine without CUDA: the same command, compiled by g++ as C++.
+import subprocess, sys
+out = []
+for a in sys.argv[1:]:
+    if a.startswith(("-gencode", "--expt")) or a.startswith("-D__CUDA_NO"):
+        continue
+    if a == "-Xcompiler":
+        continue
+    out.append(a)
+sys.exit(subprocess.call(["c++", "-x", "c++", "-I", {fake_include!r}, *out]))
+"""
+
+
+@pytest.mark.slow
+def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_build_root):
+    """The executor end to end: nvcc (a stand-in) and the bindings in parallel, the trusted copy of the
+    bindings used when it exists, the link, the import under the bindings' module, the record's steps;
+    a second call is a content-cache hit; an error in the kernel TU maps to the person's line."""
+    import torch
+
+    from verifier.backends.cuda import CudaBuilder
+    from verifier.build import BuildError, _torch_paths
+
+    fake_include = tmp_path / "fake-cuda-include"
+    fake_include.mkdir()
+    (fake_include / "cuda.h").write_text("#pragma once\n")
+    (fake_include / "cuda_runtime.h").write_text("#pragma once\n")
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable, fake_include=str(fake_include)))
+    nvcc.chmod(0o755)
+    includes, libdirs = _torch_paths()
+    chain = Toolchain(nvcc=str(nvcc), cxx="c++", arch="9.0", torch_includes=tuple(includes),
+                      torch_libdirs=tuple(libdirs), cuda_include=str(fake_include), cuda_libdir=libdirs[0],
+                      env_key=("cpu-test",), libs=("-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"))
+    cuda = textwrap.dedent("""
+        #include <torch/extension.h>
+        torch::Tensor twice(torch::Tensor x) {
+            auto y = torch::empty_like(x);
+            const float* a = x.data_ptr<float>();
+            float* b = y.data_ptr<float>();
+            for (int64_t i = 0; i < x.numel(); ++i) b[i] = 2.0f * a[i];
+            return y;
+        }
+        """)
+    shared = shared_build_root / "shared"
+    requests = []
+
+    def trusted_side(kind, spec):  # what api._Run._serve_request does for a `need` mark
+        from verifier.build import build_shared
+
+        requests.append((kind, spec))
+        assert build_shared(shared, kind, spec)
+
+    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    mod = builder.load_inline("evk_twice", "torch::Tensor twice(torch::Tensor x);", cuda, functions=["twice"])
+    x = torch.arange(6, dtype=torch.float32)
+    assert torch.equal(mod.twice(x), 2 * x)
+    rec = builder.records[-1]
+    assert rec.layout == "split" and not rec.cache_hit
+    assert [s.split()[0] for s in rec.steps] == ["kernel", "bindings", "link"], rec.steps
+    assert rec.steps[1].startswith("bindings shared"), "the trusted copy of the bindings is linked"
+    assert requests in ([], [("bind", {"signatures": [["torch::Tensor", ["torch::Tensor"]]]})])
+    assert not (tmp_path / "job" / "bind").exists(), "the job built no bindings of its own"
+    again = builder.load_inline("evk_twice", "torch::Tensor twice(torch::Tensor x);", cuda, functions=["twice"])
+    assert builder.records[-1].cache_hit and torch.equal(again.twice(x), 2 * x)
+    bad = cuda.replace("return y;", "return undefined_thing;")
+    with pytest.raises(BuildError) as exc:
+        builder.load_inline("evk_twice_bad", "torch::Tensor twice(torch::Tensor x);", bad, functions=["twice"])
+    line = bad.splitlines().index("    return undefined_thing;") + 1
+    assert any(d.startswith(f"cuda_sources:{line}: error:") for d in exc.value.diagnostics), exc.value.diagnostics

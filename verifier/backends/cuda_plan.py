@@ -1,0 +1,248 @@
+"""The split CUDA build, as pure functions: from a `load_inline` call and a toolchain description to
+the files to write and the commands to run. Nothing here starts a compiler, so it is tested without one.
+
+Torch's own `load_inline` compiles two heavy translation units on every change: `main.cpp` (the whole
+torch C++ API and pybind11) and `cuda.cu` (`torch/types.h` through nvcc), 25-70 s cold. The split
+layout, as the CPU backend does it (`verifier.build`):
+
+* **kernel TU** `cuda.cu`: the person's `cuda_sources` behind the light ATen shim (`#include
+  <torch/extension.h>` resolves to it), plus hidden entry points (`evk_fn<i>`, `evk_name<i>`) for
+  the bound functions. Built by nvcc inside the candidate's sandbox: it is candidate-controlled
+  and never leaves that job.
+* **host TU** `main.cpp`, only when `cpp_sources` holds more than declarations: built by g++ with
+  the same shim, in the sandbox.
+* **bindings** `bind.o`: the pybind11 module keyed by the bound functions' *types* only (the CPU
+  backend's `bind-v2` object, byte-for-byte the same artefact). The sandbox never builds a shared
+  one: it asks the trusted side with a `need` request (`kind="bind"`), exactly like the CPU backend,
+  and only a copy in its own job directory is built locally when the trusted side refuses.
+* **link**: g++ `-shared` over those objects (the bindings object's path put in by the executor) with
+  torch's CUDA libraries and cudart; the module imports under the bindings' module name.
+
+Anything the shim cannot serve (pybind11 or `py::` in the sources, a module of its own, a bound
+function whose definition or types cannot be read) plans the `single` layout: torch's own
+`load_inline`, as before. Line numbers stay the person's: `cuda.cu` and `main.cpp` carry exactly the
+lines torch's layout prepends (3 and 1), so `map_cuda_diagnostics` maps both layouts alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+
+from verifier.build import Signature, extract_declarations, signature_of
+
+# What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
+CUDA_PRELUDE = "#include <torch/extension.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+HOST_PRELUDE = "#include <torch/extension.h>\n"
+COMMON_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+                     "--expt-relaxed-constexpr")
+TORCH_CUDA_LIBS = ("-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch", "-ltorch_python")
+_SINGLE_MARKERS = ("py::", "pybind11", "PYBIND11_MODULE", "torch::autograd", "torch::nn", "torch::jit",
+                   "torch/torch.h", "torch/python.h", "TORCH_LIBRARY")
+BIND_OBJECT = "@bind.o@"  # replaced by the bindings object's path (before the libraries: --as-needed)
+_HIDDEN = '__attribute__((visibility("hidden")))'
+_DECL_ONLY = re.compile(r"^\s*(#\s*include\s*[<\"][^>\"]*[>\"]|#\s*pragma\s+once|[\w:<>,\s\*&]+\([^;{}]*\)\s*;)?\s*$")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the compilers, headers and libraries are; `env_key` names the versions that make an object
+    file incompatible (torch, CUDA, nvcc, the host compiler, Python)."""
+
+    nvcc: str
+    cxx: str
+    arch: str
+    torch_includes: tuple[str, ...]
+    torch_libdirs: tuple[str, ...]
+    cuda_include: str
+    cuda_libdir: str
+    env_key: tuple = ()
+    std: str = "c++20"
+    libs: tuple[str, ...] = (*TORCH_CUDA_LIBS, "-lcudart")
+
+    def arch_flags(self, extra_cuda_cflags: list[str]) -> list[str]:
+        """`-gencode` for this GPU (as torch does), unless the person named an architecture."""
+        if any("arch" in f or "-gencode" in f for f in extra_cuda_cflags):
+            return []
+        flags = []
+        for arch in self.arch.replace(",", ";").split(";"):
+            arch = arch.strip()
+            if not arch:
+                continue
+            ptx = arch.endswith("+PTX")
+            num = arch.replace("+PTX", "").replace(".", "")
+            flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+            if ptx:
+                flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+        return flags
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of the plan, run in the build directory; `output` is the file it must leave."""
+
+    name: str
+    argv: tuple[str, ...]
+    output: str
+
+
+@dataclass
+class CudaPlan:
+    """What to build for one `load_inline` call."""
+
+    layout: str  # "split" or "single"
+    key: str
+    name: str
+    reason: str = ""  # why the single layout
+    signatures: list[Signature] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # file name -> text, written before the steps
+    compile_steps: list[Step] = field(default_factory=list)  # independent: run in parallel
+    link: Step | None = None  # after the compile steps, with the bindings object appended
+
+    def bind_request(self) -> dict:
+        """The `need` request for the trusted side's bindings object (`verifier.build.build_shared`)."""
+        return {"signatures": [[s.ret, list(s.params)] for s in self.signatures]}
+
+
+def _digest(*parts: object) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(json.dumps(p, sort_keys=True, default=str).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _as_list(x) -> list[str]:
+    if x is None:
+        return []
+    return [x] if isinstance(x, str) else [str(v) for v in x]
+
+
+def function_names(functions) -> list[str]:
+    """`functions` as load_inline takes it: a name, a list of names, or a dict of name -> docstring."""
+    if functions is None:
+        return []
+    if isinstance(functions, str):
+        return [functions]
+    if isinstance(functions, dict):
+        return [str(k) for k in functions]
+    return [str(f) for f in functions]
+
+
+def normalise_spec(name, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
+                   extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, with_cuda=None) -> dict:
+    """The arguments that decide what gets built, in one JSON-able form (the content key hashes it)."""
+    return {"name": name, "cpp_sources": _as_list(cpp_sources), "cuda_sources": _as_list(cuda_sources),
+            "functions": function_names(functions), "extra_cflags": _as_list(extra_cflags),
+            "extra_cuda_cflags": _as_list(extra_cuda_cflags), "extra_ldflags": _as_list(extra_ldflags),
+            "extra_include_paths": _as_list(extra_include_paths), "with_cuda": with_cuda}
+
+
+def content_key(spec: dict, toolchain: Toolchain, layout: str) -> str:
+    """Same sources, flags, toolchain and GPU architecture: same key (an unchanged kernel is a hit)."""
+    return _digest("cuda-v2", layout, spec, toolchain.env_key, toolchain.arch, toolchain.std)
+
+
+def declarations_only(cpp_text: str) -> bool:
+    """True when the C++ sources hold only includes and function declarations (KernelBench's usual
+    `torch::Tensor f(torch::Tensor x);`): then no host TU is needed."""
+    from verifier.build import _strip_comments
+
+    return all(_DECL_ONLY.match(line) for line in _strip_comments(cpp_text).splitlines())
+
+
+def find_signatures(cuda_text: str, cpp_text: str, functions: list[str]) -> tuple[list[Signature], list[str]] | None:
+    """Each bound function's types, read from its definition, and which TU ("cuda" or "host") defines
+    it; None when one cannot be read (then torch's own layout builds it)."""
+    sigs, where = [], []
+    for fn in functions:
+        found = None
+        for tu, text in (("cuda", cuda_text), ("host", cpp_text)):
+            decls = extract_declarations(text, [fn]) if text else None
+            sig = signature_of(decls[0], fn) if decls else None
+            if sig is not None:
+                found = (sig, tu)
+                break
+        if found is None:
+            return None
+        sigs.append(found[0])
+        where.append(found[1])
+    return sigs, where
+
+
+def trampolines(entries: list[tuple[int, str, Signature]]) -> str:
+    """Appended to the TU that defines the functions: a hidden pointer and name per bound function, read
+    by the signature-keyed bindings (the same symbols as `verifier.build._trampolines`)."""
+    lines = ["// EvoKernel: entry points for the signature-keyed Python bindings"]
+    for i, fn, sig in entries:
+        lines.append(f"{_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)}) = &{fn};")
+        lines.append(f'{_HIDDEN} const char* evk_name{i} = "{fn}";')
+    return "\n".join(lines) + "\n"
+
+
+def _includes(toolchain: Toolchain, shim_dir: str, user_includes: list[str]) -> list[str]:
+    flags = ["-I", shim_dir]
+    for inc in user_includes:
+        flags += ["-I", inc]
+    for inc in (*toolchain.torch_includes, toolchain.cuda_include):
+        flags += ["-isystem", inc]
+    return flags
+
+
+def single_reason(spec: dict) -> str:
+    """Why the split layout cannot serve this call ("" when it can)."""
+    text = "\n".join(spec["cpp_sources"] + spec["cuda_sources"])
+    if not spec["cuda_sources"]:
+        return "no cuda_sources"
+    if not spec["functions"]:
+        return "no functions to bind"
+    marker = next((m for m in _SINGLE_MARKERS if m in text), None)
+    if marker:
+        return f"the sources use {marker}"
+    if spec.get("with_cuda") is False:
+        return "with_cuda=False"
+    return ""
+
+
+def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str) -> CudaPlan:
+    """The build for one normalised `load_inline` call (`normalise_spec`). `shim_dir` holds the light
+    `torch/extension.h` (verifier.build.SHIM_HEADER)."""
+    name = spec["name"]
+    reason = single_reason(spec)
+    found = None
+    if not reason:
+        cuda_text = "\n".join(spec["cuda_sources"])
+        cpp_text = "\n".join(spec["cpp_sources"])
+        found = find_signatures(cuda_text, cpp_text, spec["functions"])
+        if found is None:
+            reason = "a bound function's definition or types could not be read"
+    if reason or found is None:
+        return CudaPlan("single", content_key(spec, toolchain, "single"), name, reason=reason)
+    sigs, where = found
+    key = content_key(spec, toolchain, "split")
+    fns = spec["functions"]
+    cuda_entries = [(i, fn, s) for i, (fn, s, w) in enumerate(zip(fns, sigs, where, strict=True)) if w == "cuda"]
+    host_entries = [(i, fn, s) for i, (fn, s, w) in enumerate(zip(fns, sigs, where, strict=True)) if w == "host"]
+    files = {"cuda.cu": CUDA_PRELUDE + cuda_text + "\n" + trampolines(cuda_entries)}
+    includes = _includes(toolchain, shim_dir, spec["extra_include_paths"])
+    defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={name}"]
+    nvcc = [toolchain.nvcc, *toolchain.arch_flags(spec["extra_cuda_cflags"]), *includes, *defines,
+            *COMMON_NVCC_FLAGS, "-Xcompiler", "-fPIC", *spec["extra_cuda_cflags"]]
+    if not any(f.startswith("-std=") for f in spec["extra_cuda_cflags"]):
+        nvcc.append(f"-std={toolchain.std}")
+    steps = [Step("kernel", (*nvcc, "-c", "cuda.cu", "-o", "cuda.o"), "cuda.o")]
+    objects = ["cuda.o"]
+    if host_entries or not declarations_only(cpp_text):
+        files["main.cpp"] = HOST_PRELUDE + cpp_text + "\n" + trampolines(host_entries)
+        cxx = [toolchain.cxx, *includes, *defines, "-fPIC", f"-std={toolchain.std}", *spec["extra_cflags"]]
+        steps.append(Step("host", (*cxx, "-c", "main.cpp", "-o", "main.o"), "main.o"))
+        objects.append("main.o")
+    ld = ["-shared"]
+    for d in toolchain.torch_libdirs:
+        ld += [f"-L{d}", f"-Wl,-rpath,{d}"]
+    ld += [f"-L{toolchain.cuda_libdir}", *toolchain.libs, *spec["extra_ldflags"]]
+    link = Step("link", (toolchain.cxx, *objects, BIND_OBJECT, *ld, "-o", f"{name}.so"), f"{name}.so")
+    return CudaPlan("split", key, name, signatures=sigs, files=files, compile_steps=steps, link=link)
