@@ -44,13 +44,13 @@ THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
 MAX_RUN_STEPS = 100
 
 
-def read_events(session_dir: Path) -> list[Any]:
-    """The recorded events of a session folder: `core.events.read_events` (a torn last line is skipped);
-    a log damaged elsewhere shows nothing rather than half a session (opening it says why)."""
+def read_events(session_dir: Path) -> list[dict[str, Any]]:
+    """The recorded events of a session folder in their stored (dict) form, read by `core.events.read_events`
+    (a torn last line is skipped); a log damaged elsewhere shows nothing rather than half a session."""
     from core.events import read_events as read_log
 
     try:
-        return read_log(Path(session_dir))
+        return [event.to_dict() for event in read_log(Path(session_dir))]
     except (OSError, ValueError):
         return []
 
