@@ -86,3 +86,29 @@ def test_skipped_task_costs_no_model_call_and_is_reported_apart(tmp_path):
     assert "| 100_Huge_ReLU | 1 | skipped (the reference needs too much) |" in text
     assert "Skipped (the reference cannot run here; not in any rate): 1 task: 100_Huge_ReLU." in text
     assert json.loads((tmp_path / "out" / "bench.json").read_text())["outcomes"][1]["skipped"]
+
+
+def test_bench_command_on_a_kernelbench_checkout(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import evokernel_tui.commands.bench as bench_cmd
+    from evokernel_tui.cli import cli
+
+    monkeypatch.setattr(bench_cmd, "JOB", fake_verify)
+    monkeypatch.setattr(bench_cmd, "task_shapes", lambda task: "")
+    script = write_script(tmp_path / "s.json", {"19_ReLU": [reply("feasible", 2.0)]})
+    base = ["bench", "--kernelbench", str(KB), "--model", f"scripted:{script}", "--draft-steps", "1",
+            "--refine-steps", "0", "--executor", "inprocess", "--fresh-memory"]
+    ambiguous = CliRunner().invoke(cli, [*base, "--levels", "1,2", "--tasks", "12", "--out", str(tmp_path / "a")])
+    assert ambiguous.exit_code == 1 and "1/12 or 2/12" in ambiguous.output and "Traceback" not in ambiguous.output
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, [*base, "--levels", "1", "--tasks", "19,100", "--out", str(out)],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "100_Huge_ReLU: skipped (the reference needs about 12.0 GiB" in result.output
+    assert "Skipped (reference cannot run here): 1." in result.output
+    data = json.loads((out / "bench.json").read_text())
+    assert data["settings"]["suite"] == f"kernelbench:{KB}" and data["settings"]["tolerance"] == "kernelbench"
+    relu, huge = outcomes_of(data)
+    assert relu.feasible and huge.skipped and huge.kernels == 0
+    assert [s["tasks"] for s in data["summary"]] == [1, 1]
