@@ -13,6 +13,7 @@ session (`core.session`), the app's view (`evokernel_tui.view`) and the command 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -412,8 +413,9 @@ class Event:
     def of(cls, payload: Payload, step: int = 0) -> Event:
         return cls(payload.KIND, payload.to_data(), step=step)
 
-    @property
+    @functools.cached_property
     def payload(self) -> Payload:
+        """Read once per event (events are not changed once recorded)."""
         return PAYLOADS.get(self.kind, UnknownPayload).from_data(self.data)
 
     def to_dict(self) -> dict[str, Any]:

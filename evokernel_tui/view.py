@@ -298,7 +298,8 @@ def _copy_state(view: SessionView, payload: Any) -> None:
         view.manual, view.model = st.manual, str(st.model or "")
     view.stage = st.stage
     view.tokens, view.cost_known, view.cost_unknown = st.tokens, st.cost_known, st.cost_unknown
-    view.versions = {a.version: a.source for a in st.history}
+    if len(view.versions) != len(st.history):  # kernels are only ever appended
+        view.versions = {a.version: a.source for a in st.history}
     view.best_version = st.best_version
     pending = st.pending
     view.pending = pending.source if pending is not None else None
