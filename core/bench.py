@@ -639,7 +639,7 @@ def reference_skip_reason(task: Task, memory_gb: float, timeout_s: float = 300) 
     if estimate is not None and memory_refusal(task.name, estimate, memory_gb):
         return f"the reference needs {estimate.describe()}, over the {memory_gb:g} GiB limit; raise --memory-gb"
     try:
-        validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb)
+        validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb)  # at the default limit, `task_shapes` reuses it
     except TaskError as exc:
         return f"the reference cannot run here: {str(exc).removeprefix(f'task {task.name}: ')}"
     return None
