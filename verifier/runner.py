@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
+from verifier.gpu_timing import L2_FLUSH_BYTES
+
 _perf_ns = time.perf_counter_ns
+# CUDA entry points taken when this module is imported (before any candidate code runs in the harness),
+# and the L2 flush buffer; a dict filled in place, so the harness's identity snapshot of this module
+# stays the same.
+_CUDA: dict = {}
+HIDDEN_RATIO = 1.25  # host-seen time beyond the events' by this factor (plus HIDDEN_SLACK_MS): work off the stream
+HIDDEN_SLACK_MS = 0.015
 
 
 def dtype_name(torch, dtype) -> str:
@@ -131,7 +140,10 @@ def sync(torch, device: str) -> None:
 
 def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool = True) -> tuple[list[float], list]:
     """One timed call per input set, each on fresh content refilled outside the timed region; returns
-    per-call milliseconds and (cloned, outside the timer) outputs for the sampled checks."""
+    per-call milliseconds and (cloned, outside the timer) outputs for the sampled checks. On CUDA each
+    call is timed by events with the L2 cache flushed first (`_time_round_cuda`)."""
+    if device == "cuda":
+        return _time_round_cuda(torch, model, sets, keep_outputs)
     times: list[float] = []
     kept: list = []
     persistent = None
@@ -147,5 +159,71 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
     return times, kept
 
 
+def _take_cuda_refs(torch) -> None:
+    if "event" not in _CUDA:
+        _CUDA.update(event=torch.cuda.Event, record=torch.cuda.Event.record, elapsed=torch.cuda.Event.elapsed_time,
+                     sync=torch.cuda.synchronize, zero=torch.Tensor.zero_)
+
+
+def _cuda_refs(torch) -> dict:
+    """The CUDA entry points (taken once, as early as possible) and a 256 MB buffer to flush the L2."""
+    _take_cuda_refs(torch)
+    if "flush" not in _CUDA:
+        _CUDA["flush"] = torch.empty(max(1, L2_FLUSH_BYTES // 4), dtype=torch.int32, device="cuda")
+    return _CUDA
+
+
+def cuda_call_ms(event_ms: float, host_ms: float, empty_ms: float) -> float:
+    """One call's time: the CUDA events' (as `triton.testing.do_bench` reads it) unless the host saw the
+    device busy clearly longer than the events on the current stream did, i.e. work was queued on
+    another stream: then the host's figure, less what an empty call costs it."""
+    seen = max(0.0, host_ms - empty_ms)
+    return seen if seen > HIDDEN_RATIO * event_ms + HIDDEN_SLACK_MS else event_ms
+
+
+def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool) -> tuple[list[float], list]:
+    """As `time_round`, timed as `do_bench` does: the L2 flush is queued first (the launch overhead hides
+    behind it), then events around the call on the current stream, then a device synchronise. The host's
+    clock around the same span, less an empty call's, catches work the events cannot see."""
+    c = _cuda_refs(torch)
+    event, record, elapsed, sync, zero, flush = c["event"], c["record"], c["elapsed"], c["sync"], c["zero"], c["flush"]
+    empty = []
+    for _ in range(3):
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        sync()
+        zero(flush)
+        t0 = _perf_ns()
+        record(start)
+        record(end)
+        sync()
+        empty.append((_perf_ns() - t0) / 1e6)
+    empty_ms = min(empty)
+    times: list[float] = []
+    kept: list = []
+    persistent = None
+    for fresh in sets:
+        persistent = refill(torch, persistent, fresh)
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        sync()
+        zero(flush)
+        t0 = _perf_ns()
+        record(start)
+        out = model(*persistent)
+        record(end)
+        sync()
+        host_ms = (_perf_ns() - t0) / 1e6
+        times.append(cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms))
+        if keep_outputs:
+            kept.append([o.detach().clone() for o in plain_outputs(torch, out)])
+    return times, kept
+
+
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
     return [load_args(torch, np, directory, device, prefix=f"s{k}_in") for k in range(count)]
+
+
+if "torch" in sys.modules:  # the harness and the reference worker import torch first: take the references now
+    try:
+        _take_cuda_refs(sys.modules["torch"])
+    except AttributeError:
+        pass

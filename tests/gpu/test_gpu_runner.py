@@ -1,0 +1,79 @@
+"""`verifier.runner.time_round` on CUDA: CUDA events with the L2 flushed before each call (what both
+sides of the paired measurement run), the host's view catching work hidden on another stream, and the
+CPU path left as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier import runner
+from verifier.runner import cuda_call_ms, time_round
+
+
+def test_events_are_the_figure_unless_the_host_saw_much_more():
+    assert cuda_call_ms(0.030, 0.032, 0.004) == 0.030, "host jitter around a short call keeps the event time"
+    assert cuda_call_ms(0.100, 0.130, 0.010) == 0.100
+    assert cuda_call_ms(0.010, 2.010, 0.010) == pytest.approx(2.0), "2 ms of work off the timed stream"
+    assert cuda_call_ms(0.5, 0.2, 0.3) == 0.5, "never below the events"
+
+
+def test_cpu_rounds_never_touch_cuda():
+    import torch
+
+    calls = []
+
+    def model(x):
+        calls.append(x.clone())
+        return x * 2
+
+    sets = [[torch.full((4,), float(k))] for k in range(3)]
+    times, kept = time_round(torch, model, sets, "cpu")
+    assert len(times) == 3 and all(t >= 0 for t in times)
+    assert [c[0].item() for c in calls] == [0.0, 1.0, 2.0] and [k[0][0].item() for k in kept] == [0.0, 2.0, 4.0]
+    assert "flush" not in runner._CUDA
+
+
+@pytest.mark.gpu
+def test_cuda_round_matches_do_bench_within_5_percent():
+    import torch
+    from triton.testing import do_bench
+
+    x = torch.randn(4096, 4096, device="cuda")
+
+    def fn(t):
+        return torch.softmax(t, dim=-1)
+
+    for _ in range(5):
+        fn(x)
+    times, _ = time_round(torch, fn, [[x]] * 200, "cuda", keep_outputs=False)
+    ours = sorted(times)[len(times) // 2]
+    theirs = do_bench(lambda: fn(x), warmup=25, rep=300, return_mode="median")
+    assert abs(ours / theirs - 1.0) <= 0.05, (ours, theirs)
+
+
+@pytest.mark.gpu
+def test_work_on_a_non_blocking_stream_is_still_timed():
+    """A side stream the events on the current stream cannot see: the host's clock still counts it."""
+    import torch
+
+    cupy = pytest.importorskip("cupy")
+    raw = cupy.cuda.Stream(non_blocking=True)
+    side = torch.cuda.ExternalStream(raw.ptr)
+    x = torch.randn(1024, device="cuda")
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+
+    def hidden(t):
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(2_000_000)  # about a millisecond or more of spinning on the side stream
+            y = t * 2
+        return y
+
+    def visible(t):
+        torch.cuda._sleep(2_000_000)
+        return t * 2
+
+    hid, _ = time_round(torch, hidden, [[x]] * 5, "cuda", keep_outputs=False)
+    vis, _ = time_round(torch, visible, [[x]] * 5, "cuda", keep_outputs=False)
+    hid_ms, vis_ms = sorted(hid)[2], sorted(vis)[2]
+    assert vis_ms > 0.3 and hid_ms > 0.7 * vis_ms, (hid, vis)
