@@ -112,3 +112,16 @@ def test_bench_command_on_a_kernelbench_checkout(tmp_path, monkeypatch):
     relu, huge = outcomes_of(data)
     assert relu.feasible and huge.skipped and huge.kernels == 0
     assert [s["tasks"] for s in data["summary"]] == [1, 1]
+
+
+def test_replay_keeps_the_recorded_suite_label(tmp_path):
+    from core.bench import replay_bench
+
+    tasks = select_tasks(kernelbench=KB, levels=[1], names=["19"])
+    script = write_script(tmp_path / "s.json", {"19_ReLU": [reply("feasible", 2.0)]})
+    run_bench(tasks, tmp_path / "run", BenchConfig(draft_steps=1, refine_steps=0, suite=f"kernelbench:{KB}"),
+              ModelSource(ModelConfig(f"scripted:{script}")), memory=None, executor=InProcessExecutor(), job=fake_verify)
+    replayed = replay_bench(tmp_path / "run", tmp_path / "again", BenchConfig(), executor=InProcessExecutor(),
+                            job=fake_verify)
+    assert replayed["settings"]["suite"] == f"kernelbench:{KB}"
+    assert render_markdown(replayed).startswith(f"# Bench replay: kernelbench:{KB} on cpu")
