@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.table import Table
 from rich.text import Text
 
@@ -89,7 +91,9 @@ def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None 
     if task.description:
         rows.append(("what", task.description))
     if getattr(task, "path", None):
-        rows.append(("file", str(task.path)))
+        path = Path(str(task.path))
+        builtin = path.parent.name == "builtin_tasks"
+        rows.append(("file", f"built-in: core/builtin_tasks/{path.name}" if builtin else str(path)))
     if info is not None:
         rows.append(("inputs", "; ".join(spec.short() for spec in info.inputs) or "none"))
         rows.append(("outputs", "; ".join(spec.short() for spec in info.outputs) or "none"))

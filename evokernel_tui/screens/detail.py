@@ -42,7 +42,7 @@ def gate_detail_text(gate: GateView) -> str:
             lines.append(f"{key}: {detail.pop(key)}")
     if detail:
         lines += ["", "Detail:"] + [f"  {k}: {_short(v)}" for k, v in detail.items()]
-    if len(lines) == 1:
+    if len(lines) == 1 and not gate.detail.get("top_ops"):
         lines += ["", "No detail recorded for this gate yet."]
     return "\n".join(lines)
 

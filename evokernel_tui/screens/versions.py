@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-COLUMNS = ("v", "author", "stage", "outcome", "median ms", "spread", "runs", "speedup", "status")
+COLUMNS = ("v", "author", "stage", "outcome", "ms", "IQR ms", "runs", "speedup", "status")
 
 
 @dataclass
