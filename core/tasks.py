@@ -314,7 +314,10 @@ DEFAULT_PROBE_MEMORY_GB = 8.0
 
 
 def _limit_memory(memory_gb: float | None):
-    """A preexec function that caps the child's address space (the probe allocates what the task asks for)."""
+    """A preexec function that caps the child's data memory (the probe allocates what the task asks for).
+
+    RLIMIT_DATA, not RLIMIT_AS: it counts what is allocated (heap, anonymous mappings) but not address
+    space merely reserved, which CUDA reserves by the terabyte when a task moves its inputs to the GPU."""
     if not memory_gb or os.name != "posix":
         return None
     limit = int(memory_gb * 1024**3)
@@ -322,7 +325,7 @@ def _limit_memory(memory_gb: float | None):
     def apply() -> None:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     return apply
 
