@@ -132,6 +132,8 @@ MODULE_HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_
 MUTABLE_FACTORIES = {"dict", "list", "set", "bytearray", "deque", "defaultdict", "OrderedDict", "Counter",
                      "SimpleNamespace", "ChainMap", "collections.deque", "collections.defaultdict",
                      "collections.OrderedDict", "collections.Counter", "collections.ChainMap"}
+CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "remove", "update", "setdefault", "add",
+                      "discard", "appendleft", "extendleft", "__setitem__", "__delitem__", "sort", "reverse"}
 TORCH_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
                      "full_like", "tensor", "as_tensor", "from_numpy", "arange"}
 
@@ -261,6 +263,8 @@ class _Scanner(ast.NodeVisitor):
                         self.global_mutable.add(name)
 
     def _is_mutable_value(self, value: ast.AST) -> bool:
+        if isinstance(value, ast.List | ast.Set) and value.elts and all(isinstance(e, ast.Constant) for e in value.elts):
+            return False  # a list of constants (dims, flags): only changing it in forward is state, see visit_Call
         if isinstance(value, ast.Dict | ast.List | ast.Set | ast.ListComp | ast.DictComp | ast.SetComp):
             return True
         if isinstance(value, ast.Call):
@@ -618,6 +622,10 @@ class _Scanner(ast.NodeVisitor):
             head, _, leaf = name.rpartition(".")
             if head == "sys" and leaf in {"exit", "settrace", "setprofile", "_getframe", "addaudithook"}:
                 self.add("introspection", node, f"sys.{leaf}() is not allowed in a candidate")
+        if isinstance(func, ast.Attribute) and self.in_forward() and isinstance(func.value, ast.Name) and \
+                func.value.id in self.top_names and not self.is_local(func.value.id) and func.attr in CONTAINER_MUTATORS:
+            self.add("output-cache", node, f"forward changes module-level {func.value.id} with .{func.attr}(): "
+                                           "state kept across calls")
         if isinstance(func, ast.Attribute) and self.in_forward() and func.attr in ARITHMETIC_DUNDERS:
             self.add("tensor-arithmetic", node, f".{func.attr}() is tensor arithmetic; do it in the custom kernel")
         if isinstance(func, ast.Attribute) and self.in_forward():

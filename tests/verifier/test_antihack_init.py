@@ -210,3 +210,19 @@ class ModelNew(nn.Module):
         return _ext.f(x.view(_SIZES[0], -1), x)
 '''
     assert scan(source) == []
+
+
+def test_a_list_of_constants_may_be_read_in_forward_but_not_changed():
+    source = HEADER + '''
+_DIMS = [0, 2, 1]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = _ext.f(x.permute(*_DIMS).contiguous(), x)
+        _DIMS.append(3)
+        return y
+'''
+    lines = source.splitlines()
+    hits = [(v.rule, v.line) for v in scan(source)]
+    assert hits == [("output-cache", lines.index("        _DIMS.append(3)") + 1)]
