@@ -191,6 +191,21 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _setup_methods(cls: ast.ClassDef) -> set[str]:
+    """Methods of `cls` called as self.NAME(...) from __init__ and from no other method (e.g. reset_parameters)."""
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+    def called(fn: ast.AST) -> set[str]:
+        return {c.func.attr for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                and _dotted(c.func.value) == "self" and c.func.attr in methods}
+
+    init = methods.get("__init__")
+    if init is None:
+        return set()
+    elsewhere = set().union(*(called(fn) for name, fn in methods.items() if name != "__init__"), set())
+    return (called(init) - elsewhere) - {"forward", "__init__"}
+
+
 class _Scanner(ast.NodeVisitor):
     """One pass over the module; collects violations with line numbers."""
 
@@ -212,6 +227,7 @@ class _Scanner(ast.NodeVisitor):
         self.local_stack: list[set[str]] = []
         self.def_stack: list[set[str]] = []
         self.parents: dict[int, ast.AST] = {}
+        self.setup_methods: dict[str, set[str]] = {}
         self.allowed_modules = {"triton", "triton.language", "tl"} if backend == "triton" else set()
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
@@ -229,8 +245,12 @@ class _Scanner(ast.NodeVisitor):
         return name
 
     def in_setup(self) -> bool:
-        """Inside an `__init__` (or a helper defined in one): set-up, not the work, so torch calls are allowed."""
-        return "__init__" in self.func_stack
+        """Inside an `__init__`, a helper defined in one, or a method only `__init__` calls (`reset_parameters`):
+        set-up, not the work, so torch calls are allowed."""
+        if "__init__" in self.func_stack:
+            return True
+        return bool(self.class_stack and self.func_stack) and \
+            self.func_stack[0] in self.setup_methods.get(self.class_stack[-1], set())
 
     def in_forward(self) -> bool:
         """Inside a method of a class the candidate defines (ModelNew, its bases, its sub-modules), other than
@@ -247,6 +267,7 @@ class _Scanner(ast.NodeVisitor):
                 self.parents[id(child)] = node
             if isinstance(node, ast.ClassDef):
                 self.class_names.add(node.name)
+                self.setup_methods[node.name] = _setup_methods(node)
         for node in tree.body:
             targets: list[ast.AST] = []
             value = None

@@ -226,3 +226,28 @@ class ModelNew(nn.Module):
     lines = source.splitlines()
     hits = [(v.rule, v.line) for v in scan(source)]
     assert hits == [("output-cache", lines.index("        _DIMS.append(3)") + 1)]
+
+
+def test_a_method_only_init_calls_is_set_up():
+    source = HEADER + '''
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, n))
+        self.bias = nn.Parameter(torch.empty(n))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        bound = 1 / math.sqrt(self.weight.size(1))
+        self.bias.data = torch.rand(self.bias.shape) * 2 * bound - bound
+
+    def forward(self, x):
+        return _ext.f(x, self.weight)
+'''
+    assert scan(source) == []
+    # called from forward as well, it is part of the work again
+    reused = source.replace("        return _ext.f(x, self.weight)", "        self.reset_parameters()\n"
+                                                                     "        return _ext.f(x, self.weight)")
+    rules = {v.rule for v in scan(reused)}
+    assert "torch-op" in rules
