@@ -35,6 +35,29 @@ TUNE_GRID = [
     for sch, a in (("mean", 0.1), ("constant", 0.2))
 ]
 RESULTS = Path(__file__).parent / "results"
+NOTES = """## How to read this
+
+- The oracle knows every item's hidden utility for the task (the bank's growing trajectories included)
+  and the start point of highest hidden potential; it is an upper bound no learner reaches early.
+- Value retrieval is the shipped default: pool K = 5N most similar, epsilon-greedy (0.1) over the
+  stage Q, alpha max(0.1, 1/visits), rewards +1/-1 (draft) and tanh(log ratio) (refine), start points
+  by Q2, near-duplicate trajectories merged or capped. The bandit is UCB1 (c 0.5) over the sample
+  means of the same pool and picks start points like value; similarity refines from the best kernel
+  (as sessions did before), random from a random start point.
+- Tuning: `--tune` grid (epsilon 0.05/0.1/0.25, lambda 3/5, mean alpha 0.1 or constant 0.2) on the
+  tuning seeds picked the defaults above (0.600 of the oracle there). Before the tuning, an earlier
+  run of the same defaults on the report seeds gave the same figures as below (the simulator is
+  deterministic); the world itself (`SimConfig()`) was fixed before any report-seed run.
+- What is lost: late in a run, contexts still hold about one truly useful item and several
+  trajectories of little use. Every item in a context gets the same return, so a weak item next to
+  a strong one earns the strong one's value, and epsilon-greedy rarely varies the companions enough
+  to separate them within the ~10 visits an item gets here. Giving near-duplicate trajectories one
+  pool place was the largest single gain (0.52 -> 0.60 on the tuning seeds); exploration, pool size
+  and step size moved it by at most 0.05.
+- Other correlations, same report seeds (`--rho R --json`): rho 0.0: value 0.488, similarity 0.374,
+  random 0.386, bandit 0.483; rho 0.7: value 0.576, similarity 0.566, random 0.413, bandit 0.519.
+  The more similarity says about utility, the less the learned values add over it.
+"""
 TARGETS = {"value_vs_oracle": 0.75, "value_minus_similarity": 0.10, "bandit_minus_value_at_most": 0.05}
 
 
@@ -51,6 +74,7 @@ def parse_seeds(text: str) -> list[int]:
 def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: tuple[str, ...] = METHODS) -> dict:
     """Per method: the mean over seeds of (method success / oracle success), and per-stage detail."""
     per: dict[str, list[float]] = {m: [] for m in methods}
+    late: dict[str, list[float]] = {m: [] for m in methods}
     stages: dict[str, dict[str, list[float]]] = {m: {"draft": [], "refine": []} for m in methods}
     share: list[float] = []
     with tempfile.TemporaryDirectory(prefix="evokernel-sim-") as tmp:
@@ -61,6 +85,7 @@ def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: 
             oracle = runs["oracle"]
             for m, res in runs.items():
                 per[m].append(res.success() / oracle.success())
+                late[m].append(res.success(0.5) / oracle.success(0.5))
                 for st in ("draft", "refine"):
                     mine, best = getattr(res, st), getattr(oracle, st)
                     if mine and best:
@@ -72,6 +97,7 @@ def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: 
     return {
         "results": {m: round(mean[m], 4) for m in methods},
         "per_seed": {m: [round(x, 3) for x in xs] for m, xs in per.items()},
+        "second_half": {m: round(sum(xs) / len(xs), 3) for m, xs in late.items()},
         "stages": {m: {st: round(sum(xs) / len(xs), 3) if xs else None for st, xs in d.items()} for m, d in stages.items()},
         "value_beyond_similarity_share": round(sum(share) / len(share), 3) if share else None,
     }
@@ -128,14 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         "Score: mean expected success per attempt over the whole run, as a fraction of the oracle's.",
         f"Reproduce: `python benchmarks/memory_learning.py --seeds {','.join(map(str, seeds))}` ({time.monotonic() - start:.0f} s).",
         "",
-        "| method | / oracle | drafts / oracle | refinements / oracle | per seed |",
-        "|---|---|---|---|---|",
+        "| method | / oracle | second half / oracle | drafts / oracle | refinements / oracle | per seed |",
+        "|---|---|---|---|---|---|",
     ]
     for m in METHODS:
         st = out["stages"][m]
-        lines.append(f"| {m} | {res[m]:.3f} | {st['draft']} | {st['refine']} | {', '.join(map(str, out['per_seed'][m]))} |")
+        lines.append(f"| {m} | {res[m]:.3f} | {out['second_half'][m]} | {st['draft']} | {st['refine']} | "
+                     f"{', '.join(map(str, out['per_seed'][m]))} |")
     lines += ["", f"Share of value-method slots that similarity's top-k would not have chosen: {out['value_beyond_similarity_share']}", ""]
     lines += [f"- {name}: {'met' if ok else 'NOT met'}" for name, ok in verdict(res).items()]
+    lines += ["", NOTES]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:

@@ -161,6 +161,9 @@ class RetrievalPolicy:
     neutral: bool = True
     reward: str = "paper"
     _rng: random.Random = field(init=False, repr=False, compare=False)
+    _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -232,10 +235,13 @@ class RetrievalPolicy:
         """Contract items for the task's backend, when the store can list them."""
         if not self.rules or not hasattr(store, "items"):
             return {}
-        seeds = store.items("seed")
-        return {
-            i.id: i for i in seeds if i.category in RULE_CATEGORIES and (not i.backends or sig.backend in i.backends)
-        }
+        key = (id(store), sig.backend)
+        if key not in self._rule_cache:  # contract seeds do not change within a run; listing the bank is O(n)
+            seeds = store.items("seed")
+            self._rule_cache[key] = {
+                i.id: i for i in seeds if i.category in RULE_CATEGORIES and (not i.backends or sig.backend in i.backends)
+            }
+        return self._rule_cache[key]
 
     @staticmethod
     def _rule_hits(store: Any, rule_ids: dict[str, MemoryItem], stage: str) -> list[Retrieved]:
