@@ -44,10 +44,15 @@ def test_argument_forms_are_checked(build_root):
 
 
 def test_too_big_problem_is_refused_before_anything_runs(build_root):
+    from verifier.isolation import private_scratch
+
+    runs = private_scratch() / "runs"
+    before = set(runs.glob("run-*")) if runs.exists() else set()
     proc = _verify([*_kb(1, 100), str(CANDIDATES / "cpu" / "relu.py")], build_root, timeout=120)
     line = _error_line(proc)
     assert "about 12.0 GiB" in line and "8 GiB memory limit" in line and "--memory-gb 15" in line
-    assert not (build_root / "ext").exists() or not any((build_root / "ext").rglob("*.so"))
+    after = set(runs.glob("run-*")) if runs.exists() else set()
+    assert not (after - before), "a verification started for a problem that was refused"
 
 
 def test_randn_parameters_in_init_are_feasible(build_root):
