@@ -222,3 +222,22 @@ def test_kernels_the_events_never_saw_are_flagged():
     assert rule == "unsynchronised-work" and "0.0210 ms of GPU kernels" in msg
     honest = {"times_ms": [0.025] * 50, "host_ms": [0.015] * 50, "profile_device_ms": 0.021}
     assert gpu_findings(honest, {}, []) == []
+
+
+def test_gpu_memory_figures(tmp_path):
+    from verifier.backends.cuda import device_memory_mb, memory_cap_mb, memory_left_behind, parse_memory_query
+
+    assert parse_memory_query("12345, 81559\n") == (12345, 81559)
+    assert parse_memory_query("[N/A], 81559") is None and parse_memory_query("") is None
+    assert memory_cap_mb(0.9, 81559) == 73403 and memory_cap_mb(None, 81559) is None
+    with pytest.raises(ValueError, match="gpu_memory_fraction"):
+        memory_cap_mb(1.5, 81559)
+    assert memory_left_behind(1000, 1400) is None
+    line = memory_left_behind(1000, 5100)
+    assert line.startswith("4100 MiB of GPU memory were still in use") and "\n" not in line
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho \"$1 $2\" > \"$(dirname \"$0\")/args\"\necho '2048, 81559'\n")
+    smi.chmod(0o755)
+    assert device_memory_mb(0, nvidia_smi=str(smi)) == (2048, 81559)
+    assert (tmp_path / "args").read_text().split() == ["--id=0", "--query-gpu=memory.used,memory.total"]
+    assert device_memory_mb(0, nvidia_smi=str(tmp_path / "missing")) is None

@@ -1,7 +1,12 @@
-"""End-to-end GPU verification: honest CUDA and Triton kernels pass every gate, hostile ones fail with
-the right rule, nvcc and Triton errors reach the compile gate, and our timing agrees with do_bench."""
+"""End-to-end GPU verification under the isolated verifier (bubblewrap, device nodes bound, paired
+rounds against the trusted reference worker): honest CUDA and Triton kernels pass every gate, hostile
+ones fail with the right rule (or, for work hidden on another stream, are timed with it), nvcc and
+Triton errors reach the compile gate, the split CUDA build takes its bindings from the trusted side,
+the GPU memory cap holds, and our timing agrees with do_bench."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -11,10 +16,9 @@ pytestmark = pytest.mark.gpu
 
 HONEST = [("cuda", "relu"), ("cuda", "softmax_rows"), ("cuda", "matmul"), ("cuda", "layernorm"),
           ("triton", "relu"), ("triton", "softmax_rows"), ("triton", "matmul")]
-HOSTILE = [("cublas_macro", "matmul", "cuda", "reference-op-at-runtime"),
-           ("side_stream_macro", "relu", "cuda", "unsynchronised-work"),
-           ("cuda_graph_replay", "relu", "cuda", "cuda-graph"),
-           ("side_stream_python", "relu", "triton", "gpu-stream")]
+HOSTILE = [("cublas_macro", "matmul", "cuda", {"reference-op-at-runtime", "binary-import", "vendor-kernel"}),
+           ("cuda_graph_replay", "relu", "cuda", {"cuda-graph"}),
+           ("side_stream_python", "relu", "triton", {"gpu-stream"})]
 
 
 def _verify(backend, task, source, config):
@@ -27,19 +31,31 @@ def _verify(backend, task, source, config):
 def test_honest_kernel_is_feasible_and_timed(backend, task, gpu_config):
     res = _verify(backend, task, (CANDIDATES / backend / f"{task}.py").read_text(), gpu_config)
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+    assert res.isolated, res.notes
     lat = next(g for g in res.gates if g.name == "latency")
-    assert lat.detail["runs"] >= 50 and 0 < res.latency_ms < 50
+    assert lat.detail["rounds"] >= gpu_config.min_rounds and lat.detail["sampled_checks"] >= 1
+    assert 0 < res.latency_ms < 50
     assert res.reference_ms and res.speedup and res.speedup > 0
     kernels = [r for r in res.profile if r.get("device_kernel")]
     assert kernels, res.profile
 
 
-@pytest.mark.parametrize(("name", "task", "backend", "rule"), HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_gpu_candidate_fails_anti_hacking(name, task, backend, rule, gpu_config):
+@pytest.mark.parametrize(("name", "task", "backend", "wanted"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_gpu_candidate_fails_anti_hacking(name, task, backend, wanted, gpu_config):
     res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), gpu_config)
     gate = res.gates[0]
-    rules = {v["rule"] for v in gate.detail.get("violations", [])}
-    assert res.outcome == "hack_fail" and rule in rules, (res.outcome, gate.reason)
+    rules = {v["rule"] for v in gate.detail.get("violations", [])} | {gate.detail.get("rule")}
+    assert res.outcome == "hack_fail" and rules & wanted, (res.outcome, gate.reason)
+
+
+def test_work_hidden_on_a_side_stream_gains_nothing(gpu_config):
+    """The kernel runs on a non-blocking stream made through pasted names (no static rule sees it): it is
+    rejected, or its time includes the hidden work (the host's clock), so it cannot look fast."""
+    res = _verify("cuda", "relu", (CANDIDATES / "hostile_gpu" / "side_stream_macro.py").read_text(), gpu_config)
+    if res.outcome == "hack_fail":
+        return
+    assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+    assert res.speedup is not None and res.speedup < 1.0, (res.latency_ms, res.reference_ms)
 
 
 def test_nvcc_error_fails_compile_with_mapped_line(gpu_config):
@@ -51,12 +67,56 @@ def test_nvcc_error_fails_compile_with_mapped_line(gpu_config):
     assert comp.reason.startswith("compile error: cuda_sources:7: error:") and "undefined_thing" in comp.reason
 
 
-def test_unchanged_kernel_is_a_cache_hit(gpu_config):
+def test_split_build_takes_its_bindings_from_the_trusted_side(gpu_config):
+    """Two versions of a kernel: each compiles its own kernel TU in its sandbox; the bindings object is
+    built once by the trusted side and linked by both (never a sandbox-built artefact shared)."""
     src = (CANDIDATES / "cuda" / "relu.py").read_text()
-    _verify("cuda", "relu", src, gpu_config)
-    res = _verify("cuda", "relu", src, gpu_config)
-    comp = next(g for g in res.gates if g.name == "compile")
-    assert comp.detail["cache_hits"] == 1 and comp.seconds < 5
+    first = _verify("cuda", "relu", src, gpu_config)
+    changed = _verify("cuda", "relu", src.replace("const int threads = 256;", "const int threads = 128;"), gpu_config)
+    for res in (first, changed):
+        assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+        (build,) = res.gate("compile").detail["builds"]
+        assert build["layout"] == "split", build
+        assert any(s.startswith("bindings shared") for s in build["steps"]), build["steps"]
+    print("cold", first.gate("compile").seconds, first.seconds, "changed", changed.gate("compile").seconds,
+          changed.seconds)
+
+
+def _alloc_in_forward(nbytes: int) -> str:
+    src = (CANDIDATES / "triton" / "relu.py").read_text()
+    return src.replace("        y = torch.empty_like(x)\n",
+                       f"        y = torch.empty_like(x)\n        big = torch.empty({nbytes}, dtype=torch.uint8, device=x.device)\n"
+                       "        big.fill_(1)\n")
+
+
+def test_gpu_memory_cap_holds(gpu_config):
+    """Under gpu_memory_fraction=0.05 (about 4 GB of an 80 GB card) a forward that allocates 8 GB fails with
+    torch's out-of-memory error; 512 MB under the same cap passes."""
+    import torch
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    config = dataclasses.replace(gpu_config, gpu_memory_fraction=0.05)
+    over = _verify("triton", "relu", _alloc_in_forward(int(total * 0.10)), config)
+    assert over.outcome != "feasible"
+    failed = next(g for g in over.gates if g.status == "fail")
+    assert "out of memory" in failed.reason.lower(), (failed.name, failed.reason)
+    under = _verify("triton", "relu", _alloc_in_forward(512 << 20), config)
+    assert under.outcome == "feasible", [(g.name, g.reason) for g in under.gates if g.status == "fail"]
+
+
+def test_device_memory_is_back_after_the_sandbox_ends(gpu_config):
+    """A candidate that holds 4 GB for its whole life: once its sandbox is gone the driver reports no
+    more memory in use than before it started (the warm reference worker's share excepted)."""
+    from verifier.backends.cuda import device_memory_mb, memory_left_behind
+
+    honest = (CANDIDATES / "triton" / "relu.py").read_text()
+    _verify("triton", "relu", honest, gpu_config)  # the reference worker is warm from here on
+    before = device_memory_mb()
+    assert before is not None, "nvidia-smi could not report the GPU's memory"
+    hog = honest.replace("class ModelNew", "_HOLD = torch.ones(4 << 30, dtype=torch.uint8, device='cuda')\n\n\nclass ModelNew")
+    _verify("triton", "relu", hog, gpu_config)
+    after = device_memory_mb()
+    assert memory_left_behind(before[0], after[0]) is None, (before, after)
 
 
 def test_triton_compile_error_fails_compile_gate(gpu_config):

@@ -326,3 +326,55 @@ def install(job: dict, counter: dict, report: dict) -> None:
     builder = CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300),
                           shared=job.get("shared_build_root"), request=request_artefact)
     install_inline_builder(builder, counter, report)
+
+
+# GPU memory -----------------------------------------------------------------------------------------
+# A candidate cannot get an address-space limit (CUDA reserves terabytes of it at start-up), so its
+# device memory is capped in the harness (`VerifyConfig.gpu_memory_fraction` ->
+# torch.cuda.set_per_process_memory_fraction, which bounds torch's caching allocator) and checked from
+# the trusted side, which asks the driver (nvidia-smi: no CUDA context in the parent) how much memory
+# is in use before and after a candidate ran: memory still held once its sandbox is gone means a
+# process outlived the verdict or the driver was left holding it.
+
+MEMORY_SLACK_MB = 512
+
+
+def device_memory_mb(index: int = 0, nvidia_smi: str | None = None) -> tuple[int, int] | None:
+    """(used, total) MiB of GPU `index` as the driver reports it; None when nvidia-smi cannot say."""
+    binary = nvidia_smi or shutil.which("nvidia-smi")
+    if not binary:
+        return None
+    try:
+        out = subprocess.run([binary, f"--id={index}", "--query-gpu=memory.used,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_memory_query(out)
+
+
+def parse_memory_query(out: str) -> tuple[int, int] | None:
+    """`12345, 81559` -> (12345, 81559)."""
+    first = next((ln for ln in out.strip().splitlines() if ln.strip()), "")
+    parts = [p.strip() for p in first.split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def memory_cap_mb(fraction: float | None, total_mb: int) -> int | None:
+    """What torch's allocator lets a candidate hold under `fraction` of the device (None: no cap)."""
+    if not fraction:
+        return None
+    if not 0.0 < float(fraction) <= 1.0:
+        raise ValueError(f"gpu_memory_fraction must lie in (0, 1], not {fraction}")
+    return int(float(fraction) * total_mb)
+
+
+def memory_left_behind(before_mb: int, after_mb: int, slack_mb: int = MEMORY_SLACK_MB) -> str | None:
+    """One line when more device memory is in use after a candidate's sandbox ended than before it
+    started (beyond `slack_mb`), else None."""
+    grown = after_mb - before_mb
+    if grown <= slack_mb:
+        return None
+    return (f"{grown} MiB of GPU memory were still in use after the candidate's sandbox ended "
+            f"({before_mb} MiB before, {after_mb} MiB after): something outlived the verification")
