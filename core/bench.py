@@ -74,6 +74,9 @@ class TaskOutcome:
     value_slots: int = 0
     #: feasible refinements after the first feasible draft (the paper's refine median counts tasks with one)
     feasible_refinements: int = 0
+    #: 1-based kernel index of the first kernel that compiled / was correct (None: never)
+    first_compiled_at: int | None = None
+    first_feasible_at: int | None = None
 
     @property
     def status(self) -> str:
@@ -196,7 +199,19 @@ def learning_metrics(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
     similarity's top-k would not have chosen, and the paper's refine median next to today's."""
     slots = sum(o.slots for o in outcomes)
     value = sum(o.value_slots for o in outcomes)
+    n = len(outcomes)
+    horizon = max((o.kernels for o in outcomes), default=0)
+
+    def curve(attr: str) -> list[float]:
+        """Share of tasks with a compiled / correct kernel among their first i kernels, i = 1..horizon."""
+        firsts = [getattr(o, attr) for o in outcomes]
+        return [round(sum(1 for f in firsts if f is not None and f <= i) / n, 4) for i in range(1, horizon + 1)]
+
+    compiled, correct = (curve("first_compiled_at"), curve("first_feasible_at")) if n else ([], [])
     return {
+        "curves": {"compiled": compiled, "correct": correct},
+        "round1": {"compile_rate": compiled[0] if compiled else None, "correct_rate": correct[0] if correct else None},
+        "final": {"compile_rate": compiled[-1] if compiled else None, "correct_rate": correct[-1] if correct else None},
         "slots": slots,
         "value_slots": value,
         "value_slot_share": round(value / slots, 4) if slots else None,
@@ -291,6 +306,9 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         best_ms=best.latency_ms if best else None,
         tokens=tokens, cost=cost, category=category, kernels=len(results), session=session,
         seconds=seconds, device=device,
+        first_compiled_at=next((i + 1 for i, r in enumerate(results)
+                                if r is not None and (g := r.gate("compile")) is not None and g.passed), None),
+        first_feasible_at=next((i + 1 for i, r in enumerate(results) if r is not None and r.feasible), None),
         rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
         compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
     )
@@ -1016,6 +1034,11 @@ def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
                       f"({fmt_rate(learning['value_slot_share'])}) that similarity's top-k would not have chosen; "
                       f"median refine speedup {fmt_x(learning['median_refine_speedup'])} over correct tasks, "
                       f"{fmt_x(learning['median_refine_speedup_paper'])} over tasks with a feasible refinement (paper)."]
+    if learning.get("curves", {}).get("correct"):
+        r1, fin = learning["round1"], learning["final"]
+        lines += ["", f"First kernel: compiled {fmt_rate(r1['compile_rate'])}, correct {fmt_rate(r1['correct_rate'])}; "
+                      f"final: compiled {fmt_rate(fin['compile_rate'])}, correct {fmt_rate(fin['correct_rate'])}. "
+                      "Correct by kernel: " + " ".join(fmt_rate(v) for v in learning["curves"]["correct"]) + "."]
     skipped = [o for o in finished if o.skipped]
     if skipped:
         lines += ["", f"Skipped (the reference cannot run here; not in any rate): {len(skipped)} task"

@@ -120,3 +120,15 @@ def test_bad_ablation_settings_are_one_line_errors(tmp_path):
                                   "--out", str(tmp_path / "o")])
         assert res.exit_code == 1, res.output
         assert message in res.output and "Traceback" not in res.output
+
+
+def test_cumulative_curves_and_first_round_metrics(tmp_path, models, store):
+    data = run(tmp_path, models, store)
+    learning = data["learning"]
+    # relu: feasible at kernel 1; gelu: compile_fail at 1, feasible at 2
+    assert learning["curves"]["correct"][:2] == [0.5, 1.0]
+    assert learning["round1"] == {"compile_rate": 0.5, "correct_rate": 0.5}
+    total = data["summary"][-1]
+    assert learning["final"] == {"compile_rate": total["compile_rate"], "correct_rate": total["correct_rate"]}
+    compiled = learning["curves"]["compiled"]
+    assert all(a <= b for a, b in zip(compiled, compiled[1:], strict=False))
