@@ -1,9 +1,13 @@
-"""GPU benchmark: verify honest CUDA and Triton kernels and hostile GPU candidates on this machine's GPU,
-and compare the verifier's CUDA-event timing with `triton.testing.do_bench` on the same kernels.
+"""GPU benchmark under the isolated verifier: honest CUDA and Triton kernels and hostile GPU candidates
+verified on this machine's GPU (bubblewrap, device nodes bound, paired rounds with CUDA events and L2
+flushes against the trusted reference worker), the split CUDA build's cold and changed-source times, an
+A/A check (the reference against itself), the verifier's latencies against `triton.testing.do_bench`,
+and the device memory before and after.
 
-    python benchmarks/gpu_bench.py [--build-root DIR] [--results benchmarks/results]
+    python benchmarks/gpu_bench.py [--build-root DIR] [--results benchmarks/results] [--tag isolated]
 
-Writes `gpu_<date>_<device>.md` (and `.json`) under --results with the exact command and every figure.
+Writes `gpu_<date>_<device>_<tag>.md` (and `.json`) under --results with the exact command and every
+figure, rewritten after each section so a run cut short still leaves what it measured.
 """
 
 from __future__ import annotations
@@ -14,8 +18,6 @@ import json
 import platform
 import re
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,18 +26,20 @@ sys.path.insert(0, str(ROOT))
 CANDIDATES = ROOT / "tests" / "candidates"
 HONEST = [("cuda", "relu"), ("cuda", "softmax_rows"), ("cuda", "matmul"), ("cuda", "layernorm"),
           ("triton", "relu"), ("triton", "softmax_rows"), ("triton", "matmul")]
-HOSTILE = [  # file, task, backend, expected rule
-    ("cublas_at_matmul", "matmul", "cuda", "cpp-torch-op"),
-    ("cublas_macro", "matmul", "cuda", "reference-op-at-runtime"),
-    ("cublas_ldflags", "matmul", "cuda", "cpp-library"),
-    ("side_stream_python", "relu", "triton", "gpu-stream"),
-    ("side_stream_macro", "relu", "cuda", "unsynchronised-work"),
-    ("cpp_side_stream", "relu", "cuda", "gpu-stream"),
-    ("cuda_graph_replay", "relu", "cuda", "cuda-graph"),
-    ("cpp_graph_launch", "relu", "cuda", "cuda-graph"),
-    ("event_timing_abuse", "relu", "cuda", "gpu-stream"),
+HOSTILE = [  # file, task, backend, rules that count as caught ("timed": not rejected but not faster either)
+    ("cublas_at_matmul", "matmul", "cuda", {"cpp-torch-op"}),
+    ("cublas_macro", "matmul", "cuda", {"reference-op-at-runtime", "binary-import", "vendor-kernel"}),
+    ("cublas_ldflags", "matmul", "cuda", {"cpp-library"}),
+    ("side_stream_python", "relu", "triton", {"gpu-stream"}),
+    ("side_stream_macro", "relu", "cuda", {"unsynchronised-work", "timed"}),
+    ("cpp_side_stream", "relu", "cuda", {"gpu-stream"}),
+    ("cuda_graph_replay", "relu", "cuda", {"cuda-graph"}),
+    ("cpp_graph_launch", "relu", "cuda", {"cuda-graph"}),
+    ("event_timing_abuse", "relu", "cuda", {"gpu-stream"}),
 ]
+AA_TASKS = ["relu", "softmax_rows", "layernorm", "matmul"]
 TOLERANCE = 0.05
+COLD_TARGET_S, CHANGED_TARGET_S = 25.0, 8.0
 
 
 def _task_source(name: str) -> str:
@@ -44,10 +48,10 @@ def _task_source(name: str) -> str:
     return load_task(name).source
 
 
-def _verify(backend: str, task: str, path: Path, config):
+def _verify(backend: str, task: str, source: str, config):
     from verifier import verify
 
-    return verify(_task_source(task), path.read_text(), backend=backend, config=config)
+    return verify(_task_source(task), source, backend=backend, config=config)
 
 
 def _rules(res) -> list[str]:
@@ -55,21 +59,12 @@ def _rules(res) -> list[str]:
     return [v["rule"] for v in gate.detail.get("violations", [])] or ([gate.detail["rule"]] if "rule" in gate.detail else [])
 
 
-def warm_builds(config, workers: int = 4) -> float:
-    """Build every CUDA candidate in parallel (correctness only) so the timed runs find their builds cached."""
-    from dataclasses import replace
-
-    quick = replace(config, time_kernels=False, trials=1)
-    jobs = [("cuda", t, CANDIDATES / "cuda" / f"{t}.py") for b, t in HONEST if b == "cuda"]
-    jobs += [(b, t, CANDIDATES / "hostile_gpu" / f"{f}.py") for f, t, b, _ in HOSTILE if b == "cuda"]
-    start = time.monotonic()
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda j: _verify(j[0], j[1], j[2], quick), jobs))
-    return time.monotonic() - start
+def _failed(res) -> str:
+    return next((f"{g.name}: {g.reason}" for g in res.gates if g.status == "fail"), "")
 
 
 def load_candidate(backend: str, task: str, build_root: str):
-    """Import an honest candidate in this process (builds come from the verifier's cache) with its inputs."""
+    """Import an honest candidate in this process (a build of its own under `build_root`) with its inputs."""
     import torch
 
     from verifier.backends import cuda as cuda_backend
@@ -89,128 +84,212 @@ def load_candidate(backend: str, task: str, build_root: str):
 
 
 def compare_with_do_bench(model, inputs) -> dict:
-    """Median milliseconds from our CUDA-event clock and from triton's do_bench, same kernel, same process."""
+    """Median milliseconds from the verifier's own timed round (`runner.time_round`, CUDA events, L2
+    flushed) and from triton's do_bench, same kernel, same process."""
     import torch
     from triton.testing import do_bench
 
-    from verifier.gpu_timing import CudaClock
-    from verifier.harness import Progress
+    from verifier.runner import time_round
 
-    clock = CudaClock(torch)
     with torch.no_grad():
-        ours = clock.time_calls(model, inputs, 10, 100, 1000, 0.3, Progress(None))["times_ms"]
+        for _ in range(10):
+            model(*inputs)
+        ours, _ = time_round(torch, model, [inputs] * 300, "cuda", keep_outputs=False)
         theirs = do_bench(lambda: model(*inputs), warmup=25, rep=300, return_mode="median")
     ours_med = sorted(ours)[len(ours) // 2]
     return {"ours_ms": ours_med, "do_bench_ms": theirs, "ratio": ours_med / theirs, "reps": len(ours)}
-
-
-def _pct(xs: list[float], q: int) -> float | None:
-    return sorted(xs)[min(len(xs) - 1, len(xs) * q // 100)] if xs else None
 
 
 def _fmt(x, spec=".4f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+class Report:
+    """The markdown and JSON record, written out after every section."""
+
+    def __init__(self, stem: Path, header: list[str], record: dict):
+        self.stem, self.lines, self.record = stem, list(header), record
+
+    def add(self, *lines: str, echo: bool = True) -> None:
+        self.lines.extend(lines)
+        if echo:
+            for ln in lines:
+                print(ln, flush=True)
+
+    def write(self) -> None:
+        self.stem.with_suffix(".md").write_text("\n".join(self.lines) + "\n")
+        self.stem.with_suffix(".json").write_text(json.dumps(self.record, indent=1, default=str))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-root", default=None, help="build and reference cache (default: the verifier's)")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--tag", default="isolated", help="suffix of the result files")
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip: honest,hostile,build,aa,dobench,memory")
     args = ap.parse_args(argv)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
 
     import torch
 
     from verifier import VerifyConfig
     from verifier.backends import BackendUnavailable, get_backend
+    from verifier.backends.cuda import device_memory_mb, memory_left_behind
 
     try:
         get_backend("cuda").check_available()
     except BackendUnavailable as exc:
         print(f"gpu_bench: {exc}")
         return 2
-    config = VerifyConfig(build_root=args.build_root)
+    config = VerifyConfig(build_root=args.build_root, use_cache=False)
     build_root = str(config.root())
     device = torch.cuda.get_device_name()
-    lines = [f"# GPU benchmark, {dt.date.today().isoformat()}, {device}", "",
-             f"Command: `{' '.join(['python', *sys.argv])}`", "",
-             f"torch {torch.__version__} (CUDA {torch.version.cuda}), python {platform.python_version()}, "
-             f"build root `{build_root}`", ""]
-    record: dict = {"device": device, "date": dt.date.today().isoformat(), "command": sys.argv, "honest": [],
-                    "hostile": [], "do_bench": []}
-
-    warm = warm_builds(config)
-    lines += [f"Parallel warm-up builds (4 workers, correctness only): {warm:.1f} s", ""]
-    print(lines[-2], flush=True)
-
-    lines += ["## Honest kernels", "",
-              "| backend | task | outcome | gates | build s | latency ms (IQR) | runs | torch eager ms | speedup | verify s |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for backend, task in HONEST:
-        res = _verify(backend, task, CANDIDATES / backend / f"{task}.py", config)
-        gates = " ".join(f"{g.name[:4]}:{g.status}" for g in res.gates)
-        lat = next((g for g in res.gates if g.name == "latency"), None)
-        comp = next((g for g in res.gates if g.name == "compile"), None)
-        iqr = lat.detail.get("iqr_ms") if lat else None
-        runs = lat.detail.get("runs") if lat else None
-        failed = next((f"{g.name}: {g.reason}" for g in res.gates if g.status == "fail"), "")
-        row = (f"| {backend} | {task} | {res.outcome} | {gates} | {_fmt(comp.seconds if comp else None, '.1f')} | "
-               f"{_fmt(res.latency_ms)} ({_fmt(iqr)}) | {runs or '-'} | {_fmt(res.reference_ms)} | "
-               f"{_fmt(res.speedup, '.2f')} | {res.seconds:.1f} |")
-        lines.append(row)
-        print(row, failed, flush=True)
-        times = lat.detail.get("times_ms", []) if lat else []
-        record["honest"].append({"backend": backend, "task": task, "outcome": res.outcome, "latency_ms": res.latency_ms,
-                                 "iqr_ms": iqr, "p10_ms": _pct(times, 10), "p90_ms": _pct(times, 90),
-                                 "reference_ms": res.reference_ms, "speedup": res.speedup, "failed": failed,
-                                 "top_ops": res.profile[:5]})
-
-    lines += ["", "## Hostile GPU candidates", "", "| candidate | task | backend | outcome | expected rule | rules hit | caught |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for name, task, backend, rule in HOSTILE:
-        res = _verify(backend, task, CANDIDATES / "hostile_gpu" / f"{name}.py", config)
-        rules = _rules(res)
-        caught = res.outcome == "hack_fail" and rule in rules
-        row = f"| {name} | {task} | {backend} | {res.outcome} | {rule} | {', '.join(sorted(set(rules)))} | {'yes' if caught else 'NO'} |"
-        lines.append(row)
-        print(row, flush=True)
-        reason = next((g.reason for g in res.gates if g.name == "anti_hacking"), "")
-        record["hostile"].append({"name": name, "outcome": res.outcome, "expected": rule, "rules": rules,
-                                  "caught": caught, "reason": reason})
-
-    lines += ["", "## CUDA-event timing vs `triton.testing.do_bench` (same kernel, same process, medians)", "",
-              f"Ours: L2 flushed (256 MB zeroed) before each call, events on the current stream, device synchronised "
-              f"around each call. do_bench: warmup=25 ms, rep=300 ms, return_mode=median. Tolerance {TOLERANCE:.0%}.", "",
-              "| kernel | ours ms | do_bench ms | ratio | reps | within 5% |", "| --- | --- | --- | --- | --- | --- |"]
-    for backend, task in HONEST:
-        model, ref, inputs = load_candidate(backend, task, build_root)
-        for label, m in ((f"{backend}/{task}", model), (f"torch/{task}", ref)):
-            if label.startswith("torch/") and backend != "cuda":
-                continue
-            cmp = compare_with_do_bench(m, inputs)
-            ok = abs(cmp["ratio"] - 1.0) <= TOLERANCE
-            row = (f"| {label} | {cmp['ours_ms']:.4f} | {cmp['do_bench_ms']:.4f} | {cmp['ratio']:.3f} | {cmp['reps']} | "
-                   f"{'yes' if ok else 'NO'} |")
-            lines.append(row)
-            print(row, flush=True)
-            record["do_bench"].append({"kernel": label, **cmp, "within": ok})
-    verify_vs = []
-    for h in record["honest"]:
-        db = next((d for d in record["do_bench"] if d["kernel"] == f"{h['backend']}/{h['task']}"), None)
-        if db and h["latency_ms"]:
-            verify_vs.append((f"{h['backend']}/{h['task']}", h["latency_ms"], db["do_bench_ms"]))
-    lines += ["", "Verifier's reported latency (sandboxed child) against do_bench (this process):", "",
-              "| kernel | verify() ms | do_bench ms | ratio | within 5% |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {k} | {a:.4f} | {b:.4f} | {a / b:.3f} | {'yes' if abs(a / b - 1) <= TOLERANCE else 'NO'} |"
-              for k, a, b in verify_vs]
-    record["verify_vs_do_bench"] = [{"kernel": k, "verify_ms": a, "do_bench_ms": b} for k, a, b in verify_vs]
-
+    now = dt.datetime.now(dt.UTC)
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
-    stem = out / f"gpu_{dt.date.today().isoformat()}_{slug}"
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str))
-    print("\n".join(lines))
+    stem = out / f"gpu_{now.date().isoformat()}_{slug}_{args.tag}"
+    header = [f"# GPU benchmark under the isolated verifier, {now.strftime('%Y-%m-%d %H:%M UTC')}, {device}", "",
+              f"Command: `{' '.join(['python', *sys.argv])}`", "",
+              f"torch {torch.__version__} (CUDA {torch.version.cuda}), python {platform.python_version()}, "
+              f"build root `{build_root}`, isolation {'on' if config.isolate else 'OFF'}, timing budget "
+              f"{config.timing_budget_s} s, rounds {config.min_rounds}-{config.max_rounds}, "
+              f"gpu_memory_fraction {config.gpu_memory_fraction}", ""]
+    record: dict = {"device": device, "date": now.isoformat(), "command": sys.argv, "honest": [], "hostile": [],
+                    "build": [], "aa": [], "do_bench": []}
+    rep = Report(stem, header, record)
+    mem_start = device_memory_mb()
+
+    if "build" not in skip:
+        rep.add("## Split CUDA build: cold and changed source (full verdicts)", "",
+                "| kernel | compile s | full verdict s | layout | steps | outcome | target |", "| --- | --- | --- | --- | --- | --- | --- |")
+        src = (CANDIDATES / "cuda" / "relu.py").read_text()
+        versions = [("cold (bindings built by the trusted side)", src, COLD_TARGET_S),
+                    ("changed source", src.replace("const int threads = 256;", "const int threads = 128;"), CHANGED_TARGET_S),
+                    ("changed again", src.replace("const int threads = 256;", "const int threads = 512;"), CHANGED_TARGET_S)]
+        for label, text, target in versions:
+            res = _verify("cuda", "relu", text, config)
+            comp = res.gate("compile")
+            build = (comp.detail.get("builds") or [{}])[0]
+            ok = res.seconds <= target
+            rep.add(f"| relu, {label} | {comp.seconds:.1f} | {res.seconds:.1f} | {build.get('layout', '-')} | "
+                    f"{'; '.join(build.get('steps', []))} | {res.outcome} | ≤ {target:.0f} s: {'yes' if ok else 'NO'} |")
+            record["build"].append({"label": label, "compile_s": comp.seconds, "verdict_s": res.seconds,
+                                    "build": build, "outcome": res.outcome, "failed": _failed(res)})
+        rep.add("")
+        rep.write()
+
+    if "honest" not in skip:
+        rep.add("## Honest kernels", "",
+                "| backend | task | outcome | gates | build s | latency ms | reference ms | speedup [95% CI] | rounds × calls | "
+                "sampled checks | verify s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for backend, task in HONEST:
+            res = _verify(backend, task, (CANDIDATES / backend / f"{task}.py").read_text(), config)
+            gates = " ".join(f"{g.name[:4]}:{g.status}" for g in res.gates)
+            lat = res.gate("latency")
+            d = lat.detail if lat.passed else {}
+            ci = f"{_fmt(res.speedup, '.2f')} [{_fmt(d.get('lo'), '.2f')}–{_fmt(d.get('hi'), '.2f')}]"
+            if d.get("noisy"):
+                ci += " noisy"
+            rep.add(f"| {backend} | {task} | {res.outcome} | {gates} | {res.gate('compile').seconds:.1f} | "
+                    f"{_fmt(res.latency_ms)} | {_fmt(res.reference_ms)} | {ci} | {d.get('rounds', '-')} × "
+                    f"{d.get('calls_per_round', '-')} | {d.get('sampled_checks', '-')} | {res.seconds:.1f} |")
+            if _failed(res):
+                rep.add(f"  - failed: {_failed(res)[:300]}")
+            record["honest"].append({"backend": backend, "task": task, "outcome": res.outcome, "isolated": res.isolated,
+                                     "latency_ms": res.latency_ms, "reference_ms": res.reference_ms,
+                                     "speedup": res.speedup, "timing": d, "failed": _failed(res), "notes": res.notes,
+                                     "seconds": res.seconds, "top_ops": res.profile[:5]})
+        rep.add("")
+        rep.write()
+
+    if "hostile" not in skip:
+        rep.add("## Hostile GPU candidates", "", "| candidate | task | backend | outcome | expected | rules hit | caught |",
+                "| --- | --- | --- | --- | --- | --- | --- |")
+        for name, task, backend, wanted in HOSTILE:
+            res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), config)
+            rules = _rules(res)
+            caught = res.outcome == "hack_fail" and bool(set(rules) & wanted)
+            how = ""
+            if not caught and "timed" in wanted and res.outcome == "feasible" and res.speedup is not None:
+                caught = res.speedup < 1.0
+                how = f" (timed with its hidden work: {res.speedup:.2f}×)"
+            rep.add(f"| {name} | {task} | {backend} | {res.outcome} | {', '.join(sorted(wanted))} | "
+                    f"{', '.join(sorted(set(rules)))} | {'yes' if caught else 'NO'}{how} |")
+            if not caught:
+                rep.add(f"  - {_failed(res)[:300] or res.notes}")
+            reason = next((g.reason for g in res.gates if g.name == "anti_hacking"), "")
+            record["hostile"].append({"name": name, "outcome": res.outcome, "expected": sorted(wanted), "rules": rules,
+                                      "caught": caught, "reason": reason, "speedup": res.speedup})
+        rep.add("")
+        rep.write()
+
+    if "aa" not in skip:
+        from verifier.api import compare
+
+        rep.add("## A/A: the reference against itself (verifier.api.compare, both copies sandboxed, paired rounds)", "",
+                "| task | B/A speedup [95% CI] | A ms | B ms | trusted reference ms | A / trusted | within ±5% |",
+                "| --- | --- | --- | --- | --- | --- | --- |")
+        for task in AA_TASKS:
+            ref_src = _task_source(task).replace("class Model(", "class ModelNew(")
+            got = compare(_task_source(task), ref_src, ref_src, backend="cuda", config=config)
+            if "error" in got:
+                rep.add(f"| {task} | error: {got['error'][:200]} | | | | | NO |")
+                record["aa"].append({"task": task, **got})
+                continue
+            vs_trusted = got["a_ms"] / got["reference_ms"] if got.get("reference_ms") else None
+            ok = abs(got["speedup"] - 1) <= TOLERANCE and (vs_trusted is None or abs(vs_trusted - 1) <= TOLERANCE)
+            rep.add(f"| {task} | {got['speedup']:.3f} [{got['lo']:.3f}–{got['hi']:.3f}] | {got['a_ms']:.4f} | "
+                    f"{got['b_ms']:.4f} | {_fmt(got.get('reference_ms'))} | {_fmt(vs_trusted, '.3f')} | "
+                    f"{'yes' if ok else 'NO'} |")
+            record["aa"].append({"task": task, **got, "a_over_trusted": vs_trusted, "within": ok})
+        rep.add("")
+        rep.write()
+
+    if "dobench" not in skip:
+        rep.add("## The verifier's timing against `triton.testing.do_bench` (medians)", "",
+                "`time_round` (what both sides of a paired round run): L2 flushed (256 MB zeroed) before each call, "
+                "CUDA events on the current stream, the host's clock for work off that stream. do_bench: warmup=25 ms, "
+                f"rep=300 ms, return_mode=median. Tolerance {TOLERANCE:.0%}.", "",
+                "| kernel | time_round ms | do_bench ms | ratio | within 5% | verify() latency ms | verify / do_bench |",
+                "| --- | --- | --- | --- | --- | --- | --- |")
+        dobench_root = str(Path(build_root) / "bench-inprocess")
+        for backend, task in HONEST:
+            try:
+                model, ref, inputs = load_candidate(backend, task, dobench_root)
+            except Exception as exc:  # noqa: BLE001 - reported as a row
+                rep.add(f"| {backend}/{task} | could not load: {str(exc)[:200]} | | | NO | | |")
+                continue
+            verified = next((h for h in record["honest"] if h["backend"] == backend and h["task"] == task), None)
+            for label, m in ((f"{backend}/{task}", model), (f"torch/{task}", ref)):
+                if label.startswith("torch/") and backend != "cuda":
+                    continue
+                cmp = compare_with_do_bench(m, inputs)
+                ok = abs(cmp["ratio"] - 1.0) <= TOLERANCE
+                v_ms = (verified or {}).get("latency_ms") if not label.startswith("torch/") else \
+                    (verified or {}).get("reference_ms")
+                v_ratio = v_ms / cmp["do_bench_ms"] if v_ms else None
+                rep.add(f"| {label} | {cmp['ours_ms']:.4f} | {cmp['do_bench_ms']:.4f} | {cmp['ratio']:.3f} | "
+                        f"{'yes' if ok else 'NO'} | {_fmt(v_ms)} | {_fmt(v_ratio, '.3f')} |")
+                record["do_bench"].append({"kernel": label, **cmp, "within": ok, "verify_ms": v_ms,
+                                           "verify_over_do_bench": v_ratio})
+            del model, ref, inputs
+            torch.cuda.empty_cache()
+        rep.add("")
+        rep.write()
+
+    if "memory" not in skip:
+        mem_end = device_memory_mb()
+        torch.cuda.empty_cache()
+        mem_after = device_memory_mb()
+        left = memory_left_behind(mem_start[0], mem_after[0], slack_mb=2048) if mem_start and mem_after else None
+        rep.add("## Device memory (nvidia-smi)", "",
+                f"At the start: {mem_start} MiB (used, total); at the end: {mem_end}; after this process freed its "
+                f"cache: {mem_after} (the warm reference workers still hold theirs). Left behind beyond 2 GiB: "
+                f"{left or 'none'}.", "")
+        record["memory"] = {"start": mem_start, "end": mem_end, "after_empty_cache": mem_after, "left": left}
+        rep.write()
+
     print(f"wrote {stem}.md", flush=True)
     bad = [h for h in record["hostile"] if not h["caught"]] + [h for h in record["honest"] if h["outcome"] != "feasible"]
     return 1 if bad else 0
