@@ -298,7 +298,10 @@ class CudaBuilder:
         tmp_dir.mkdir(parents=True)
         spec_path = tmp_dir / "spec.json"
         spec_path.write_text(json.dumps({**spec, "build_directory": str(tmp_dir), "verbose": False}))
+        # ninja and nvcc may live beside this Python (pip wheels), off the sandbox's short PATH
+        tools = [str(Path(sys.executable).parent)] + ([str(Path(nvcc_path()).parent)] if nvcc_path() else [])
         env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch,
+               "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "/usr/bin:/bin")]),
                "MAX_JOBS": os.environ.get("MAX_JOBS", str(max(1, min(8, os.cpu_count() or 1))))}
         proc = subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, str(spec_path)], cwd=tmp_dir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
