@@ -84,14 +84,22 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
 
 
 def render_memories(memories: list[Any]) -> str:
+    """Contract knowledge (fetched by rule) first under its own heading, then the ranked notes."""
     if not memories:
         return ""
-    parts = ["", "## Notes from memory (ranked by how useful they have been)", ""]
-    for hit in memories:
-        item = getattr(hit, "item", hit)
-        parts.append(f"### {getattr(item, 'title', 'note')}")
-        parts.append(str(getattr(item, "text", "")).strip())
-        parts.append("")
+    rules = [h for h in memories if getattr(h, "chosen_by", "") == "rule"]
+    ranked = [h for h in memories if getattr(h, "chosen_by", "") != "rule"]
+    parts: list[str] = []
+    for heading, hits in (("## The kernel contract (always applies)", rules),
+                          ("## Notes from memory (chosen by how useful they have been)", ranked)):
+        if not hits:
+            continue
+        parts += ["", heading, ""]
+        for hit in hits:
+            item = getattr(hit, "item", hit)
+            parts.append(f"### {getattr(item, 'title', 'note')}")
+            parts.append(str(getattr(item, "text", "")).strip())
+            parts.append("")
     return "\n".join(parts)
 
 

@@ -87,3 +87,12 @@ def test_trivial_insight_is_refused(tmp_path, store):
     s.run()
     assert "too short" in events_of(s, "insight")[0].data["skipped"]
     assert store.items("insight") == []
+
+
+def test_prompt_puts_the_contract_apart_from_the_ranked_notes(tmp_path, store):
+    s = make(tmp_path, [reply("compile_fail")], store, policy=RetrievalPolicy(k=2, epsilon=0.0))
+    s.step()
+    prompt = events_of(s, "prompt")[0].data["messages"][-1]["content"]
+    contract, notes = prompt.index("## The kernel contract"), prompt.index("## Notes from memory")
+    assert contract < notes and "Kernel contract for the CPU C++ backend" in prompt[contract:notes]
+    assert prompt.count("### ") >= 3  # the contract and the two ranked notes
