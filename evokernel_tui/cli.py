@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -64,7 +65,13 @@ def check_model(model: str | None, api_base: str | None) -> None:
     Run before a session (or the full-screen app) starts, so a missing key is one line at once and
     no session folder is made for it.
     """
-    from core.config import ConfigError, api_key_problem
+    from core.config import ConfigError, api_key_problem, load_settings
+
+    try:
+        if not model and not load_settings().model:
+            return  # manual mode: nothing to call (and core.llm stays unimported until after first paint)
+    except ConfigError as exc:
+        raise click.ClickException(one_line(exc)) from None
     from core.llm import SCRIPTED_PREFIX, ModelError, ScriptedModel, resolve_model
 
     try:
@@ -94,6 +101,48 @@ def check_task(task: str | None, kernelbench: str | None = None, level: int | No
         raise click.ClickException(one_line(exc)) from None
 
 
+MEMORY_FIX = "run `evokernel memory repair`, pass --memory FILE for another bank, or --no-memory"
+QUICK_CHECK_BYTES = 8 * 1024 * 1024
+
+
+def memory_path(path: str | None) -> Path:
+    """The bank a command uses: --memory > $EVOKERNEL_MEMORY > config `memory` > the user data dir."""
+    if path:
+        return Path(path).expanduser()
+    from core.config import load_settings
+
+    configured = load_settings().memory
+    if configured is not None:
+        return configured
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("evokernel")) / "memory.json"
+
+
+def check_memory(path: str | None, enabled: bool) -> Path | None:
+    """Check the memory bank before the full screen starts, without importing the memory layer (it
+    costs half a second of first paint): the file, when it exists, must be readable JSON (banks up to
+    8 MiB are parsed; larger ones are opened by the session, which reports a problem as one line)."""
+    if not enabled:
+        return None
+    bank = memory_path(path)
+    if not bank.exists():
+        return bank
+    try:
+        if bank.is_dir():
+            raise OSError("it is a directory")
+        with bank.open("rb") as fh:
+            head = fh.read(QUICK_CHECK_BYTES + 1)
+        if len(head) <= QUICK_CHECK_BYTES:
+            import json
+
+            json.loads(head)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise click.ClickException(f"cannot open the memory bank {bank} ({reason}); {MEMORY_FIX}") from None
+    return bank
+
+
 def open_memory_checked(path: str | None, enabled: bool) -> Any:
     """The memory bank opened (None with --no-memory); a damaged or locked bank is one line."""
     if not enabled:
@@ -101,11 +150,9 @@ def open_memory_checked(path: str | None, enabled: bool) -> Any:
     from memory import MemoryStore
 
     try:
-        return MemoryStore(path)
+        return MemoryStore(memory_path(path))
     except Exception as exc:  # MemoryCorrupt, a lock held, an unreadable file: say so and how around it
-        raise click.ClickException(
-            f"cannot open the memory bank ({one_line(exc)}); run `evokernel memory repair`, pass "
-            "--memory FILE for another bank, or --no-memory") from None
+        raise click.ClickException(f"cannot open the memory bank ({one_line(exc)}); {MEMORY_FIX}") from None
 
 
 class LazyGroup(click.Group):

@@ -71,10 +71,11 @@ def check_memory(task: Task, memory_gb: float | None) -> Any:
 def open_memory(path: str | None, enabled: bool) -> Any:
     if not enabled:
         return None
+    from evokernel_tui.cli import memory_path
     from memory import MemoryStore
 
     try:
-        return MemoryStore(path)
+        return MemoryStore(memory_path(path))
     except Exception as exc:  # a damaged or locked bank: say so and offer a way around it
         raise SessionError(f"cannot open the memory bank ({exc}); fix it or pass --no-memory") from None
 

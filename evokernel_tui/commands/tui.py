@@ -32,11 +32,7 @@ def session_opener(
         first, loaded["first"] = loaded["first"], None
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
-        store = memory
-        if store is True:
-            from memory import MemoryStore
-
-            store = MemoryStore()
+        store = _open_store(memory)
         return Session.create(
             task,
             backend=backend,
@@ -54,14 +50,20 @@ def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory
         from core.llm import resolve_model
         from core.session import Session
 
-        store = memory
-        if store is True:
-            from memory import MemoryStore
-
-            store = MemoryStore()
+        store = _open_store(memory)
         return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store)
 
     return open_session
+
+
+def _open_store(memory: Any) -> Any:
+    """`memory` as the session gets it: True → the default bank, a path → that bank (opened here, in
+    the worker, after the first paint), None → no memory, anything else → an open store."""
+    if memory is True or isinstance(memory, str | Path):
+        from memory import MemoryStore
+
+        return MemoryStore(None if memory is True else memory)
+    return memory
 
 
 def load_replay_events(path: Path) -> list[Any]:
@@ -113,7 +115,7 @@ def tui(
     problem: int | None = None,
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu)."""
-    from evokernel_tui.cli import check_model, check_settings, check_task, open_memory_checked
+    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task
 
     check_settings()  # every problem below is one line before the full screen starts
     if replay_ref is not None:
@@ -124,13 +126,15 @@ def tui(
         _refuse_if_open(path)
         if model:
             check_model(model, api_base)
-        opener = resume_opener(path, model, api_base, memory=open_memory_checked(memory_path, not no_memory))
+        bank = check_memory(memory_path, not no_memory)
+        opener = resume_opener(path, model, api_base, memory=bank)
         first = None
     else:
         first = check_task(task, kernelbench, level, problem)
         check_model(model, api_base)
+        bank = check_memory(memory_path, not no_memory)
         opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps,
-                                memory=open_memory_checked(memory_path, not no_memory), first_task=first)
+                                memory=bank, first_task=first)
     from evokernel_tui.app import EvoKernelApp
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True)
