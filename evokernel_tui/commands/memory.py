@@ -62,14 +62,15 @@ def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
     table.add_column("title", overflow="fold", min_width=14, ratio=1)
     numbers = extra or ("Q1", "Q2", "n")
     for col in numbers:
-        table.add_column({"similarity": "sim", "exploration": "expl"}.get(col, col), justify="right", no_wrap=True)
+        table.add_column({"similarity": "sim", "exploration": "expl", "chosen_by": "by"}.get(col, col), justify="right",
+                         no_wrap=True)
     for r in rows:
         values = {"Q1": f"{r['q1']:.2f}", "Q2": f"{r['q2']:.2f}", "n": f"{r['visits1']}/{r['visits2']}"}
         cells = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
         if not extra:
             cells.append(",".join(r["backends"]) or "any")
         cells.append(f"{r['title']} [dim]({r['category']})[/]")
-        cells += [values[c] if c in values else f"{r[c]:.2f}" for c in numbers]
+        cells += [values[c] if c in values else r[c] if isinstance(r[c], str) else f"{r[c]:.2f}" for c in numbers]
         table.add_row(*cells)
     return table
 
@@ -194,6 +195,7 @@ def search(
             "value": h.value,
             "exploration": h.exploration,
             "score": h.score,
+            "chosen_by": getattr(h, "chosen_by", "value"),
         }
         for h in hits
     ]
@@ -204,7 +206,7 @@ def search(
         _items_table(
             f"{retrieval} retrieval for {stage}: {query!r}",
             rows,
-            ("similarity", "value", "exploration", "score"),
+            ("similarity", "value", "score", "chosen_by"),
         )
     )
 

@@ -28,6 +28,9 @@ def test_list_show_search_stats_json(run):
     hits = json.loads(run("search", "softmax rows", "--backend", "triton", "--json", "-k", "3").output)
     assert len(hits) == 4 and {"similarity", "value", "exploration", "score"} <= set(hits[0])
     assert hits[-1]["id"] == "seed-triton-contract"  # contract knowledge comes by rule, after the 3 ranked
+    assert [h["chosen_by"] for h in hits] == ["value", "value", "value", "rule"]
+    table = run("search", "softmax rows", "--backend", "triton", "-k", "3")
+    assert table.exit_code == 0 and "rule" in table.output
     assert all(h["similarity"] >= 0.5 for h in hits[:-1])  # a fresh bank: the most similar items first
     similar = json.loads(run("search", "softmax rows", "--backend", "triton", "--json", "--retrieval", "similarity").output)
     assert "softmax" in similar[0]["title"].lower()
