@@ -279,6 +279,9 @@ def verify(
         gates = run.execute(static, hack)
         if getattr(run, "ncu_profile", None) is not None:
             _attach_ncu(run.ncu_profile, result, be, config, run.ncu_job())
+    except OSError as exc:
+        raise VerifierError(f"the verifier could not use its working files ({exc.strerror or exc}); "
+                            "check free space in /dev/shm and the build root (EVOKERNEL_BUILD_DIR)") from None
     finally:
         run.close()
     result.device = run.reference.get("device_name", "")
