@@ -81,6 +81,41 @@ def _read_header(path: Path) -> dict[str, Any] | None:
         raise MemoryCorrupt(f"{path} has a damaged header") from None
 
 
+class _Tally:
+    """Near-duplicate groups and the value sums behind `neutral_values`, kept current by `_apply` so a
+    new trajectory costs no scan of the bank (built on first use: loading a bank does not pay for it)."""
+
+    def __init__(self, items: Iterable[MemoryItem] = ()) -> None:
+        self.groups: dict[tuple[str, str, str], set[str]] = {}
+        self.sums = {"draft": [0.0, 0], "refine": [0.0, 0]}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: MemoryItem) -> None:
+        key = item.duplicate_key()
+        if key is not None:
+            self.groups.setdefault(key, set()).add(item.id)
+        for stage, q, n in (("draft", item.q1, item.visits1), ("refine", item.q2, item.visits2)):
+            if n:
+                self.sums[stage][0] += q
+                self.sums[stage][1] += 1
+
+    def remove(self, item: MemoryItem) -> None:
+        key = item.duplicate_key()
+        if key is not None and key in self.groups:
+            self.groups[key].discard(item.id)
+            if not self.groups[key]:
+                del self.groups[key]
+        for stage, q, n in (("draft", item.q1, item.visits1), ("refine", item.q2, item.visits2)):
+            if n:
+                self.sums[stage][0] -= q
+                self.sums[stage][1] -= 1
+
+    def mean(self, stage: str, default: float) -> float:
+        total, n = self.sums[stage]
+        return total / n if n > 0 else default
+
+
 class MemoryStore:
     """A memory bank on disk, safe to share between threads and processes.
 
@@ -114,6 +149,7 @@ class MemoryStore:
         self._depth = 0
         self._closed = False
         self._items: dict[str, MemoryItem] = {}
+        self._tally: _Tally | None = None
         self._index = LexicalIndex(cache_dir=self.path.with_name(self.path.name + ".bm25"))
         self._seq = 0
         self._snap_key: tuple[int, int, int, int] | None = None
@@ -208,6 +244,7 @@ class MemoryStore:
             except (KeyError, TypeError, ValueError) as exc:
                 raise MemoryCorrupt(f"{self.path} holds an item that cannot be read ({exc})") from None
             self._items = {item.id: item for item in items}
+            self._tally = None
         self._seq = int(meta.get("seq", 0))
         self._created = float(meta.get("created", now()))
         self._snap_key = _file_key(self.path)
@@ -229,6 +266,7 @@ class MemoryStore:
         from memory.seeds import seed_items
 
         self._items = {item.id: item for item in (seed_items() if seed else [])}
+        self._tally = None
         self._index.reset(dict(self._items))
         self._compact()
 
@@ -262,12 +300,20 @@ class MemoryStore:
         if op == "put":
             for d in record["items"]:
                 item = MemoryItem.from_dict(d)
+                old_item = self._items.get(item.id)
+                if self._tally is not None:
+                    if old_item is not None:
+                        self._tally.remove(old_item)
+                    self._tally.add(item)
                 self._items[item.id] = item
                 self._index.put(item.id, item.lexical_text(), item.backends)
         elif op == "remove":
             for item_id in record["ids"]:
-                if self._items.pop(item_id, None) is not None:
+                gone = self._items.pop(item_id, None)
+                if gone is not None:
                     self._index.remove(item_id)
+                    if self._tally is not None:
+                        self._tally.remove(gone)
         elif op == "credit":
             stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
             schedule = record.get("schedule", "constant")
@@ -277,7 +323,11 @@ class MemoryStore:
                     continue
                 old, visits = item.q(stage), item.visits(stage) + 1
                 new = mc_update(old, reward, step_size(alpha, visits, schedule))
+                if self._tally is not None:
+                    self._tally.remove(item)
                 item.set_value(stage, new, visits, when)
+                if self._tally is not None:
+                    self._tally.add(item)
                 changes.append(ValueChange(item_id, stage, old, new, item.visits(stage)))
         else:
             raise MemoryCorrupt(f"{self._journal.path} has an unknown operation {op!r}")
@@ -304,9 +354,13 @@ class MemoryStore:
         the time, so each new attempt would push proven items out of the prompt.
         """
         with self._locked():
-            q1 = [i.q1 for i in self._items.values() if i.visits1]
-            q2 = [i.q2 for i in self._items.values() if i.visits2]
-        return (sum(q1) / len(q1) if q1 else INITIAL_Q1, sum(q2) / len(q2) if q2 else INITIAL_Q2)
+            tally = self._tallied()
+            return tally.mean("draft", INITIAL_Q1), tally.mean("refine", INITIAL_Q2)
+
+    def _tallied(self) -> _Tally:
+        if self._tally is None:
+            self._tally = _Tally(self._items.values())
+        return self._tally
 
     def add_many(self, items: Iterable[MemoryItem], neutral: bool = False) -> list[MemoryItem]:
         """Add new items; with `neutral`, unvisited ones start at `neutral_values()`."""
@@ -341,7 +395,7 @@ class MemoryStore:
             raise ValueError(f"{item.id} is not a trajectory")
         stage = key[1] if key[1] in ("draft", "refine") else "draft"
         with self._locked():
-            same = [i for i in self._items.values() if i.duplicate_key() == key and i.id != item.id]
+            same = [self._items[i] for i in self._tallied().groups.get(key, ()) if i != item.id and i in self._items]
             if same and key[2] != "feasible":
                 keep = max(same, key=lambda i: (i.visits(stage), i.created))
                 merged = copy.deepcopy(keep)

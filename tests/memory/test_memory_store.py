@@ -253,3 +253,29 @@ def test_seeds_shipped_later_reach_an_existing_bank(bank):
     assert reopened.get(newest) is not None and reopened.get(newest).kind == "seed"
     assert len(reopened.items("seed")) == len(seed_items())
     assert MemoryStore(bank, seed=False).get(newest) is not None
+
+
+def test_neutral_values_and_duplicate_groups_stay_current(bank):
+    store = MemoryStore(bank, seed=False)
+    sig = TaskSignature(task="relu", category="elementwise", backend="cpu")
+    assert store.neutral_values() == (0.0, 0.0)  # nothing tried yet: the scale's middle
+    store.add_many([_item(1), _item(2), _item(3)])
+    store.credit(["t-1"], "draft", 1.0)
+    store.credit(["t-2"], "draft", -0.5)
+    store.credit(["t-3"], "refine", 0.3)
+    other = MemoryStore(bank, seed=False)  # another process's view, replayed from the journal
+    other.neutral_values()
+    store.remove(["t-2"])
+    store.credit(["t-1"], "draft", 0.0)
+
+    def brute(s):
+        items = s.items()
+        q1 = [i.q1 for i in items if i.visits1]
+        q2 = [i.q2 for i in items if i.visits2]
+        return sum(q1) / len(q1), sum(q2) / len(q2)
+
+    assert store.neutral_values() == pytest.approx(brute(store))
+    assert other.neutral_values() == pytest.approx(brute(store))
+    first, how = store.add_trajectory(trajectory_item(sig, "draft", "a", "incorrect"))
+    assert how == "added" and first.q1 == pytest.approx(brute(store)[0])  # a new item starts neutral
+    assert other.add_trajectory(trajectory_item(sig, "draft", "b", "incorrect"))[1] == "merged"
