@@ -223,3 +223,14 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
         builder.load_inline("evk_twice_bad", "torch::Tensor twice(torch::Tensor x);", bad, functions=["twice"])
     line = bad.splitlines().index("    return undefined_thing;") + 1
     assert any(d.startswith(f"cuda_sources:{line}: error:") for d in exc.value.diagnostics), exc.value.diagnostics
+
+
+def test_only_error_lines_decide_the_fallback_to_torchs_layout():
+    from verifier.backends.cuda import _shim_insufficient
+
+    own = ('cuda.cu(10): error: identifier "undefined_thing" is undefined\n'
+           "      auto y = torch::empty_like(xc); undefined_thing;\n")
+    assert not _shim_insufficient(own), "the person's own error, on a line that mentions torch::"
+    assert _shim_insufficient('cuda.cu(12): error: namespace "torch" has no member "nn"')
+    assert _shim_insufficient('cuda.cu(12): error: namespace "at" has no member "native"')
+    assert _shim_insufficient("main.cpp:3:5: error: \u2018py\u2019 has not been declared; py::object")

@@ -145,8 +145,11 @@ def toolchain_here(arch: str, env_key: tuple):
 
 
 def _shim_insufficient(log: str) -> bool:
-    """The split build failed on something the light shim lacks (not the person's own error)."""
-    return any(tok in log for tok in ("torch::", "py::", "pybind11", "‘torch’", "'torch'", "namespace \"torch\""))
+    """The split build failed on something the light shim lacks (not the person's own error): judged on
+    the compiler's error lines only (nvcc echoes the offending source line, which may name torch::)."""
+    errors = "\n".join(ln for ln in log.splitlines() if "error" in ln)
+    return any(tok in errors for tok in ("torch::", "py::", "pybind11", "\u2018torch\u2019", "'torch'",
+                                         'namespace "torch"', 'namespace "at"', 'namespace "c10"'))
 
 
 class CudaBuilder:
