@@ -73,6 +73,10 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
     try:
         path = find_session(session_ref, sessions_root(sessions_dir))
         override = resolve_model(model, api_base) if model else False
+        if model:
+            from evokernel_tui.cli import check_model
+
+            check_model(model, api_base)  # a missing key is one line now, not after the session opens
         session = Session.open(path, model=override, memory=open_memory(memory_path, not no_memory), auto_accept=True)
         if add_draft:
             session.add_steps("draft", add_draft)

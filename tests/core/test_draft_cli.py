@@ -183,3 +183,14 @@ def test_draft_json_end_to_end_with_real_verifier(tmp_path):
     assert summary["feasible"] and summary["steps"]["draft"] == 2
     assert [g["name"] for g in summary["gates"]][:3] == ["anti_hacking", "compile", "correctness"]
     assert (tmp_path / "k.py").read_text() == good
+
+
+def test_resume_with_a_model_missing_its_key_is_one_line(env, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("EVOKERNEL_API_KEY", raising=False)
+    replies = write_replies(env / "r.json", [reply("compile_fail")])
+    sid = json.loads(invoke("draft", "softmax_rows", "--model", f"scripted:{replies}", "--no-memory", "--steps", "1",
+                            "--json").stdout)["id"]
+    res = invoke("resume", sid, "--model", "openai/gpt-4o", "--no-memory", "--add-draft", "1")
+    assert res.exit_code == 1 and "no API key; set OPENAI_API_KEY" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
