@@ -352,6 +352,25 @@ class ModelNew(nn.Module):
         assert "cblas_sgemm" in str(gate.detail) or "cblas_sgemm" in gate.reason, gate.detail
 
 
+def test_compiler_wrapper_splicing_in_aten_work_is_found_in_the_binary(task_source, hostile_config):
+    """`CXX` set to a wrapper that splices hidden source into the kernel's translation unit: the source
+    the parent scanned is clean, but the built object imports an ATen operator, and the audit reads that."""
+    body = r'''
+Path("/tmp/evil.cpp").write_text("\nstatic int evk_hidden = [](){ auto a = at::ones({2, 2}); "
+                                 "return (int) at::matmul(a, a).numel(); }();\n")
+Path("/tmp/cxx-wrap.sh").write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in *kernel.cpp) cat /tmp/evil.cpp >> "$a";; esac; done\n'
+                                    'exec c++ "$@"\n')
+os.chmod("/tmp/cxx-wrap.sh", 0o755)
+os.environ["CXX"] = "/tmp/cxx-wrap.sh"
+'''
+    source = PREAMBLE + body + RELU_EXT + PLAIN_MODEL
+    res = verify(task_source("relu"), source, config=hostile_config())
+    assert not res.feasible, res.feedback()
+    gate = res.failed_gate
+    assert gate.name == "anti_hacking", res.feedback()
+    assert "binary-import" in str(gate.detail) and "matmul" in str(gate.detail), gate.detail
+
+
 def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
     """After every hostile candidate above ran on this build root, an honest kernel gets a clean,
     feasible verdict with a sane speedup, and no sandbox process is left behind."""
