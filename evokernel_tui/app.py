@@ -622,7 +622,12 @@ class EvoKernelApp(App[None]):
 
     def action_show_versions(self) -> None:
         """Every kernel version: author, outcome, median, spread, runs, speedup, accepted/rejected."""
-        from evokernel_tui.screens.versions import VersionsScreen, session_events, version_rows
+        from evokernel_tui.screens.versions import (
+            VersionsScreen,
+            compare_in_session,
+            session_events,
+            version_rows,
+        )
 
         if self.session is None:
             self._report("No session open: press o to open a task.", "warning")
@@ -632,7 +637,7 @@ class EvoKernelApp(App[None]):
             self._report("No kernel version recorded yet: verify one (v, ctrl+s) or take a step (s).", "information")
             return
         best = getattr(self.session, "best", None)
-        self.push_screen(VersionsScreen(rows, getattr(best, "source", None)))
+        self.push_screen(VersionsScreen(rows, getattr(best, "source", None), compare_in_session(self.session)))
 
     def action_show_task(self) -> None:
         """The Task view: reference source, shapes and dtypes, init arguments, tolerance, eager time."""

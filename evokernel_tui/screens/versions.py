@@ -5,10 +5,12 @@ Enter shows a version's source and its diff against the best; x saves the best f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -82,18 +84,62 @@ class VersionsScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
         Binding("h", "dismiss", "Close", show=False),
+        Binding("m", "mark", "Mark A"),
+        Binding("p", "compare", "Compare with A"),
         Binding("x", "export_best", "Save best"),
     ]
 
-    def __init__(self, rows: list[VersionRow], best_source: str | None) -> None:
+    def __init__(self, rows: list[VersionRow], best_source: str | None,
+                 compare: Callable[[str, str], dict] | None = None) -> None:
+        """`compare(source_a, source_b)` re-times two kernels back to back (paired rounds on the same
+        inputs) and returns B's speedup over A with its interval, or {"error": …}."""
         super().__init__()
         self.rows = rows
         self.best_source = best_source
+        self._compare = compare
+        self.marked: VersionRow | None = None
+        self.comparison: dict | None = None
+
+    def _highlighted(self) -> VersionRow | None:
+        table = self.query_one(DataTable)
+        if not self.rows or table.cursor_row is None:
+            return None
+        return self.rows[min(table.cursor_row, len(self.rows) - 1)]
+
+    def action_mark(self) -> None:
+        self.marked = self._highlighted()
+        if self.marked is not None:
+            self.notify(f"v{self.marked.version} marked as A: move to another version and press p to compare.")
+
+    def action_compare(self) -> None:
+        b = self._highlighted()
+        a = self.marked
+        if self._compare is None:
+            self.notify("Comparing needs a live session.", severity="warning")
+            return
+        if a is None or b is None or a.version == b.version:
+            self.notify("Mark one version with m, move to another, then press p.", severity="warning")
+            return
+        self.query_one(".modal-title", Label).update(f"Re-timing v{a.version} and v{b.version} back to back…")
+        self._run_compare(a, b)
+
+    @work(thread=True, exclusive=True, group="compare")
+    def _run_compare(self, a: VersionRow, b: VersionRow) -> None:
+        assert self._compare is not None
+        try:
+            result = self._compare(a.source, b.source)
+        except Exception as exc:  # the verifier is foreign code: one line in the screen, never a crash
+            result = {"error": f"{type(exc).__name__}: {exc}"}
+        self.app.call_from_thread(self.show_comparison, a, b, result)
+
+    def show_comparison(self, a: VersionRow, b: VersionRow, result: dict) -> None:
+        self.comparison = result
+        self.query_one(".modal-title", Label).update(comparison_text(a.version, b.version, result))
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal"):
-            yield Label(f"Versions ({len(self.rows)}) · enter: source and diff vs best · x: save the best · esc: close",
-                        classes="modal-title")
+            yield Label(f"Versions ({len(self.rows)}) · enter: source and diff vs best · m then p: compare two · "
+                        "x: save the best · esc: close", classes="modal-title")
             yield DataTable(id="versions-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -121,6 +167,37 @@ class VersionsScreen(ModalScreen[None]):
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
+
+
+def comparison_text(a: int, b: int, result: dict) -> str:
+    """`v4 vs v2 (paired re-timing): v4 is 1.28× as fast (95% 1.21–1.34); 1.25 → 0.98 ms`."""
+    if result.get("error"):
+        return f"v{b} vs v{a}: no comparison: {result['error']}"
+    speedup, lo, hi = result.get("speedup"), result.get("lo"), result.get("hi")
+    text = f"v{b} vs v{a} (paired re-timing): v{b} is {speedup:.2f}× as fast" if speedup else f"v{b} vs v{a}:"
+    if lo is not None and hi is not None:
+        text += f" (95% {lo:.2f}–{hi:.2f})"
+    if result.get("a_ms") is not None and result.get("b_ms") is not None:
+        text += f"; {result['a_ms']:.4g} → {result['b_ms']:.4g} ms"
+    if result.get("noisy"):
+        text += "; noisy: the interval stayed wide"
+    return text
+
+
+def compare_in_session(session: Any) -> Callable[[str, str], dict] | None:
+    """Paired re-timing of two of `session`'s kernels with its task, backend and settings."""
+    meta = getattr(session, "meta", None) or {}
+    reference = (meta.get("task") or {}).get("source")
+    if not reference:
+        return None
+
+    def compare(source_a: str, source_b: str) -> dict:
+        from verifier.api import compare as paired
+
+        return paired(reference, source_a, source_b, backend=session.backend,
+                      config=getattr(session, "verify_config", None))
+
+    return compare
 
 
 def session_events(session: Any) -> list[dict[str, Any]]:

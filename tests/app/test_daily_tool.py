@@ -447,3 +447,35 @@ async def test_textual_theme_picker_and_t_agree_and_both_are_remembered(make_ses
     again = app_for(s)
     async with again.run_test(size=SIZE):
         assert again.theme == "nord"
+
+
+async def test_versions_compare_two_retimes_them_paired(make_session):
+    from textual.widgets import Label
+
+    from evokernel_tui.screens.versions import VersionsScreen
+
+    s = make_session([reply("feasible", 1.0, "first"), reply("feasible", 0.5, "faster")])
+    calls = []
+
+    def fake_compare(a, b):
+        calls.append((a, b))
+        return {"speedup": 1.9, "lo": 1.8, "hi": 2.0, "a_ms": 1.0, "b_ms": 0.52, "noisy": False}
+
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(2):
+            await pilot.press("s")
+            await settle(app, pilot)
+        await pilot.press("h")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, VersionsScreen) and screen._compare is not None  # wired to the verifier
+        screen._compare = fake_compare
+        screen.query_one("DataTable").move_cursor(row=0)
+        await pilot.press("m")
+        screen.query_one("DataTable").move_cursor(row=1)
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert calls == [(s.history[0].source, s.history[1].source)]
+        title = str(screen.query_one(".modal-title", Label).render())
+        assert "v2 vs v1 (paired re-timing): v2 is 1.90× as fast (95% 1.80–2.00); 1 → 0.52 ms" in title
