@@ -62,3 +62,33 @@ def test_tui_in_tmux(tmp_path):
         assert list((tmp_path / "sessions").glob("*/events.jsonl")), "the session was not recorded"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+@pytest.mark.slow
+def test_readme_first_command_in_a_fresh_home_reaches_a_built_starter(tmp_path):
+    """`evokernel tui relu` with a fresh HOME (cold build caches, no config): the starter kernel builds
+    and gets the verifier's verdict (it copies its input, so correctness is where it stops), and q
+    prints how to resume."""
+    command = [str(BIN), "tui", "relu"] if BIN.exists() else [sys.executable, "-m", "evokernel_tui.cli", "tui", "relu"]
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "TERM": "xterm-256color", "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share")}
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    unset = "-u EVOKERNEL_MODEL -u EVOKERNEL_CONFIG -u EVOKERNEL_CONFIG_DIR -u EVOKERNEL_MEMORY -u EVOKERNEL_SESSIONS"
+    name = f"ek-e2e-home-{os.getpid()}"
+    shell = f"cd {tmp_path} && env {unset} -u EVOKERNEL_BUILD_DIR {exports} {' '.join(command)}; echo EXITED; sleep 30"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    try:
+        wait_for(name, "starter kernel")
+        subprocess.run(["tmux", "send-keys", "-t", name, "Escape"], check=True)
+        time.sleep(0.3)
+        subprocess.run(["tmux", "send-keys", "-t", name, "v"], check=True)
+        shown = wait_for(name, "step done:", timeout=400)  # stays on screen (the verdict line may scroll by)
+        assert "Compile      pass" in shown, shown
+        assert "step done: compile_fail" not in shown
+        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        shown = wait_for(name, "EXITED")
+        assert "evokernel tui --session" in shown.replace("\n", "")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
