@@ -127,7 +127,9 @@ class Progress:
     def on_event(self, ev: Event) -> None:
         if ev.kind == "gate":
             self.tail = ""
-            self._refresh(f"verifying v{ev.data['version']}: {ev.data['name']} {ev.data['status']}")
+            # a "pass" here may be the candidate's own report; the verdict (printed below) decides
+            status = "checking" if ev.data["status"] == "pass" else ev.data["status"]
+            self._refresh(f"verifying v{ev.data['version']}: {ev.data['name']} {status}")
         if ev.kind in QUIET_KINDS:
             return
         line = describe_event(ev)
