@@ -541,11 +541,14 @@ class SessionState:
 
 
 def _faster(a: Attempt | None, b: Attempt | None) -> bool:
-    """Whether `a` is faster than `b` (anything is faster than no timed kernel)."""
+    """Whether `a` is faster than `b` (anything is faster than no timed kernel). Paired speedups against
+    eager are compared when both have one, so load that changed between the two measurements cancels."""
     if a is None:
         return False
     if b is None or b.latency_ms is None:
         return True
+    if a.speedup and b.speedup:
+        return a.speedup > b.speedup
     return a.latency_ms is not None and a.latency_ms < b.latency_ms
 
 

@@ -143,15 +143,16 @@ class SessionView:
 
     @property
     def best_ms(self) -> float | None:
-        feasible = [p.latency_ms for p in self.points if p.feasible]
-        return min(feasible) if feasible else None
+        """The accepted best kernel's latency (the fold's best), not the fastest of every feasible try."""
+        best = self.state.best
+        return best.latency_ms if best is not None else None
 
     @property
     def speedup(self) -> float | None:
-        best = self.best_ms
-        if best and self.reference_ms:
-            return self.reference_ms / best
-        return None
+        """The accepted best kernel against eager, from its own paired measurement: the one definition
+        of "best ×" that `sessions`, replay and bench use too."""
+        best = self.state.best
+        return best.speedup if best is not None else None
 
     def gate_list(self) -> list[GateView]:
         return [self.gates[name] for name in GATE_ORDER if name in self.gates]

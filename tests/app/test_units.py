@@ -57,3 +57,22 @@ def test_app_import_is_light():
             "print(','.join(m for m in ('torch', 'litellm', 'verifier.api', 'core.session') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_best_speedup_is_the_accepted_kernels_own_paired_figure():
+    """A faster kernel that was rejected, and a later eager time measured under other load, must not
+    move the headline: it is the accepted best's speedup from its own paired measurement."""
+    from support import _verification
+
+    base = snapshot_events()  # v2 accepted: 1.25 ms against 2.0 ms eager -> 1.6x
+    faster = _verification(3, None, 0.5)
+    faster["result"]["reference_ms"] = 4.0  # eager measured later, under load: 8x if divided naively
+    extra = [
+        {"kind": "kernel", "data": {"version": 3, "author": "model", "source": "v3"}, "step": 3},
+        {"kind": "verification", "data": faster, "step": 3},
+        {"kind": "pending_refinement", "data": {"version": 3, "gain": 2.5}, "step": 3},
+        {"kind": "rejected", "data": {"version": 3}, "step": 4},
+    ]
+    view = fold(base + extra)
+    assert view.best_version == 2
+    assert view.speedup == 2.0 / 1.25 and view.best_ms == 1.25
