@@ -89,7 +89,7 @@ def make_config(build_root):
 
     def make(**overrides) -> VerifyConfig:
         base = dict(build_root=str(build_root), use_cache=False, trials=2, warmup=1, min_reps=3, max_reps=10,
-                    min_time_s=0.05, run_timeout_s=120.0, build_timeout_s=240.0)
+                    min_time_s=0.05, run_timeout_s=120.0, build_timeout_s=240.0, timing_budget_s=0.5, min_rounds=5)
         base.update(overrides)
         return VerifyConfig(**base)
 
