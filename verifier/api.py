@@ -344,7 +344,8 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         rounds = _timed_rounds(run_a, [run_a, run_b], lambda m: paired_speedup(
             m[1], m[2], rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
         if rounds is None:
-            why = run_a.timing_violation or run_b.timing_violation or "a kernel failed while timing"
+            why = (run_a.timing_violation or run_b.timing_violation
+                   or (run_a.timed_mismatch or run_b.timed_mismatch or {}).get("fail") or "a kernel failed while timing")
             return {"error": why}
         est, means, count, checked = rounds
         out = est.to_dict()
@@ -398,6 +399,7 @@ class _Run:
         self.audit_findings: list = []
         self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
         self.timing_violation: str | None = None
+        self.timed_mismatch: dict | None = None  # a sampled timed call whose output was wrong
 
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
@@ -427,6 +429,11 @@ class _Run:
         if correct.passed and self.config.time_kernels:
             self.notify("latency", "running")
         latency = self.latency() if correct.passed and self.config.time_kernels and profiled else None
+        if self.timed_mismatch is not None:
+            detail = {k: v for k, v in self.timed_mismatch.items() if k != "fail"}
+            correct = GateResult("correctness", FAIL, correct.seconds, self.timed_mismatch["fail"],
+                                 {**detail, "during": "timing"})
+            latency = None
         self.audit()
         self.finish_candidate()
         ev = self.evidence()
@@ -665,10 +672,6 @@ class _Run:
         if wall_ms > 50 and sum(times) > wall_ms * 1.05:
             self.timing_violation = f"round {r + 1} reported {sum(times):.1f} ms in {wall_ms:.1f} ms of wall time"
             return None
-        if wall_ms > 50 and sum(times) < 0.02 * wall_ms:
-            self.timing_violation = (f"round {r + 1} reported {sum(times):.2f} ms but took {wall_ms:.1f} ms of wall "
-                                     "time (clock tampering?)")
-            return None
         self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
@@ -681,8 +684,9 @@ class _Run:
                                     label=f"timed call {k + 1} of round {r + 1}")
             self.sampled_checks = getattr(self, "sampled_checks", 0) + 1
             if verdict.get("fail"):
-                self.timing_violation = (f"{verdict['fail']} — outputs must be computed afresh on every call "
-                                         "(cached or stale results?)")
+                self.timed_mismatch = verdict
+                self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
+                                               "its outputs afresh (a cached or stale result?)")
                 return None
         shutil.rmtree(d, ignore_errors=True)
         return times

@@ -251,8 +251,10 @@ def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostil
     assert not res.feasible, (trick, res.feedback())
     gate = res.failed_gate
     assert gate.name in ("anti_hacking", "correctness"), res.feedback()
-    if gate.name == "anti_hacking":
-        assert "timed-output" in str(gate.detail), gate.detail
+    if gate.name == "correctness" and gate.detail.get("during") == "timing":
+        assert "afresh" in gate.reason and "timed call" in gate.reason, gate.reason
+    if trick == "stale_after_n":  # right for the first 8 calls: only the checks on timed calls can see it
+        assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
 
 
 def test_tensor_subclass_output_is_refused(task_source, hostile_config):
