@@ -19,14 +19,50 @@ from evokernel_tui.commands.tasks import tasks as list_tasks
 
 
 @click.pass_context
-def _list_unless_subcommand(ctx: click.Context, **kwargs: Any) -> None:
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(list_tasks.callback, **kwargs)
+def _list_unless_subcommand(ctx: click.Context, shapes: bool = False, **kwargs: Any) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    if shapes and not kwargs.get("kernelbench"):
+        _list_with_shapes(kwargs.get("level"), kwargs.get("category"), bool(kwargs.get("as_json")))
+        return
+    ctx.invoke(list_tasks.callback, **kwargs)
+
+
+def _list_with_shapes(level: int | None, category: str | None, as_json: bool) -> None:
+    """The built-in listing with each task's input and output shapes, read on torch's meta device in
+    one child process (nothing allocated; cached per task source, so later listings are instant)."""
+    from core.tasks import TaskError, builtin_tasks, estimate_many
+
+    try:
+        rows = [t for t in builtin_tasks() if (level is None or t.level == level)
+                and (category is None or t.category == category.lower())]
+        estimates = estimate_many(rows)
+    except TaskError as exc:
+        raise click.ClickException(str(exc)) from None
+    records = [{"name": t.name, "level": t.level, "category": t.category, "description": t.description,
+                "inputs": [s.short() for s in est.inputs] if est else None,
+                "outputs": [s.short() for s in est.outputs] if est else None}
+               for t, est in zip(rows, estimates, strict=True)]
+    if as_json:
+        click.echo(json.dumps(records, indent=2))
+        return
+    table = Table(title=f"Built-in tasks ({len(records)})", title_justify="left")
+    table.add_column("name", style="bold cyan", no_wrap=True)
+    table.add_column("level", justify="right")
+    table.add_column("category", style="magenta")
+    table.add_column("inputs")
+    table.add_column("output")
+    for r in records:
+        table.add_row(r["name"], str(r["level"]), r["category"], "; ".join(r["inputs"] or ["?"]),
+                      "; ".join(r["outputs"] or ["?"]))
+    Console().print(table)
 
 
 tasks = click.Group(
     name="tasks",
-    params=list(list_tasks.params),
+    params=[*list_tasks.params,
+            click.Option(["--shapes"], is_flag=True,
+                         help="Add each built-in task's input and output shapes (read on torch's meta device).")],
     callback=_list_unless_subcommand,
     invoke_without_command=True,
     help=(list_tasks.help or "") + "\n\n`evokernel tasks show NAME` describes one task in full.",

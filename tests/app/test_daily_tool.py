@@ -479,3 +479,27 @@ async def test_versions_compare_two_retimes_them_paired(make_session):
         assert calls == [(s.history[0].source, s.history[1].source)]
         title = str(screen.query_one(".modal-title", Label).render())
         assert "v2 vs v1 (paired re-timing): v2 is 1.90× as fast (95% 1.80–2.00); 1 → 0.52 ms" in title
+
+
+def test_tasks_shapes_column(monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    import core.tasks
+    from core.tasks import TensorSpec
+    from evokernel_tui.cli import cli
+
+    def fake_estimates(tasks):
+        return [SimpleNamespace(inputs=[TensorSpec("x", [i + 1, 8], "float32")], outputs=[TensorSpec("out", [i + 1], "float32")])
+                for i, _ in enumerate(tasks)]
+
+    monkeypatch.setattr(core.tasks, "estimate_many", fake_estimates)
+    res = CliRunner().invoke(cli, ["tasks", "--shapes", "--level", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)
+    assert rows[0]["inputs"] == ["x: 1x8 f32"] and rows[1]["outputs"] == ["out: 2 f32"]
+    assert all(r["level"] == 1 for r in rows)
+    table = CliRunner().invoke(cli, ["tasks", "--shapes", "--level", "1"])
+    assert "inputs" in table.stdout and "x: 1x8 f32" in table.stdout
