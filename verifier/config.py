@@ -20,8 +20,8 @@ def default_build_root() -> Path:
 @dataclass
 class VerifyConfig:
     trials: int = 5
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    atol: float | None = None  # None: KernelBench's precision-aware rule (fp32 1e-4, fp16/bf16 1e-2)
+    rtol: float | None = None
     seed: int = 42
     build_root: str | None = None
     build_timeout_s: float = 300.0

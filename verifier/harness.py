@@ -58,14 +58,26 @@ def report_built_source(sources: list[str]) -> None:
     Progress(int(fd)).mark("source", text=text[:MAX_SOURCE_MARK], truncated=len(text) > MAX_SOURCE_MARK)
 
 
-def request_artefact(kind: str, spec: dict) -> None:
-    """Ask the trusted side to build a shared artefact (a precompiled header, bindings) and wait for
-    its answer: the sandbox can read the shared tree but never write it."""
+_ANSWERED: dict[str, int] = {}
+
+
+def request_artefact(kind: str, spec: dict, wait: bool | str = True) -> None:
+    """Ask the trusted side to build a shared artefact (a precompiled header, bindings): the sandbox can
+    read the shared tree but never write it. `wait=False` only asks; `wait="only"` only waits; answers
+    name their kind, so waits for different kinds never take each other's answer."""
     from verifier.channel import Channel
 
     channel = Channel.from_env()
-    channel.mark("need", kind=kind, spec=spec)
-    channel.recv()
+    if wait != "only":
+        channel.mark("need", kind=kind, spec=spec)
+    if not wait:
+        return
+    while _ANSWERED.get(kind, 0) == 0:
+        answer = channel.recv()
+        if answer.get("cmd") != "built":
+            return
+        _ANSWERED[str(answer.get("kind"))] = _ANSWERED.get(str(answer.get("kind")), 0) + 1
+    _ANSWERED[kind] -= 1
 
 
 class CountingModule:

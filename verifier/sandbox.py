@@ -327,13 +327,20 @@ class LiveJob:
             os.close(progress_w)
             os.close(control_r)
         self._control = control_w
+        self._send_lock = threading.Lock()
+        self._control_closed = False
         self._reader = threading.Thread(target=_read_marks, args=(progress_r, self.marks, self._marks.put), daemon=True)
         self._reader.start()
 
     def send(self, message: dict) -> bool:
+        """One command; False once the worker is finished (the pipe is never written after closing,
+        so a late sender cannot hit a reused descriptor)."""
         from verifier.channel import send
 
-        return send(self._control, message)
+        with self._send_lock:
+            if self._control_closed:
+                return False
+            return send(self._control, message)
 
     def expect(self, phases: set[str], timeout: float, on_other: Callable[[dict], None] | None = None) -> dict | None:
         """The next mark whose phase is in `phases` (others go to `on_other` and `on_mark`); None when the
@@ -385,8 +392,11 @@ class LiveJob:
             self.timed_out = True
         self.kill()
         self.proc.wait()
-        with contextlib.suppress(OSError):
-            os.close(self._control)
+        with self._send_lock:
+            if not self._control_closed:
+                self._control_closed = True
+                with contextlib.suppress(OSError):
+                    os.close(self._control)
         self._reader.join(timeout=2)
         self._stderr.close()
         stderr_path = self.workdir.parent / f"{self.workdir.name}.stderr"

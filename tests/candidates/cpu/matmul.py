@@ -7,6 +7,7 @@ from torch.utils.cpp_extension import load_inline
 CPP = r"""
 #include <torch/extension.h>
 #include <algorithm>
+#include <vector>
 
 torch::Tensor matmul_forward(torch::Tensor a, torch::Tensor b) {
     TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "matmul_forward expects (M,K) @ (K,N)");
@@ -19,17 +20,24 @@ torch::Tensor matmul_forward(torch::Tensor a, torch::Tensor b) {
     const float* B = bc.data_ptr<float>();
     float* C = out.data_ptr<float>();
     const int64_t KB = 128;
-    #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < M; ++i) {
-        float* crow = C + i * N;
-        for (int64_t k0 = 0; k0 < K; k0 += KB) {
-            const int64_t k1 = std::min(K, k0 + KB);
-            for (int64_t k = k0; k < k1; ++k) {
-                const float aik = A[i * K + k];
-                const float* brow = B + k * N;
-                #pragma omp simd
-                for (int64_t j = 0; j < N; ++j) crow[j] += aik * brow[j];
+    // Each row accumulates in double, then rounds once: within KernelBench's fp32 tolerance (1e-4).
+    #pragma omp parallel
+    {
+        std::vector<double> acc(N);
+        #pragma omp for schedule(static)
+        for (int64_t i = 0; i < M; ++i) {
+            std::fill(acc.begin(), acc.end(), 0.0);
+            for (int64_t k0 = 0; k0 < K; k0 += KB) {
+                const int64_t k1 = std::min(K, k0 + KB);
+                for (int64_t k = k0; k < k1; ++k) {
+                    const double aik = A[i * K + k];
+                    const float* brow = B + k * N;
+                    #pragma omp simd
+                    for (int64_t j = 0; j < N; ++j) acc[j] += aik * brow[j];
+                }
             }
+            float* crow = C + i * N;
+            for (int64_t j = 0; j < N; ++j) crow[j] = static_cast<float>(acc[j]);
         }
     }
     return out;
