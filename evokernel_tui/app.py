@@ -316,6 +316,18 @@ class EvoKernelApp(App[None]):
 
     # ----- running session calls -------------------------------------------------------------------
 
+    def mark_memory_used(self, item_id: str, used: bool) -> None:
+        """The person says a memory on screen helped (or not): only marked memories are credited for
+        their next edit. Recorded as an event, so replay shows it too."""
+        s = self.session
+        if s is None or not hasattr(s, "mark_used"):
+            return
+        on_event, flush = self._emitter()
+        try:
+            flush(s.mark_used(item_id, used, on_event=on_event))
+        except Exception as exc:  # busy, or the memory is no longer on screen: one line
+            self._report(f"Could not mark the memory: {exc}", "warning")
+
     def _busy_with(self) -> str | None:
         if self.running:
             return self.running

@@ -87,6 +87,7 @@ class MemoryView:
     score: float = 0.0
     delta1: float | None = None
     delta2: float | None = None
+    used: bool = False  # marked by the person as used for their next edit (only those are credited)
 
 
 @dataclass
@@ -302,6 +303,9 @@ def _copy_state(view: SessionView, payload: Any) -> None:
     if len(view.versions) != len(st.history):  # kernels are only ever appended
         view.versions = {a.version: a.source for a in st.history}
     view.best_version = st.best_version
+    marked = dict(st.marked or {})
+    for memory in view.memories:
+        memory.used = bool(marked.get(memory.item_id))
     pending = st.pending
     view.pending = pending.source if pending is not None else None
     author = view.author

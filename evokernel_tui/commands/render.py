@@ -103,9 +103,11 @@ def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None 
         rows.append(("shapes", f"unknown: {probe_error}"))
     else:
         rows.append(("shapes", "running the reference once to read them…"))
-    if atol is not None:
+    if trials is not None or atol is not None:
+        from verifier.compare import describe_tolerance
+
         extra = f", {trials} trials with distinct seeds" if trials else ""
-        rows.append(("tolerance", f"atol {atol:g}, rtol {rtol:g}{extra}"))
+        rows.append(("tolerance", f"{describe_tolerance(atol, rtol)}{extra}"))
     timings = []
     if eager_ms:
         timings.append(f"{eager_ms:.4g} ms eager (the verifier's median in this session)")

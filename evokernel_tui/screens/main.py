@@ -85,6 +85,11 @@ class SessionScreen(Screen):
     def on_memory_table_memory_selected(self, message: MemoryTable.MemorySelected) -> None:
         self.app.push_screen(MemoryDetailScreen(message.memory))
 
+    def on_memory_table_used_toggled(self, message: MemoryTable.UsedToggled) -> None:
+        mark = getattr(self.app, "mark_memory_used", None)
+        if mark is not None:
+            mark(message.memory.item_id, not message.memory.used)
+
 
 class MainScreen(SessionScreen):
     """The live session; every control is an app action so the command palette can offer it too."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -31,7 +32,16 @@ class MemoryTable(DataTable):
 
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"memory--stage", "memory--up", "memory--down"}
 
+    BINDINGS = [Binding("u", "toggle_used", "Used", tooltip="Mark the highlighted memory as used for your next edit")]
+
     class MemorySelected(Message):
+        def __init__(self, memory: MemoryView) -> None:
+            super().__init__()
+            self.memory = memory
+
+    class UsedToggled(Message):
+        """The person marked (or unmarked) a memory as used for their next edit."""
+
         def __init__(self, memory: MemoryView) -> None:
             super().__init__()
             self.memory = memory
@@ -93,7 +103,8 @@ class MemoryTable(DataTable):
     def _cells(self, m: MemoryView) -> list[Text | str]:
         stage_key = STAGE_COLUMN.get(self._stage)
         visits = m.visits2 if self._stage == "refine" else m.visits1
-        cells: list[Text | str] = [KIND_LABELS.get(m.kind, m.kind), self._title(m)]
+        kind = KIND_LABELS.get(m.kind, m.kind)
+        cells: list[Text | str] = [Text(f"✓{kind}", style="bold") if m.used else kind, self._title(m)]
         for key, value, delta in (("q1", m.q1, m.delta1), ("q2", m.q2, m.delta2)):
             text = Text(q_cell(value, delta))
             if key == stage_key:
@@ -103,6 +114,12 @@ class MemoryTable(DataTable):
             cells.append(text)
         cells += [str(visits), f"{m.similarity:.2f}", f"{m.score:.2f}"]
         return cells
+
+    def action_toggle_used(self) -> None:
+        if not self._rows or self.cursor_row < 0:
+            return
+        key = list(self._rows)[min(self.cursor_row, len(self._rows) - 1)]
+        self.post_message(self.UsedToggled(self._rows[key]))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -349,3 +349,30 @@ async def test_every_control_is_in_the_command_palette(make_session):
     for title in ("Step", "Run N steps", "Pause", "Accept refinement", "Reject refinement", "Reverify",
                   "Edit in $EDITOR", "Switch stage", "Open task", "Save kernel", "Switch theme", "Toggle diff"):
         assert title in titles
+
+
+async def test_u_marks_a_memory_used_and_only_it_is_credited_for_an_edit(make_session, verifier):
+    """Person credit: `u` on the memories pane marks the highlighted memory; a person's edit then
+    credits that memory alone (none is credited by default)."""
+    s = make_session([reply("feasible", 0.5)])
+    app = app_for(s)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("s")
+        await settle(app, pilot)
+        table = app.screen.query_one(MemoryTable)
+        first = app.view.memories[0].item_id
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert dict(s.state.marked) == {first: True}
+        assert app.view.memories[0].used and str(table.get_cell(first, "kind")).startswith("✓")
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert dict(s.state.marked) == {first: False}
+        assert not app.view.memories[0].used
+        await pilot.press("u")
+        await settle(app, pilot)
+        events = s.submit_human_edit(kernel("feasible", 0.4, tag="mine"))
+        edits = [e for e in events if e.kind == "human_edit"]
+        assert edits and edits[0].data["credited"] == [first]

@@ -273,7 +273,7 @@ async def test_task_view_shows_reference_shapes_tolerance_and_eager_time(make_se
         await settle(app, pilot)
         body = str(app.screen.query_one(".modal-body").render())
         assert "inputs      x: 2048x4096 f32" in body and "outputs     out: 2048x4096 f32" in body
-        assert "atol 0.01, rtol 0.01, 5 trials" in body
+        assert "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2, 5 trials" in body
         assert f"{app.view.reference_ms:.4g} ms eager (the verifier's median in this session)" in body
         assert "return torch.relu(x)" in body and "def get_inputs():" in body
         await pilot.press("i")
@@ -294,9 +294,9 @@ def test_tasks_show_prints_the_task(monkeypatch):
     monkeypatch.setattr(core.tasks, "validate_task", lambda task, timeout_s=60: _fake_info())
     res = CliRunner().invoke(cli, ["tasks", "show", "relu"])
     assert res.exit_code == 0, res.output
-    assert "x: 2048x4096 f32" in res.stdout and "atol 0.01" in res.stdout and "torch.relu(x)" in res.stdout
+    assert "x: 2048x4096 f32" in res.stdout and "fp32 atol=rtol=1e-4" in res.stdout and "torch.relu(x)" in res.stdout
     record = json.loads(CliRunner().invoke(cli, ["tasks", "show", "relu", "--json"]).stdout)
-    assert record["inputs"] == [{"name": "x", "shape": [2048, 4096], "dtype": "float32"}] and record["atol"] == 0.01
+    assert record["inputs"] == [{"name": "x", "shape": [2048, 4096], "dtype": "float32"}] and record["atol"] is None  # None: the precision-aware KernelBench rule
     listed = CliRunner().invoke(cli, ["tasks", "--level", "1", "--json"])
     assert listed.exit_code == 0 and "relu" in [r["name"] for r in json.loads(listed.stdout)]
     missing = CliRunner().invoke(cli, ["tasks", "show", "nope"])
