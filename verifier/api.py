@@ -214,7 +214,8 @@ def _sandbox_spec(job_dir: Path, config: VerifyConfig, be: Backend):
     root = config.root()
     hidden = [*default_hidden(), root, _scratch(), *map(Path, config.hidden_paths)]
     return SandboxSpec(writable=[job_dir], readonly=[root / "shared"], hidden=hidden,
-                       devices=gpu_device_nodes() if be.device == "cuda" else [])
+                       devices=gpu_device_nodes() if be.device == "cuda" else [],
+                       tmp_bytes=int(config.sandbox_tmp_mb * 1024**2))
 
 
 def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bool) -> tuple[LiveJob, Path]:
@@ -231,7 +232,8 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
 
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
     return _digest("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
-                   config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s)
+                   config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
+                   config.sandbox_tmp_mb)
 
 
 # ---------------------------------------------------------------------------------------------------

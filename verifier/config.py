@@ -51,6 +51,7 @@ class VerifyConfig:
     timing_memory_mb: float = 256.0
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
     gpu_memory_fraction: float | None = 0.9
+    sandbox_tmp_mb: float = 1024.0  # the size of each private tmpfs in the sandbox (/tmp, /var/tmp, /dev/shm)
 
     def seeds(self) -> list[int]:
         """Distinct seeds, one per trial: fresh inputs each time."""

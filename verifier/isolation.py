@@ -73,6 +73,7 @@ class SandboxSpec:
     hidden: list[Path] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     chdir: Path | None = None
+    tmp_bytes: int = 1024**3  # each private tmpfs (/tmp, /var/tmp, /dev/shm) is capped: tmpfs pages are RAM
 
 
 def visible_trees() -> list[Path]:
@@ -115,8 +116,9 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
     if binary is None:
         raise IsolationUnavailable(unavailable_reason() or "bubblewrap is not installed")
     trees = visible_trees() if trees is None else trees
-    args = [binary, *_namespace_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--tmpfs", "/var/tmp", "--dir", "/run"]
+    size = ["--size", str(int(spec.tmp_bytes))]
+    args = [binary, *_namespace_args(), "--dev", "/dev", *size, "--tmpfs", "/dev/shm", "--proc", "/proc",
+            *size, "--tmpfs", "/tmp", *size, "--tmpfs", "/var/tmp", "--dir", "/run"]
     for d in SYSTEM_DIRS:
         if Path(d).is_symlink():
             args += ["--symlink", os.readlink(d), d]

@@ -373,6 +373,28 @@ os.environ["CXX"] = "/tmp/cxx-wrap.sh"
     assert "binary-import" in str(gate.detail) and "matmul" in str(gate.detail), gate.detail
 
 
+def test_private_tmp_cannot_eat_the_machines_memory(task_source, hostile_config):
+    """tmpfs pages are RAM that no address-space limit counts: each private tmpfs has a size cap."""
+    body = """
+WRITTEN = {}
+for place in ("/tmp", "/dev/shm", "/var/tmp"):
+    n = 0
+    try:
+        with open(place + "/fill", "wb") as fh:
+            for _ in range(24):
+                fh.write(b"x" * (8 << 20))
+                fh.flush()
+                n += 8
+    except OSError:
+        pass
+    WRITTEN[place] = n
+if max(WRITTEN.values()) > 64:
+    raise SystemExit(f"wrote past the cap: {WRITTEN}")
+"""
+    res = verify(task_source("relu"), candidate(body), config=hostile_config(sandbox_tmp_mb=64))
+    assert res.feasible, res.feedback()
+
+
 def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
     """After every hostile candidate above ran on this build root, an honest kernel gets a clean,
     feasible verdict with a sane speedup, and no sandbox process is left behind."""
