@@ -1,27 +1,15 @@
-"""The draft -> refine loop as a step machine, stored as a folder that survives a crash.
-
-Every state change goes through `_emit`: the event is appended (fsynced) to `events.jsonl` first
-and then folded into `self.state` by `core.events.apply`, the same pure fold the app's view and the
-command line use. `Session.open` folds the same log, so a reopened session is exactly the session
-that was running; a step that a crash cut short is finished by the next action (`_finish_interrupted`).
-
-One process at a time writes a session: the folder's `.lock` (see `core.fsutil.FolderLock`).
-
-A step never spawns threads or waits on anything but its own model call and verification; the
-app runs `step()` in a worker and the headless commands call `run()`.
-"""
+"""The step machine: `Session` (create/open, actions, the step, events), one writer per folder."""
 
 from __future__ import annotations
 
 import errno
 import json
-import platform
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,137 +27,28 @@ from core.events import (
     read_events,
 )
 from core.extract import ExtractError, extract_kernel
-from core.fsutil import FolderLock, LockHeld, atomic_write_text, os_error_text, release_lock
+from core.fsutil import FolderLock, LockHeld, os_error_text, release_lock
 from core.fsutil import one_line as _one_line
 from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
 from core.prompting import PromptContext, Tried, build_messages
-from core.rewards import (
-    best_in_frame,
-    choose_start_point,
-    credited_ids,
-    is_improvement,
-    reward_for,
-    select_memories,
-    store_trajectory,
+from core.rewards import best_in_frame, is_improvement
+from core.session.folder import _atomic_write, _slug, _versions, load_meta
+from core.session.learning import Learning, _deferred_credit
+from core.session.models import _default_verify, _model_meta, _policy_meta, fresh_config
+from core.session.records import (
+    FATAL_MODEL_ERRORS,
+    STAGES,
+    Budgets,
+    EventSink,
+    SessionBusy,
+    SessionError,
+    SessionMeta,
+    VerifyFn,
 )
 from verifier.result import VerificationResult
 
-FORMAT_VERSION = 1
-#: A refinement the person rejected earns its memories what "no gain" earns: ln(1) = 0.
-STAGES = ("draft", "refine", "done")
 
-EventSink = Callable[[Event], None]
-VerifyFn = Callable[..., VerificationResult]
-
-
-class SessionBusy(Exception):
-    """A step (or edit) is already running on this session."""
-
-
-class SessionError(Exception):
-    """A session folder or request that cannot be served; the message says what to do."""
-
-
-@dataclass
-class Budgets:
-    """Limits of one session: model steps per stage, and optional wall time, token and cost caps."""
-
-    draft_steps: int = 4
-    refine_steps: int = 4
-    wall_s: float | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.draft_steps < 0 or self.refine_steps < 0:
-            raise SessionError("step budgets must be 0 or more")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Budgets:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-
-_META_FIELDS = ("format", "id", "created", "task", "backend", "model", "budgets", "shapes", "settings", "versions")
-
-
-@dataclass
-class SessionMeta:
-    """`session.json`: what a session was created with. Read by attribute (`meta.task_name`); the
-    dict-style reads (`meta["task"]["name"]`) of older callers still work."""
-
-    id: str
-    task: dict[str, Any]
-    backend: str = "cpu"
-    created: float = 0.0
-    format: int = FORMAT_VERSION
-    model: dict[str, Any] | None = None
-    budgets: dict[str, Any] = field(default_factory=dict)
-    shapes: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # keys from newer versions, kept
-
-    @property
-    def task_name(self) -> str:
-        return str(self.task.get("name", ""))
-
-    @property
-    def task_source(self) -> str:
-        return str(self.task.get("source", ""))
-
-    @property
-    def auto_accept(self) -> bool:
-        return bool(self.settings.get("auto_accept", False))
-
-    @property
-    def retrieval(self) -> dict[str, Any]:
-        return dict(self.settings.get("retrieval") or {})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.extra, **{k: getattr(self, k) for k in _META_FIELDS}}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SessionMeta:
-        if not isinstance(d, dict) or "id" not in d or not isinstance(d.get("task"), dict):
-            raise SessionError("session.json lacks its id or task; the session folder is damaged")
-        known = {k: d[k] for k in _META_FIELDS if k in d}
-        return cls(**known, extra={k: v for k, v in d.items() if k not in _META_FIELDS})
-
-    # dict-style access, for callers written against the JSON form
-    def __getitem__(self, key: str) -> Any:
-        if key in _META_FIELDS:
-            return getattr(self, key)
-        return self.extra[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in _META_FIELDS:
-            setattr(self, key, value)
-        else:
-            self.extra[key] = value
-
-    def __contains__(self, key: object) -> bool:
-        return key in _META_FIELDS or key in self.extra
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            value = self[key]
-        except KeyError:
-            return default
-        return default if value is None and key not in _META_FIELDS else value
-
-
-def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
-                   on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
-    """The real verifier, imported on first use (it pulls in torch)."""
-    from verifier import verify
-
-    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
-
-
-class Session:
+class Session(Learning):
     """A task being drafted and refined; see the module docstring and docs/ARCHITECTURE.md."""
 
     def __init__(self, path: Path, meta: SessionMeta | dict[str, Any], *,
@@ -183,7 +62,7 @@ class Session:
         self._base_budgets = Budgets.from_dict(self.meta.budgets)
         self.auto_accept = self.meta.auto_accept if auto_accept is None else auto_accept
         self.memory = memory
-        self.verify_fn = verify_fn or default_verify
+        self.verify_fn = verify_fn or _default_verify
         self.verify_config = verify_config
         self._policy = policy
         self._model_override = model
@@ -662,36 +541,7 @@ class Session:
             return f"cost budget of ${b.max_cost:g} spent"
         return ""
 
-    def _retrieve(self, stage: str) -> list[Any]:
-        """Memories for this step. The `retrieved` event records the pool they were chosen from
-        (ids, similarity, Q), which slots exploration chose, and in refine the start point picked
-        by Q2 among the session's feasible kernels (see `core.rewards.choose_start_point`)."""
-        self.start_point = None
-        if self.memory is None:
-            return []
-        try:
-            selection = select_memories(self.policy, self.memory, self.signature, stage)
-            hits = selection.hits
-            extra = selection.event() if hasattr(selection, "event") else {}
-            if stage == "refine":
-                self.start_point = choose_start_point(self.policy, self.memory, self.history, self.log.path)
-                if self.start_point is not None:
-                    extra["start_point"] = self.start_point.to_dict()
-        except Exception as exc:  # a broken memory bank must not stop the loop
-            self._emit("error", {"where": "memory", "message": f"retrieval failed: {_one_line(exc)}"})
-            return []
-        self.retrieved = list(hits)
-        self.credit_ids = credited_ids(hits, self.start_point)
-        self._emit("retrieved", {"stage": stage, "items": [_hit_dict(h) for h in hits], **extra})
-        return hits
 
-    @property
-    def policy(self) -> Any:
-        if self._policy is None:
-            from memory import RetrievalPolicy
-
-            self._policy = RetrievalPolicy(**self.meta.retrieval)
-        return self._policy
 
     def _prompt_context(self, stage: str, hits: list[Any]) -> PromptContext:
         t = self.meta.task
@@ -736,71 +586,8 @@ class Session:
                                     "feedback": result.feedback()})
         return result
 
-    def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None,
-               defer: bool = False) -> None:
-        """Credit `ids` with the attempt's reward and store its trajectory. With `defer` (a refinement
-        pending a person's verdict) the credit waits for accept/reject, so the attempt is credited once."""
-        reward = reward_for(stage, result, best_ms, scheme=getattr(self.policy, "reward", "paper"))
-        self._emit("reward", {"version": attempt.version, "credited": [] if defer else ids, **reward.to_dict(),
-                              **({"deferred": ids} if defer else {})})
-        if self.memory is None:
-            return
-        try:
-            if ids and not defer:
-                changes = self.memory.credit(ids, stage=stage, reward=reward.value)
-                self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
-            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result,
-                                         {"session": self.id, "version": attempt.version, "model": self.model_name})
-            self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version,
-                                        "merged": how == "merged"})
-        except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
-            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
 
-    def _credit(self, ids: list[str], stage: str, reward: float) -> None:
-        if self.memory is None or not ids:
-            return
-        try:
-            changes = self.memory.credit(ids, stage=stage, reward=reward)
-        except Exception as exc:
-            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
-            return
-        self._emit("q_update", {"stage": stage, "reward": reward, "changes": [_as_dict(c) for c in changes]})
 
-    def _distil_insight(self, before: Attempt, after: Attempt) -> None:
-        """After an accepted improvement, ask the model for the lesson and store it as an insight."""
-        if self.memory is None:
-            return
-        if self.manual or self.client is None:
-            self._emit("insight", {"skipped": "manual mode: no model to summarise the improvement"})
-            return
-        speedup = (before.latency_ms / after.latency_ms) if before.latency_ms and after.latency_ms else 1.0
-
-        def summarise(prompt: str) -> str:
-            reply = self.client.complete([{"role": "user", "content": prompt}])
-            self._emit("model_reply", {"stage": "refine", "purpose": "insight", "model_call": True, **reply.to_dict()})
-            return reply.text
-
-        try:
-            from memory.writing import insight_from_refinement
-
-            item = insight_from_refinement(self.signature, before=before.source, after=after.source,
-                                           speedup=speedup, summarise=summarise,
-                                           source={"session": self.id, "before": before.version,
-                                                   "after": after.version, "model": self.model_name})
-            item, how = self.memory.add_insight(item) if hasattr(self.memory, "add_insight") else (self.memory.add(item), "added")
-            if how == "duplicate":
-                self._emit("insight", {"skipped": f"repeats the stored insight {item.id}", "id": item.id})
-                return
-        except ModelError as exc:
-            self._emit("model_error", {"stage": "refine", "purpose": "insight", "reason": exc.reason,
-                                       "message": str(exc), "model_call": True})
-            self._emit("insight", {"skipped": f"model error: {exc}"})
-            return
-        except Exception as exc:
-            self._emit("insight", {"skipped": f"could not write the insight: {_one_line(exc)}"})
-            return
-        self._emit("insight", {"id": item.id, "title": item.title, "text": item.text,
-                               "before": before.version, "after": after.version, "speedup": speedup})
 
     # ---------------------------------------------------------------- events
 
@@ -875,113 +662,6 @@ class _Collect:
         self.session._collect, self.session._on_event = None, None
 
 
-# -------------------------------------------------------------------- listing, replay
-
-def load_meta(path: Path) -> SessionMeta:
-    meta_path = Path(path) / "session.json"
-    if not meta_path.exists():
-        raise SessionError(f"{path} is not a session folder (no session.json)")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SessionError(f"cannot read {meta_path}: {exc}") from None
-    if not isinstance(meta, dict):
-        raise SessionError(f"{meta_path} is not a session record; the session folder is damaged")
-    if meta.get("format", 0) > FORMAT_VERSION:
-        raise SessionError(f"{meta_path} was written by a newer evokernel (format {meta['format']}); upgrade to open it")
-    return SessionMeta.from_dict(meta)
-
-
-def check_not_open(path: Path) -> None:
-    """SessionError naming the process that has the session at `path` open for writing, if another has.
-
-    For callers that start something long before opening the session (the app); `Session.open` checks too.
-    """
-    lock = FolderLock(Path(path))
-    try:
-        lock.acquire()
-    except LockHeld as exc:
-        raise SessionError(f"session {Path(path).name} is open in {exc.holder}; close it there first "
-                           f"(or wait for it to finish)") from None
-    except OSError:
-        return  # cannot lock here (read-only folder): opening it will say why
-    lock.release()
-
-
-def find_session(ref: str | Path, root: Path) -> Path:
-    """A session folder from a path, an id under `root`, or a unique part of an id (prefix first)."""
-    p = Path(ref)
-    if (p / "session.json").exists():
-        return p
-    if (root / str(ref) / "session.json").exists():
-        return root / str(ref)
-    matches = [d for d in root.glob(f"{ref}*") if (d / "session.json").exists()] if root.is_dir() else []
-    if not matches and root.is_dir():
-        matches = [d for d in root.iterdir() if str(ref) in d.name and (d / "session.json").exists()]
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise SessionError(f"'{ref}' matches {len(matches)} sessions under {root}; give more of the id")
-    raise SessionError(f"no session '{ref}' (looked in {root}); see `evokernel sessions`")
-
-
-def list_sessions(root: Path) -> list[dict[str, Any]]:
-    """Summaries of every readable session under `root`, newest first; unreadable ones are marked."""
-    rows: list[dict[str, Any]] = []
-    if not Path(root).is_dir():
-        return rows
-    for d in sorted(Path(root).iterdir()):
-        if not (d / "session.json").exists():
-            continue
-        try:
-            rows.append(Session.open(d, lock=False).summary())
-        except SessionError as exc:
-            rows.append({"id": d.name, "path": str(d), "error": str(exc), "created": 0})
-    rows.sort(key=lambda r: r.get("created") or 0, reverse=True)
-    return rows
-
-
-def replay(path: Path, on_event: EventSink | None = None, delay_s: float = 0.0) -> list[Event]:
-    """Re-emit the recorded events in order (the app's replay mode); returns them."""
-    load_meta(Path(path))
-    try:
-        events = read_events(Path(path) / "events.jsonl")
-    except ValueError as exc:
-        raise SessionError(str(exc)) from None
-    for ev in events:
-        if on_event is not None:
-            on_event(ev)
-        if delay_s:
-            time.sleep(delay_s)
-    return events
-
-
-@dataclass
-class ReverifyRow:
-    """One recorded kernel verified again here, and whether the outcome moved."""
-
-    version: int
-    author: str
-    recorded_outcome: str
-    outcome: str
-    recorded_ms: float | None
-    latency_ms: float | None
-    recorded_device: str = ""
-    device: str = ""
-    error: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def differs(self) -> bool:
-        return bool(self.error) or self.recorded_outcome != self.outcome
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "differs": self.differs}
-
-
-FATAL_MODEL_ERRORS = {"auth", "config", "exhausted"}
-
-
 def ends_headless_run(events: list[Event]) -> bool:
     """A headless run stops when a person is needed or the model cannot be used (no key, bad config):
     retrying those would only spend the budget on the same error."""
@@ -989,102 +669,6 @@ def ends_headless_run(events: list[Event]) -> bool:
         return True
     return any(e.kind == "needs_human" or (e.kind == "model_error" and e.data.get("reason") in FATAL_MODEL_ERRORS)
                for e in events)
-
-
-def fresh_config(config: Any) -> Any:
-    """The same verifier settings with the verdict cache off: a reverification must really run again."""
-    from dataclasses import is_dataclass, replace
-
-    from verifier import VerifyConfig
-
-    if config is None:
-        return VerifyConfig(use_cache=False)
-    return replace(config, use_cache=False) if is_dataclass(config) and hasattr(config, "use_cache") else config
-
-
-def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: Any = None,
-                 on_row: Callable[[ReverifyRow], None] | None = None) -> list[ReverifyRow]:
-    """Run the verifier again on every recorded kernel (read-only: nothing is appended to the session)."""
-    session = Session.open(path, lock=False)
-    verify_fn = verify_fn or default_verify
-    rows: list[ReverifyRow] = []
-    for a in session.history:
-        rec = a.result
-        row = ReverifyRow(a.version, a.author, a.outcome, "", a.latency_ms, None, rec.device if rec else "")
-        try:
-            res = verify_fn(session.meta.task_source, a.source, backend=session.backend,
-                            config=fresh_config(verify_config), on_gate=None)
-            row.outcome, row.latency_ms, row.device = res.outcome, res.latency_ms, res.device
-        except Exception as exc:
-            row.outcome, row.error = "error", _one_line(exc)
-        rows.append(row)
-        if on_row is not None:
-            on_row(row)
-    return rows
-
-
-# -------------------------------------------------------------------- helpers
-
-def _model_meta(model: ModelConfig | ModelClient | None) -> dict[str, Any] | None:
-    if model is None:
-        return None
-    if isinstance(model, ModelConfig):
-        if model.model.startswith("scripted:"):
-            client = make_client(model)
-            return {"kind": "scripted", "name": client.name, "replies": client.replies, "source": client.source}
-        return {"kind": "litellm", "name": model.model, "config": model.to_dict()}
-    if isinstance(model, ScriptedModel):
-        return {"kind": "scripted", "name": model.name, "replies": model.replies, "source": model.source}
-    return {"kind": "custom", "name": getattr(model, "name", type(model).__name__)}
-
-
-def _policy_meta(policy: Any) -> dict[str, Any]:
-    if policy is None:
-        return {}
-    if hasattr(policy, "settings"):
-        return policy.settings()
-    return {k: getattr(policy, k) for k in ("mode", "k", "seed") if hasattr(policy, k)}
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("evokernel-tui", "torch", "litellm"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    try:
-        atomic_write_text(path, text)
-    except OSError as exc:
-        raise SessionError(f"cannot write {path}: {os_error_text(exc)}") from None
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:40] or "task"
-
-
-def _hit_dict(hit: Any) -> dict[str, Any]:
-    item = hit.item
-    return {"id": item.id, "kind": item.kind, "title": item.title, "text": item.text, "q1": item.q1, "q2": item.q2,
-            "visits1": item.visits1, "visits2": item.visits2, "similarity": hit.similarity,
-            "value": hit.value, "exploration": hit.exploration, "score": hit.score,
-            "chosen_by": getattr(hit, "chosen_by", "value")}
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
-
-
-def _deferred_credit(a: Attempt) -> tuple[list[str], float]:
-    """The ids and reward held back for a pending refinement (folded from its `reward` event), or
-    ([], 0) when its reward was already credited (auto-accepted, or recorded before deferral)."""
-    return (list(a.deferred), float(a.reward or 0.0)) if a.deferred else ([], 0.0)
 
 
 def _failed_reason(a: Attempt) -> str:

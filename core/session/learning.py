@@ -1,0 +1,133 @@
+"""Retrieval and learning: memories for a step, rewards and Q updates, trajectories and insights.
+
+`Learning` is a mixin of `Session`; its methods emit events through `Session._emit`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from core.events import Attempt
+from core.fsutil import one_line as _one_line
+from core.llm import ModelError
+from core.rewards import choose_start_point, credited_ids, reward_for, select_memories, store_trajectory
+from verifier.result import VerificationResult
+
+
+class Learning:
+    """Retrieval and learning of a `Session` (see the module docstring)."""
+
+    def _retrieve(self, stage: str) -> list[Any]:
+        """Memories for this step. The `retrieved` event records the pool they were chosen from
+        (ids, similarity, Q), which slots exploration chose, and in refine the start point picked
+        by Q2 among the session's feasible kernels (see `core.rewards.choose_start_point`)."""
+        self.start_point = None
+        if self.memory is None:
+            return []
+        try:
+            selection = select_memories(self.policy, self.memory, self.signature, stage)
+            hits = selection.hits
+            extra = selection.event() if hasattr(selection, "event") else {}
+            if stage == "refine":
+                self.start_point = choose_start_point(self.policy, self.memory, self.history, self.log.path)
+                if self.start_point is not None:
+                    extra["start_point"] = self.start_point.to_dict()
+        except Exception as exc:  # a broken memory bank must not stop the loop
+            self._emit("error", {"where": "memory", "message": f"retrieval failed: {_one_line(exc)}"})
+            return []
+        self.retrieved = list(hits)
+        self.credit_ids = credited_ids(hits, self.start_point)
+        self._emit("retrieved", {"stage": stage, "items": [_hit_dict(h) for h in hits], **extra})
+        return hits
+
+    @property
+    def policy(self) -> Any:
+        if self._policy is None:
+            from memory import RetrievalPolicy
+
+            self._policy = RetrievalPolicy(**self.meta.retrieval)
+        return self._policy
+
+    def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None,
+               defer: bool = False) -> None:
+        """Credit `ids` with the attempt's reward and store its trajectory. With `defer` (a refinement
+        pending a person's verdict) the credit waits for accept/reject, so the attempt is credited once."""
+        reward = reward_for(stage, result, best_ms, scheme=getattr(self.policy, "reward", "paper"))
+        self._emit("reward", {"version": attempt.version, "credited": [] if defer else ids, **reward.to_dict(),
+                              **({"deferred": ids} if defer else {})})
+        if self.memory is None:
+            return
+        try:
+            if ids and not defer:
+                changes = self.memory.credit(ids, stage=stage, reward=reward.value)
+                self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
+            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result,
+                                         {"session": self.id, "version": attempt.version, "model": self.model_name})
+            self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version,
+                                        "merged": how == "merged"})
+        except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
+            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+
+    def _credit(self, ids: list[str], stage: str, reward: float) -> None:
+        if self.memory is None or not ids:
+            return
+        try:
+            changes = self.memory.credit(ids, stage=stage, reward=reward)
+        except Exception as exc:
+            self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+            return
+        self._emit("q_update", {"stage": stage, "reward": reward, "changes": [_as_dict(c) for c in changes]})
+
+    def _distil_insight(self, before: Attempt, after: Attempt) -> None:
+        """After an accepted improvement, ask the model for the lesson and store it as an insight."""
+        if self.memory is None:
+            return
+        if self.manual or self.client is None:
+            self._emit("insight", {"skipped": "manual mode: no model to summarise the improvement"})
+            return
+        speedup = (before.latency_ms / after.latency_ms) if before.latency_ms and after.latency_ms else 1.0
+
+        def summarise(prompt: str) -> str:
+            reply = self.client.complete([{"role": "user", "content": prompt}])
+            self._emit("model_reply", {"stage": "refine", "purpose": "insight", "model_call": True, **reply.to_dict()})
+            return reply.text
+
+        try:
+            from memory.writing import insight_from_refinement
+
+            item = insight_from_refinement(self.signature, before=before.source, after=after.source,
+                                           speedup=speedup, summarise=summarise,
+                                           source={"session": self.id, "before": before.version,
+                                                   "after": after.version, "model": self.model_name})
+            item, how = self.memory.add_insight(item) if hasattr(self.memory, "add_insight") else (self.memory.add(item), "added")
+            if how == "duplicate":
+                self._emit("insight", {"skipped": f"repeats the stored insight {item.id}", "id": item.id})
+                return
+        except ModelError as exc:
+            self._emit("model_error", {"stage": "refine", "purpose": "insight", "reason": exc.reason,
+                                       "message": str(exc), "model_call": True})
+            self._emit("insight", {"skipped": f"model error: {exc}"})
+            return
+        except Exception as exc:
+            self._emit("insight", {"skipped": f"could not write the insight: {_one_line(exc)}"})
+            return
+        self._emit("insight", {"id": item.id, "title": item.title, "text": item.text,
+                               "before": before.version, "after": after.version, "speedup": speedup})
+
+
+def _hit_dict(hit: Any) -> dict[str, Any]:
+    item = hit.item
+    return {"id": item.id, "kind": item.kind, "title": item.title, "text": item.text, "q1": item.q1, "q2": item.q2,
+            "visits1": item.visits1, "visits2": item.visits2, "similarity": hit.similarity,
+            "value": hit.value, "exploration": hit.exploration, "score": hit.score,
+            "chosen_by": getattr(hit, "chosen_by", "value")}
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    return obj.to_dict() if hasattr(obj, "to_dict") else asdict(obj)
+
+
+def _deferred_credit(a: Attempt) -> tuple[list[str], float]:
+    """The ids and reward held back for a pending refinement (folded from its `reward` event), or
+    ([], 0) when its reward was already credited (auto-accepted, or recorded before deferral)."""
+    return (list(a.deferred), float(a.reward or 0.0)) if a.deferred else ([], 0.0)

@@ -1,0 +1,57 @@
+"""What a session records about its model and verifier, and how it rebuilds them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from core.llm import ModelClient, ModelConfig, ScriptedModel, make_client
+from verifier.result import VerificationResult
+
+
+def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
+                   on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
+    """The real verifier, imported on first use (it pulls in torch)."""
+    from verifier import verify
+
+    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+
+
+def _default_verify(*args: Any, **kwargs: Any) -> VerificationResult:
+    """`default_verify` looked up on the package when called, so it can be replaced there (tests do)."""
+    import core.session
+
+    return core.session.default_verify(*args, **kwargs)
+
+
+def fresh_config(config: Any) -> Any:
+    """The same verifier settings with the verdict cache off: a reverification must really run again."""
+    from dataclasses import is_dataclass
+
+    from verifier import VerifyConfig
+
+    if config is None:
+        return VerifyConfig(use_cache=False)
+    return replace(config, use_cache=False) if is_dataclass(config) and hasattr(config, "use_cache") else config
+
+
+def _model_meta(model: ModelConfig | ModelClient | None) -> dict[str, Any] | None:
+    if model is None:
+        return None
+    if isinstance(model, ModelConfig):
+        if model.model.startswith("scripted:"):
+            client = make_client(model)
+            return {"kind": "scripted", "name": client.name, "replies": client.replies, "source": client.source}
+        return {"kind": "litellm", "name": model.model, "config": model.to_dict()}
+    if isinstance(model, ScriptedModel):
+        return {"kind": "scripted", "name": model.name, "replies": model.replies, "source": model.source}
+    return {"kind": "custom", "name": getattr(model, "name", type(model).__name__)}
+
+
+def _policy_meta(policy: Any) -> dict[str, Any]:
+    if policy is None:
+        return {}
+    if hasattr(policy, "settings"):
+        return policy.settings()
+    return {k: getattr(policy, k) for k in ("mode", "k", "seed") if hasattr(policy, k)}
