@@ -42,6 +42,7 @@ def test_bench_on_local_ray_keeps_the_bank_consistent(tmp_path):
     for d in (tmp_path / "run" / "sessions").iterdir():
         credited += sum(len(set(e.data["credited"])) for e in read_events(d / "events.jsonl") if e.kind == "reward")
     reopened = MemoryStore(store.path, fsync=False)
-    assert len(reopened.items(kind="trajectory")) == 10
+    # 10 kernels, but sigmoid's two compile failures (same task, stage and outcome) merge into one lesson
+    assert len(reopened.items(kind="trajectory")) == 9
     assert sum(i.visits1 + i.visits2 for i in reopened.items()) - visits_before == credited > 0
     store.close()
