@@ -127,8 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--tag", default="isolated", help="suffix of the result files")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: honest,hostile,build,aa,dobench,memory")
+    ap.add_argument("--honest", default="", help="only these honest kernels, e.g. cuda/relu,triton/relu (also for do_bench)")
+    ap.add_argument("--aa", default=",".join(AA_TASKS), help="tasks for the A/A check")
     args = ap.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    honest = [tuple(k.split("/", 1)) for k in args.honest.split(",") if "/" in k] or HONEST
+    aa_tasks = [t for t in args.aa.split(",") if t]
 
     import torch
 
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         rep.add("## Honest kernels", "",
                 "| backend | task | outcome | gates | build s | latency ms | reference ms | speedup [95% CI] | rounds × calls | "
                 "sampled checks | verify s |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for backend, task in HONEST:
+        for backend, task in honest:
             res = _verify(backend, task, (CANDIDATES / backend / f"{task}.py").read_text(), config)
             gates = " ".join(f"{g.name[:4]}:{g.status}" for g in res.gates)
             lat = res.gate("latency")
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         rep.add("## A/A: the reference against itself (verifier.api.compare, both copies sandboxed, paired rounds)", "",
                 "| task | B/A speedup [95% CI] | A ms | B ms | trusted reference ms | A / trusted | within ±5% |",
                 "| --- | --- | --- | --- | --- | --- | --- |")
-        for task in AA_TASKS:
+        for task in aa_tasks:
             ref_src = _task_source(task).replace("class Model(", "class ModelNew(")
             got = compare(_task_source(task), ref_src, ref_src, backend="cuda", config=config)
             if "error" in got:
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                 "| kernel | time_round ms | do_bench ms | ratio | within 5% | verify() latency ms | verify / do_bench |",
                 "| --- | --- | --- | --- | --- | --- | --- |")
         dobench_root = str(Path(build_root) / "bench-inprocess")
-        for backend, task in HONEST:
+        for backend, task in honest:
             try:
                 model, ref, inputs = load_candidate(backend, task, dobench_root)
             except Exception as exc:  # noqa: BLE001 - reported as a row

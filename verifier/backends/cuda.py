@@ -250,7 +250,6 @@ class CudaBuilder:
                                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
             binder = InlineBuilder(self.root, timeout_s=self.timeout_s, shared=self.shared, request=self.request)
             with binder._binding_object(plan.signatures, deadline) as (bind_obj, module):
-                bind_from = "shared" if self.shared and Path(self.shared) in bind_obj.parents else "local"
                 timings = []
                 for step, log, proc in procs:
                     try:
@@ -264,7 +263,10 @@ class CudaBuilder:
                         message, diags = build_failure(text)
                         raise BuildError(message, diags, text)
                     timings.append(f"{step.name} {time.monotonic() - t0:.1f} s")
-            timings.append(f"bindings {bind_from} {time.monotonic() - t0:.1f} s")
+            trusted = Path(self.shared) / "bind" / bind_obj.parent.name / "bind.o" if self.shared else None
+            same = trusted is not None and trusted.exists() and (
+                trusted == bind_obj or trusted.read_bytes() == bind_obj.read_bytes())
+            timings.append(f"bindings {'shared' if same else 'local'} {time.monotonic() - t0:.1f} s")
         except BaseException:
             for _, log, proc in procs:
                 if proc.poll() is None:
