@@ -548,14 +548,20 @@ class _Run:
         shared = self.config.root() / "shared"
         job, timeout = self.job, self.config.build_timeout_s
 
+        logs = self.config.root() / "trusted" / "build-logs"
+
         def build() -> None:
             # In the background: the candidate keeps compiling its kernel meanwhile, and a trusted build
-            # that outlives this verification still lands in the shared tree for the next one.
+            # that outlives this verification still lands in the shared tree for the next one. Its
+            # output is kept (trusted side only) so a build that produced nothing can be explained.
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run([sys.executable, "-m", "verifier.build", "--shared", str(shared), kind, json.dumps(spec)],
-                               env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               timeout=timeout, start_new_session=True)
+                logs.mkdir(parents=True, exist_ok=True)
+                with open(logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", "w") as log:
+                    subprocess.run([sys.executable, "-m", "verifier.build", "--shared", str(shared), kind,
+                                    json.dumps(spec)],
+                                   env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   timeout=timeout, start_new_session=True)
             job.send({"cmd": "built", "kind": kind})
 
         threading.Thread(target=build, name=f"evokernel-trusted-build-{kind}", daemon=True).start()
@@ -721,10 +727,15 @@ class _Run:
         if pid is None:
             return
         from verifier.binary_audit import KERNEL, AuditError, audit
+        from verifier.isolation import visible_trees
 
-        targets = [(Path(f"/proc/{pid}/root") / path.lstrip("/"), None) for path in _writable_mappings(pid, self.job_dir)]
+        read_only = [*visible_trees(), self.config.root() / "shared"]
+        targets = [(Path(f"/proc/{pid}/root") / path.lstrip("/"), None)
+                   for path in _writable_mappings(pid, self.job_dir, read_only)]
         if self.job_dir is not None:
-            targets += [(obj, KERNEL) for obj in (self.job_dir / "build").glob("ext/*/kernel.o")]
+            build = self.job_dir / "build"
+            targets += [(obj, KERNEL) for pattern in ("ext/*/kernel.o", "cuda/*/cuda.o") for obj in build.glob(pattern)]
+        launcher_cache = str(self.job_dir / "build" / "triton-cache") if self.job_dir is not None else None
         for host, profile in targets:
             path = str(host).split("/root", 1)[-1] if profile is None else str(host)
             try:
@@ -736,6 +747,9 @@ class _Run:
                         self.audit_findings.append(entry)
                 continue
             for f in found:
+                if (self.be.name == "triton" and launcher_cache and launcher_cache in str(host)
+                        and f.family in ("dynamic-loading", "python")):
+                    continue  # Triton's own generated launcher loads the driver; no C++ of the candidate's
                 entry = ("binary-import", f"{Path(path).name} imports {f.symbol} ({f.family}): {f.reason}")
                 if entry not in self.audit_findings:
                     self.audit_findings.append(entry)
@@ -858,21 +872,28 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     return est, means, count, sum(getattr(s, "sampled_checks", 0) for s in sides)
 
 
-def _writable_mappings(pid: int, job_dir: Path | None) -> list[str]:
-    """Paths of files mapped executable by `pid` from places a candidate can write (inside its view)."""
+def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:
+    """Paths of files mapped executable by `pid` from places a candidate can write (inside its view):
+    the job directory and the private tmpfs mounts, minus the read-only trees bound over them (the
+    project or a virtual environment may well live under /tmp)."""
     try:
         maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return []
-    writable = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", *( [str(job_dir) + "/"] if job_dir else []))
+    writable = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", *([str(job_dir) + "/"] if job_dir else []))
+    protected = tuple(str(p).rstrip("/") + "/" for p in (read_only or []))
+    in_job = str(job_dir) + "/" if job_dir else None
     out = []
     for line in maps.splitlines():
         parts = line.split(None, 5)
         if len(parts) < 6 or "x" not in parts[1]:
             continue
         path = parts[5].replace(" (deleted)", "")
-        if path.startswith(writable) and path not in out:
-            out.append(path)
+        if not path.startswith(writable) or path in out:
+            continue
+        if protected and path.startswith(protected) and not (in_job and path.startswith(in_job)):
+            continue
+        out.append(path)
     return out
 
 
@@ -918,7 +939,7 @@ def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
     if config.warm_worker and os.environ.get("EVOKERNEL_WARM_WORKER") != "0":
         key = _spare_key(config, be, isolated)
         _SPARES.refill(key, lambda: _start_candidate(config, be, isolated, wait=True))
-    if be.name == "cpu":
+    if be.name in ("cpu", "cuda"):
         proc = subprocess.Popen([sys.executable, "-m", "verifier.build", str(config.root() / "shared")],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True,

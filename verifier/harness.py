@@ -240,6 +240,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     threads = max(1, int(job.get("threads") or torch.get_num_threads()))
     torch.set_num_threads(threads)
     device = job.get("device", "cpu")
+    if device == "cuda":
+        import torch._dynamo  # noqa: F401  (the CUDA profiler imports it, and it rebinds torch functions)
     before = _snapshot(torch)
     report.update({"mode": "candidate", "phase": "build", "torch": torch.__version__, "threads": threads})
     if device == "cuda":
