@@ -880,6 +880,11 @@ def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | N
         maps = Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return []
+    return writable_mappings_in(maps, job_dir, read_only)
+
+
+def writable_mappings_in(maps: str, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:
+    """`_writable_mappings` over the text of a `/proc/PID/maps` file."""
     writable = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", *([str(job_dir) + "/"] if job_dir else []))
     protected = tuple(str(p).rstrip("/") + "/" for p in (read_only or []))
     in_job = str(job_dir) + "/" if job_dir else None

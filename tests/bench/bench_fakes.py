@@ -25,6 +25,14 @@ def slow_verify(reference_source, candidate_source, backend="cpu", config=None):
     return fake_verify(reference_source, candidate_source, backend, config)
 
 
+def where_slowly(_: object = None) -> int:
+    """The worker's pid after a short wait, so a pool of two cannot serve every call from one worker."""
+    import time
+
+    time.sleep(0.1)
+    return where()
+
+
 def where(_: object = None) -> int:
     """The worker's process id."""
     return os.getpid()

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, visible, where  # noqa: E402
+from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, visible, where, where_slowly  # noqa: E402
 
 from core.executors import (  # noqa: E402
     ExecutorError,
@@ -43,7 +43,7 @@ def test_executor_verify_reports_gates_in_order():
 
 def test_pool_overlaps_jobs_in_two_processes():
     with ProcessPoolExecutor(2) as pool:
-        pids = set(pool.map(where, range(8)))
+        pids = set(pool.map(where_slowly, range(8)))
         pool.map(slow_verify, [REF] * 2, [kernel("feasible", 1.0)] * 2)  # warm both workers
         start = time.monotonic()
         results = pool.map(slow_verify, [REF] * 4, [kernel("feasible", 0.25 * (i + 1)) for i in range(4)])

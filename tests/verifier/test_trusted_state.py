@@ -115,3 +115,21 @@ def test_sandbox_view_hides_the_persons_state(tmp_path):
     assert ("--bind", str(job.resolve())) in pairs
     assert ("--tmpfs", str((project / "sessions").resolve())) in pairs
     assert not any(a == "--bind" and b in ("/", str(Path.home())) for a, b in pairs)
+
+
+def test_audited_mappings_are_those_the_candidate_could_write():
+    """Executable mappings from the job or a private tmpfs are audited; a read-only tree bound over
+    /tmp (a project or virtual environment installed there) is not the candidate's."""
+    from verifier.api import writable_mappings_in
+
+    maps = "\n".join(f"7f00-7f01 {perm} 0 00:00 1 {path}" for perm, path in [
+        ("r-xp", "/tmp/ci/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so"),
+        ("r-xp", "/tmp/evil.so"),
+        ("r-xp", "/dev/shm/x/job/build/ext/k/relu.so"),
+        ("r-xp", "/dev/shm/x/job/build/ext/k/gone.so (deleted)"),
+        ("rw-p", "/tmp/data.bin"),
+        ("r-xp", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        ("r-xp", "/tmp/ci/.venv/../job-copy.so"),
+    ])
+    got = writable_mappings_in(maps, Path("/dev/shm/x/job"), [Path("/tmp/ci")])
+    assert got == ["/tmp/evil.so", "/dev/shm/x/job/build/ext/k/relu.so", "/dev/shm/x/job/build/ext/k/gone.so"]
