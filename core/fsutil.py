@@ -69,7 +69,7 @@ class LockHeld(Exception):
 
 
 _held: dict[str, list] = {}  # real path of the lock file -> [fd, count]
-_held_guard = threading.Lock()
+_held_guard = threading.RLock()  # re-entrant: a finalizer may release another lock during a collection inside acquire
 
 
 def _pid_alive(pid: int) -> bool:
