@@ -57,6 +57,17 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
     return found or []
 
 
+def _distributions(text: str) -> list[str]:
+    from verifier.reference_worker import DISTRIBUTIONS
+
+    names = [d.strip() for d in text.split(",") if d.strip()] or ["task"]
+    bad = [d for d in names if d not in DISTRIBUTIONS]
+    if bad:
+        raise click.BadParameter(f"unknown distribution {bad[0]!r}; use {', '.join(DISTRIBUTIONS)}",
+                                 param_hint="--input-distributions")
+    return names
+
+
 @click.command(name="verify")
 @click.argument("args", nargs=-1, metavar="[TASK] CANDIDATE")
 @click.option("--backend", default="cpu", show_default=True, help="cpu, cuda or triton.")
@@ -75,12 +86,14 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
               help="Memory limit of the reference and candidate runs; a problem estimated above it is refused up front.")
 @click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
+@click.option("--input-distributions", "dists", default="task", show_default=True,
+              help="Comma-separated: task (get_inputs as written), normal, uniform, heavy; trials cycle through them.")
 @click.option("--threads", type=click.IntRange(1, 1024), help="Threads for both sides of the paired timing (default: all cores).")
 @click.option("--unsafe-no-isolation", "unsafe", is_flag=True,
               help="Run the candidate without OS isolation (the verdict then says 'unisolated').")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, threads, unsafe, as_json) -> None:
+           timeout, memory_gb, no_degenerate_check, ncu, dists, threads, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
@@ -107,7 +120,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
     config = VerifyConfig(trials=trials, atol=atol, rtol=rtol, compare_compile=compare_compile,
                           use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
-                          threads=threads, **({"isolate": False} if unsafe else {}))
+                          threads=threads, input_distributions=_distributions(dists),
+                          **({"isolate": False} if unsafe else {}))
     config.extra["tolerance"] = tolerance
     if degenerate:
         config.extra["degenerate"] = degenerate

@@ -90,3 +90,21 @@ def test_saving_refuses_to_follow_a_planted_link(tmp_path):
     with pytest.raises(OSError):
         save_args(torch, np, tmp_path / "d", [torch.ones(2)])
     assert victim.read_text() == "keep"
+
+
+def test_trial_inputs_can_come_from_other_distributions():
+    """Besides get_inputs()'s own distribution, trials can redraw floating inputs (same shapes and
+    dtypes) so a closed-form shortcut for one distribution fails; integer inputs stay as written."""
+    from types import SimpleNamespace
+
+    from verifier.reference_worker import draw_inputs
+
+    task = SimpleNamespace(get_inputs=lambda: [torch.rand(64, 64) + 5.0, torch.arange(4)])
+    own = draw_inputs(torch, task, 1, "task", "cpu")
+    assert float(own[0].min()) >= 5.0
+    uniform = draw_inputs(torch, task, 1, "uniform", "cpu")
+    assert float(uniform[0].min()) >= -1.0 and float(uniform[0].max()) <= 1.0 and float(uniform[0].min()) < 0
+    heavy = draw_inputs(torch, task, 1, "heavy", "cpu")
+    assert float(heavy[0].abs().max()) > 4.0 and heavy[0].shape == (64, 64)
+    assert torch.equal(uniform[1], torch.arange(4))
+    assert torch.equal(draw_inputs(torch, task, 2, "normal", "cpu")[0], draw_inputs(torch, task, 2, "normal", "cpu")[0])
