@@ -171,24 +171,16 @@ def private_scratch() -> Path:
 
 def clean_stale_runs(scratch: Path) -> int:
     """Remove run directories whose owning process is gone (a killed app leaves nothing for long)."""
+    from verifier.sandbox import _alive
+
     removed = 0
     for run in scratch.glob("*/run-*"):
         try:
             owner = int((run / ".owner").read_text())
         except (OSError, ValueError):
             owner = -1
-        if owner > 0 and _pid_alive(owner):
+        if owner > 0 and _alive(owner):
             continue
         shutil.rmtree(run, ignore_errors=True)
         removed += 1
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

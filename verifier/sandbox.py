@@ -169,7 +169,6 @@ def run_sandboxed(
     limits: Limits,
     env: dict[str, str] | None = None,
     on_mark: Callable[[dict], None] | None = None,
-    zygote: object | None = None,
 ) -> SandboxOutcome:
     """Run `argv` under a supervisor in `workdir`; `on_mark` receives the job's progress marks live.
 
@@ -193,11 +192,6 @@ def run_sandboxed(
     stderr_path = workdir / "stderr.txt"
     marks: list[tuple[float, dict]] = []
     start = time.monotonic()
-    if zygote is not None:
-        pid = zygote.launch(argv[-1], lim, status_path, write_fd)
-        if pid is not None:
-            os.close(write_fd)
-            return _await_forked(pid, read_fd, marks, on_mark, limits, status_path, stderr_path, start)
     with open(stderr_path, "wb") as err:
         sup = subprocess.Popen(
             [sys.executable, "-m", "verifier.sandbox", json.dumps(lim), str(status_path), "--", *argv],
@@ -216,21 +210,6 @@ def run_sandboxed(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sup.pid, signal.SIGKILL)
         reader.join(timeout=2)
-    return _outcome(status_path, stderr_path, limits, time.monotonic() - start, marks)
-
-
-def _await_forked(pid: int, read_fd: int, marks: list, on_mark, limits: Limits, status_path: Path,
-                  stderr_path: Path, start: float) -> SandboxOutcome:
-    """Wait for a supervisor forked by the zygote (not our child: poll its status file and liveness)."""
-    reader = threading.Thread(target=_read_marks, args=(read_fd, marks, on_mark), daemon=True)
-    reader.start()
-    deadline = start + limits.wall_s + 30
-    while not status_path.exists() and _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    if not status_path.exists():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-    reader.join(timeout=2)
     return _outcome(status_path, stderr_path, limits, time.monotonic() - start, marks)
 
 
