@@ -461,6 +461,8 @@ class Attempt:
     deferred: tuple[str, ...] = ()
     reward: float | None = None
     memory_id: str | None = None
+    #: when its verification was recorded (the event's time): what "cached, measured N min ago" counts from
+    verified_at: float | None = None
 
     @property
     def feasible(self) -> bool:
@@ -478,6 +480,16 @@ class Attempt:
     def outcome(self) -> str:
         return self.result.outcome if self.result else "unverified"
 
+    @property
+    def noisy(self) -> bool:
+        """Its paired speedup's interval stayed too wide to claim a speed."""
+        return bool(self.result and self.result.noisy)
+
+    @property
+    def timing_note(self) -> str:
+        """"noisy", "cached, measured N min ago" (counted from when the verdict was recorded), "unisolated"."""
+        return self.result.timing_label(now=self.verified_at or None) if self.result else ""
+
     def summary(self) -> dict[str, Any]:
         return {
             "version": self.version,
@@ -487,6 +499,8 @@ class Attempt:
             "outcome": self.outcome,
             "latency_ms": self.latency_ms,
             "speedup": self.speedup,
+            "noisy": self.noisy,
+            "timing_note": self.timing_note,
         }
 
 
@@ -615,7 +629,8 @@ def apply(state: SessionState, event: Any) -> SessionState:
         changes["history"] = _with_attempt(state, p.version, context=tuple(p.credited))
     elif isinstance(p, Verification):
         if not p.reverify and state.attempt(p.version) is not None:
-            changes["history"] = _with_attempt(state, p.version, result=p.verification_result())
+            changes["history"] = _with_attempt(state, p.version, result=p.verification_result(),
+                                               verified_at=ev.ts or None)
     elif isinstance(p, Reward):
         if state.attempt(p.version) is not None:
             changes["history"] = _with_attempt(state, p.version, credited=tuple(p.credited), rewarded=True,
@@ -656,12 +671,24 @@ def fold(events: Iterable[Any], state: SessionState | None = None) -> SessionSta
     return state
 
 
+def speed_text(attempt: Attempt | None, sign: str = "×") -> str:
+    """The one way every surface (app header, `sessions`, replay, `draft`) shows a kernel's speedup over
+    eager: `1.84×`; `≈1.84× (noisy)` when its paired interval stayed too wide to claim a speed;
+    `1.84× (cached, measured 4 min ago)` when the verdict came from the cache. "" without a speedup."""
+    if attempt is None or not attempt.speedup:
+        return ""
+    text = f"{'≈' if attempt.noisy else ''}{attempt.speedup:.2f}{sign}"
+    note = attempt.timing_note
+    return f"{text} ({note})" if note else text
+
+
 def state_line(state: SessionState) -> str:
     """The command line's one-line digest of a folded state (the same fold as the session and the app)."""
     best = state.best
     pending = state.pending
+    speed = speed_text(best, "x")
     parts = [f"stage {state.stage}", f"{len(state.history)} kernels",
-             f"best v{best.version}" + (f" {best.speedup:.2f}x" if best.speedup else "") if best else "best none"]
+             f"best v{best.version}" + (f" {speed}" if speed else "") if best else "best none"]
     if pending is not None:
         parts.append(f"refinement v{pending.version} pending")
     return ", ".join(parts)

@@ -44,9 +44,10 @@ from core.events import (
     UnknownPayload,
     Verification,
     as_event,
+    speed_text,
 )
 from core.events import apply as apply_state
-from verifier.result import GATE_ORDER, GATE_TITLES
+from verifier.result import GATE_ORDER, GATE_TITLES, VerificationResult
 
 # "checking": the candidate reported the gate's phase done, the trusted verdict is not in yet (app.py)
 GATE_STATES = ("waiting", "running", "checking", "pass", "fail", "skip")
@@ -155,6 +156,12 @@ class SessionView:
         best = self.state.best
         return best.speedup if best is not None else None
 
+    @property
+    def speed_text(self) -> str:
+        """The header's "best ×" as every surface writes it: `≈1.84× (noisy)` when the accepted best's paired
+        interval stayed wide, `1.84× (cached, measured 4 min ago)` for a cached verdict (`core.events.speed_text`)."""
+        return speed_text(self.state.best)
+
     def gate_list(self) -> list[GateView]:
         return [self.gates[name] for name in GATE_ORDER if name in self.gates]
 
@@ -228,8 +235,10 @@ def apply_value_change(view: SessionView, change: Any) -> MemoryView | None:
     return row
 
 
-def apply_verification(view: SessionView, result: Mapping[str, Any], step: int | None) -> str:
-    """Set every gate from a verification record and add its latency point; returns a summary line."""
+def apply_verification(view: SessionView, result: Mapping[str, Any], step: int | None, at: float | None = None) -> str:
+    """Set every gate from a verification record and add its latency point; returns a summary line, whose
+    speedup is marked the way the header marks it (≈ and "noisy"; "cached, measured N min ago", counted
+    from `at`, the time the verdict was recorded)."""
     for gate in result.get("gates", []):
         name = gate.get("name", "")
         view.gates[name] = GateView(
@@ -249,12 +258,22 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
     outcome = result.get("outcome") or ("feasible" if feasible else "failed")
     if latency is not None:
         speed = result.get("speedup")
-        extra = f", {speed:.2f}× vs eager" if speed else ""
-        return f"verified: {outcome}, {float(latency):.4f} ms{extra}"
+        note = _timing_note(result, at)
+        noisy = bool((result.get("timing") or {}).get("noisy"))
+        extra = f", {'≈' if noisy else ''}{speed:.2f}× vs eager" if speed else ""
+        return f"verified: {outcome}, {float(latency):.4f} ms{extra}" + (f" ({note})" if note else "")
     failed = next((g for g in result.get("gates", []) if g.get("status") == "fail"), None)
     if failed:
         return f"verified: {outcome} at {GATE_TITLES.get(failed['name'], failed['name'])}: {failed.get('reason', '')}"
     return f"verified: {outcome}"
+
+
+def _timing_note(result: Mapping[str, Any], at: float | None) -> str:
+    """`noisy`, `cached, measured N min ago`, `unisolated` of a stored verification record ("" if unreadable)."""
+    try:
+        return VerificationResult.from_dict(dict(result)).timing_label(now=at or None)
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def _set_source(view: SessionView, source: str | None, author: str) -> None:
@@ -276,7 +295,7 @@ def apply_event(view: SessionView, event: Any) -> ActivityEntry | None:
     if step is not None:
         view.step = max(view.step, int(step))
     payload = ev.payload
-    text = _fold(view, payload, step)
+    text = _fold(view, payload, step, ev.ts)
     if isinstance(payload, UnknownPayload):  # a kind this version does not know: name it, change nothing
         text = ev.kind.replace("_", " ") or None
     _copy_state(view, payload)
@@ -316,7 +335,7 @@ def _copy_state(view: SessionView, payload: Any) -> None:
     _set_source(view, st.current_source or None, author)
 
 
-def _fold(view: SessionView, p: Any, step: int | None) -> str | None:
+def _fold(view: SessionView, p: Any, step: int | None, ts: float | None = None) -> str | None:
     """The screen-only update of one payload; returns the activity text (None for events that only change panes)."""
     if isinstance(p, SessionStarted):
         who = "manual mode" if p.manual else f"model {p.model or ''}"
@@ -348,9 +367,10 @@ def _fold(view: SessionView, p: Any, step: int | None) -> str | None:
         return None
     if isinstance(p, Verification):
         result = p.result
-        text = apply_verification(view, result, None if p.reverify else step)
-        if any("cached verdict" in note for note in (result.get("notes") or []) if isinstance(note, str)):
-            text += " (cached verdict: same source, task and settings; press v to measure again)"
+        text = apply_verification(view, result, None if p.reverify else step, ts)
+        if result.get("cached") or any("cached verdict" in note for note in (result.get("notes") or [])
+                                       if isinstance(note, str)):
+            text += "; cached verdict (same source, task and settings): press v to measure again"
         return ("re" + text) if p.reverify else text
     if isinstance(p, Reward):
         return f"reward {float(p.value):+.2f} ({p.stage or view.stage})" if p.value is not None else None

@@ -25,6 +25,7 @@ from core.events import (
     apply,
     fold,
     read_events,
+    speed_text,
 )
 from core.extract import ExtractError, extract_kernel
 from core.fsutil import FolderLock, LockHeld, os_error_text, release_lock
@@ -283,6 +284,7 @@ class Session(Learning):
             "feasible": best is not None,
             "best": best.summary() if best else None,
             "best_speedup": best.speedup if best else None,
+            "best_speed": speed_text(best, "x"),  # the figure as every surface shows it (noisy, cached marked)
             "pending": self.pending.version if self.pending else None,
             "tokens": self.tokens,
             "cost": self.cost,

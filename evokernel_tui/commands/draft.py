@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from core.config import ConfigError, sessions_root
-from core.events import Event, describe_event
+from core.events import Event, describe_event, speed_text
 from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
 from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
@@ -177,7 +177,8 @@ def final_report(session: Session, console: Console, out: Path | None) -> None:
     if shown.result is not None:
         console.print(gate_table(shown.result, title="Gates"))
     if best is not None:
-        sp = f"{best.speedup:.2f}x vs eager PyTorch" if best.speedup else "speedup unknown"
+        speed = speed_text(best, "x")
+        sp = f"{speed} vs eager PyTorch" if speed else "speedup unknown"
         console.print(f"[bold green]feasible[/]: {best.latency_ms or 0:.4f} ms, {sp}")
         if out is not None:
             console.print(f"kernel written to {out}")

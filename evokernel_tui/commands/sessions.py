@@ -20,7 +20,12 @@ from evokernel_tui.commands.draft import Progress, finish, open_memory
 DIR_OPTION = click.option("--sessions-dir", default=None, help="Folder holding session folders (default: ./sessions).")
 
 
-def _speedup(value: float | None) -> str:
+def _best_speed(row: dict) -> str:
+    """The best kernel's speedup as `core.events.speed_text` writes it (the app header's definition:
+    noisy and cached figures marked); rows from older summaries fall back to the bare number."""
+    if row.get("best_speed"):
+        return row["best_speed"]
+    value = row.get("best_speedup")
     return f"{value:.2f}x" if value else "-"
 
 
@@ -52,7 +57,7 @@ def sessions(sessions_dir: str | None, as_json: bool) -> None:
             continue
         steps = f"{r['steps']['draft']}+{r['steps']['refine']}"
         table.add_row(r["id"], f"{r['task']} ({r['backend']})", r["model"] or "manual", r["stage"], steps,
-                      _speedup(r["best_speedup"]), _cost(r))
+                      _best_speed(r), _cost(r))
     Console().print(table)
 
 
@@ -127,7 +132,7 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
         click.echo(json.dumps({"summary": summary}, default=str))
     else:
         best = summary["best"]
-        best_text = f"v{best['version']} {_speedup(best['speedup'])}" if best else "none"
+        best_text = f"v{best['version']} {_best_speed(summary)}" if best else "none"
         console.print(f"[bold]{summary['task']}[/] on {summary['backend']} with {summary['model'] or 'no model'}: "
                       f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}"
                       + (f", refinement v{summary['pending']} pending" if summary["pending"] is not None else ""))

@@ -55,7 +55,7 @@ class SessionScreen(Screen):
         pane.set_diagnostics(list((compile_gate.detail if compile_gate else {}).get("diagnostics") or []))
         self.query_one(GatePanel).show(view.gate_list())
         self.query_one(MemoryTable).show(view.memories, view.stage)
-        self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speedup, view.best_ms)
+        self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speed_text, view.best_ms)
         self.query_one(ActivityLog).set_totals(view.stage, view.tokens, view.cost, view.manual)
         self.sub_title = f"{view.task} · {view.backend} · {view.stage}" if view.task else ""
 

@@ -7,13 +7,17 @@ from textual_plotext import PlotextPlot
 from evokernel_tui.view import LatencyPoint
 
 
-def plot_title(speedup: float | None, best_ms: float | None) -> str:
-    """The pane title: the best feasible kernel's speedup over eager (latency in ms by step below)."""
+def plot_title(speed: str | float | None, best_ms: float | None) -> str:
+    """The pane title: the accepted best kernel's speedup over eager, as `core.events.speed_text` writes it
+    (`≈1.84× (noisy)`, `1.84× (cached, measured 4 min ago)`); latency in ms by step below."""
     if best_ms is None:
         return "Latency · no feasible kernel yet"
-    if speedup is None:
+    if not speed:
         return f"Latency · best {best_ms:.4f} ms"
-    return f"Latency · best {speedup:.2f}× vs eager"
+    if not isinstance(speed, str):
+        speed = f"{speed:.2f}×"
+    figure, _, note = speed.partition(" (")
+    return f"Latency · best {figure} vs eager" + (f" ({note}" if note else "")
 
 
 LEGEND = "· kernel  ● feasible  x failed  ─ eager  ─ compile"
@@ -62,7 +66,7 @@ class LatencyPlot(PlotextPlot):
         points: list[LatencyPoint],
         reference_ms: float | None,
         compiled_ms: float | None,
-        speedup: float | None,
+        speedup: str | float | None,
         best_ms: float | None,
     ) -> None:
         self._args = (points, reference_ms, compiled_ms, speedup, best_ms)
