@@ -122,6 +122,11 @@ def _new_run_dir() -> Path:
     return run
 
 
+class JobTampered(OSError):
+    """The candidate changed the job directory under the trusted side (swapped a hand-over directory
+    for a link, planted a file where an input goes): an anti-hacking failure, never a verifier error."""
+
+
 class _ReferenceWorkers:
     """Warm trusted reference workers, one per task source and settings; restarted when one dies."""
 
@@ -281,6 +286,12 @@ def verify(
         gates = run.execute(static, hack)
         if getattr(run, "ncu_profile", None) is not None:
             _attach_ncu(run.ncu_profile, result, be, config, run.ncu_job())
+    except JobTampered as exc:
+        from verifier.antihack import Violation
+
+        run.clean_exit = False
+        gates = [hack._fail(time.monotonic(), [Violation("job-tamper", 0, str(exc))]),
+                 GateResult("correctness", SKIP, 0.0, "anti-hacking failed")]
     except OSError as exc:
         raise VerifierError(f"the verifier could not use its working files ({exc.strerror or exc}); "
                             "check free space in /dev/shm and the build root (EVOKERNEL_BUILD_DIR)") from None
@@ -294,6 +305,9 @@ def verify(
         result.reference_ms = lat.detail.get("reference_ms")
         result.timing = {k: lat.detail.get(k) for k in ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round",
                                                          "threads", "halfwidth", "gbps", "reference_gbps")}
+        if lat.detail.get("wall_floor_rounds"):
+            result.notes.append(f"timing: in {lat.detail['wall_floor_rounds']} round(s) the reported times were "
+                                "below what the parent's wall clock allows; its floor was used")
         if lat.detail.get("noisy"):
             result.notes.append("noisy: the speedup's 95% interval stayed wider than "
                                 f"±{config.noise_halfwidth:.0%}; no speed claim")
@@ -331,9 +345,6 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         run_a.prepare_reference()
         run_b.start_candidate()
         run_b.reference, run_b.init_seed = run_a.reference, run_a.init_seed
-        assert run_a.job_dir is not None and run_b.job_dir is not None
-        for sub in ("init", "weights"):
-            shutil.copytree(run_a.job_dir / sub, run_b.job_dir / sub)
         shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
         run_b.trusted_dir = run_a.trusted_dir
         run_a.shares_inputs = True
@@ -355,6 +366,8 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
                    threads=_threads(config), sampled_checks=checked, isolated=isolated,
                    reference_ms=_median(means[0]))
         return out
+    except JobTampered as exc:
+        return {"error": f"a kernel tampered with its job directory: {exc}"}
     finally:
         run_b.ref_held = None
         run_b.trusted_dir = None
@@ -402,6 +415,7 @@ class _Run:
         self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
         self.timing_violation: str | None = None
         self.timed_mismatch: dict | None = None  # a sampled timed call whose output was wrong
+        self.prepare_pending = False  # a prepare command is out at the reference worker
 
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
@@ -409,7 +423,7 @@ class _Run:
     # phases -----------------------------------------------------------------------------------------
     def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
         self.start_candidate()
-        self.prepare_reference()
+        self.send_prepare()  # the trusted reference prepares while the candidate builds
         self.notify("compile", "running")
         ready = self.build_candidate()
         gates = [static]
@@ -477,11 +491,17 @@ class _Run:
         self.trusted_dir.mkdir(mode=0o700)
 
     def prepare_reference(self) -> None:
+        self.send_prepare()
+        self.await_reference()
+
+    def send_prepare(self) -> None:
+        """Ask the trusted reference worker for this verification's init arguments, weights, trials and
+        profile set, all written under the trusted directory (handed to the candidate only later)."""
         self.ref_held = _REFERENCE.get(self.reference_source, self.be, self.config)
         ref, task = self.ref_held
         assert self.job_dir is not None and self.trusted_dir is not None
         for sub in ("init", "weights"):
-            (self.job_dir / sub).mkdir()
+            (self.trusted_dir / sub).mkdir()
         dists = [d for d in self.config.input_distributions if d] or ["task"]
         trials = []
         for i in range(max(1, self.config.trials)):
@@ -491,13 +511,21 @@ class _Run:
         (self.trusted_dir / "profile").mkdir()
         self.init_seed = self.seed()
         cmd = {"cmd": "prepare", "task_path": str(task), "init_seed": self.init_seed, "trials": trials,
-               "init_dir": str(self.job_dir / "init"), "weights_dir": str(self.job_dir / "weights"),
+               "init_dir": str(self.trusted_dir / "init"), "weights_dir": str(self.trusted_dir / "weights"),
                "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.seed(),
                "device": self.be.device, "threads": _threads(self.config),
                "compare_compile": self.config.compare_compile}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
+        self.prepare_pending = True
+
+    def await_reference(self) -> None:
+        """The prepared reference (raises VerifierError when the task itself fails)."""
+        if not self.prepare_pending or self.ref_held is None:
+            return
+        ref = self.ref_held[0]
         mark = ref.expect({"prepared", "error"}, self.config.run_timeout_s * 3)
+        self.prepare_pending = False
         if mark is None or mark.get("phase") != "prepared":
             self._drop_reference()
             if mark is None:
@@ -530,7 +558,18 @@ class _Run:
         self.write_job()
         if not self.job.send({"cmd": "go"}):
             return None
-        mark = self.job.expect({"ready", "report"}, self.config.build_timeout_s, on_other=self._serve_request)
+        mark = self.job.expect({"imported", "report"}, self.config.build_timeout_s, on_other=self._serve_request)
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return None
+        self.await_reference()
+        assert self.trusted_dir is not None
+        dirs = {}
+        for sub in ("init", "weights"):
+            dirs[sub] = self._job_subdir(sub)
+            self._hand_over(self.trusted_dir / sub, dirs[sub], "", move=not (self.shares_inputs or self.config.ncu))
+        self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name})
+        mark = self.job.expect({"ready", "report"}, self.config.run_timeout_s, on_other=self._serve_request)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             return None
@@ -585,13 +624,32 @@ class _Run:
         return d
 
     def _hand_over(self, src: Path, dst: Path, prefix: str, move: bool = True) -> None:
-        """One call's inputs (written by the trusted side) into a fresh directory of the job, just before
-        the call: moved (a rename, no copy) when no one else needs them, copied otherwise. What stays
-        trusted about them is the reference's outputs and digests, never these files."""
-        put = os.replace if move else shutil.copyfile
-        put(src / f"{prefix}.json", dst / f"{prefix}.json")
-        for f in list(src.glob(f"{prefix}*.npy")):
-            put(f, dst / f.name)
+        """Files written by the trusted side (one call's inputs: `prefix`.json and `prefix`*.npy; every
+        file when `prefix` is empty) into a fresh directory of the job, just before they are needed:
+        moved (a rename, no copy) when no one else needs them, copied otherwise. The candidate can
+        write in the job while this runs, so the directory is opened without following links and
+        every file is created relative to it: a directory swapped for a link cannot redirect the
+        trusted side's writes out of the job. What stays trusted is the reference's outputs and
+        digests, never these files."""
+        names = ([f.name for f in src.iterdir() if f.is_file()] if not prefix
+                 else [f"{prefix}.json", *(f.name for f in src.glob(f"{prefix}*.npy"))])
+        try:
+            fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise JobTampered(f"{dst.name} was replaced while the verifier handed inputs over ({exc.strerror})") from None
+        try:
+            for name in names:
+                if move:
+                    os.replace(src / name, name, dst_dir_fd=fd)
+                    continue
+                try:
+                    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+                except FileExistsError:
+                    raise JobTampered(f"{name} appeared in {dst.name} before the verifier wrote it") from None
+                with open(src / name, "rb") as fin, os.fdopen(out, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+        finally:
+            os.close(fd)
 
     def correctness(self) -> GateResult:
         assert self.job is not None and self.trusted_dir is not None
@@ -652,7 +710,8 @@ class _Run:
         detail = est.to_dict()
         detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
-                      sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200])
+                      sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200],
+                      wall_floor_rounds=getattr(self, "floored_rounds", 0))
         moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
@@ -690,6 +749,12 @@ class _Run:
         if smark is None or smark.get("phase") == "report":
             self._take_report(smark)
             return None
+        from verifier.timing_stats import lift_to_floor, wall_floor_ms
+
+        # the parent's own clock over the whole round bounds the self-reported times from below
+        times, lifted = lift_to_floor(times, wall_floor_ms((time.monotonic() - wall0) * 1000.0,
+                                                           ref_mark.get("overhead_ms")))
+        self.floored_rounds = getattr(self, "floored_rounds", 0) + int(lifted)
         for k in sample:
             metas = (smark.get("outputs") or {}).get(str(k))
             want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(ref_mark["outputs"][k])]
@@ -699,7 +764,8 @@ class _Run:
             if verdict.get("fail"):
                 self.timed_mismatch = verdict
                 self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
-                                               "its outputs afresh (a cached or stale result?)")
+                                               "its outputs afresh (a cached or stale result, or a view of "
+                                               "its inputs?)")
                 return None
         shutil.rmtree(d, ignore_errors=True)
         return times
@@ -711,7 +777,7 @@ class _Run:
         work.mkdir()
         shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
         for sub in ("init", "weights"):
-            shutil.copytree(self.job_dir / sub, work / sub)
+            shutil.copytree(self.trusted_dir / sub, work / sub)
         (work / "profile").mkdir()
         self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
         job = json.loads((self.job_dir / "job.json").read_text())
@@ -778,6 +844,22 @@ class _Run:
         if self.job is not None and getattr(self, "outcome", None) is None:
             with contextlib.suppress(Exception):
                 self.outcome = self.job.finish(timeout=1)
+        if self.ref_held is not None and self.prepare_pending:
+            # The candidate failed before its reference was needed: the worker goes back once its answer
+            # is in (in the background, so a compile error is not held up by the reference).
+            held, config, run_dir = self.ref_held, self.config, self.job_dir.parent if self.job_dir else None
+            self.ref_held = None
+
+            def drain() -> None:
+                mark = held[0].expect({"prepared", "error"}, config.run_timeout_s * 3)
+                if mark is None:
+                    held[0].kill()
+                _REFERENCE.give_back(self.reference_source, self.be, config, held)
+                if run_dir is not None:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+
+            threading.Thread(target=drain, name="evokernel-reference-drain", daemon=True).start()
+            return
         if self.ref_held is not None:
             _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
         if self.job_dir is not None:

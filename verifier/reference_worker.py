@@ -139,8 +139,13 @@ class Worker:
 
     def round(self, cmd: dict) -> dict:
         """`count` fresh input sets (seeds the parent drew), timed one call each; all outputs saved for
-        the sampled checks of the candidate's round on the same sets."""
-        from verifier.runner import save_args, save_tensor, time_round
+        the sampled checks of the candidate's round on the same sets.
+
+        `overhead_ms`: what everything but the calls costs the candidate's side of this round, measured
+        here on trusted ground with the candidate's code path (load the sets from their files, a round
+        whose calls return ready outputs, save the sampled ones). The parent bounds the candidate's
+        self-reported times from below with its own wall clock less this overhead (`wall_floor_ms`)."""
+        from verifier.runner import _perf_ns, load_sets, save_args, save_tensor, time_round
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
@@ -150,13 +155,22 @@ class Worker:
             save_args(torch, np, d, inputs, prefix=f"s{k}_in")
             sets.append(inputs)
         with torch.no_grad():
-            times, kept = time_round(torch, self.model, sets, self.device)
+            times, kept = time_round(torch, self.model, sets, self.device, detach_inputs=False)
+        del sets
+        t0 = _perf_ns()
+        again = load_sets(torch, np, d, len(kept), self.device)
+        ready = iter(kept)
+        with torch.no_grad():
+            stub_times, _ = time_round(torch, lambda *args: next(ready), again, self.device)
+        del again
         sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
         for k, outs in enumerate(kept):
             if k in sampled:
                 for j, o in enumerate(outs):
                     save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
-        return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept]}
+        overhead_ms = max(0.0, (_perf_ns() - t0) / 1e6 - sum(stub_times))
+        return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept],
+                "overhead_ms": overhead_ms}
 
 
 def save_meta(torch, o) -> dict:

@@ -138,24 +138,59 @@ def sync(torch, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool = True) -> tuple[list[float], list]:
+def scramble(torch, persistent: list | None) -> None:
+    """Overwrite every element of the input buffers (NaN, or every bit flipped): done before the last
+    call's outputs are copied, so an output that is a view of its input shows it."""
+    for a in persistent or []:
+        if not isinstance(a, torch.Tensor) or a.numel() == 0:
+            continue
+        if a.is_floating_point() or a.is_complex():
+            a.fill_(float("nan"))
+        elif a.dtype == torch.bool:
+            a.logical_not_()
+        else:
+            a.bitwise_not_()
+
+
+def _keep(torch, outs: list) -> list:
+    return [o.detach().clone() for o in outs]
+
+
+def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool = True,
+               detach_inputs: bool = True) -> tuple[list[float], list]:
     """One timed call per input set, each on fresh content refilled outside the timed region; returns
     per-call milliseconds and (cloned, outside the timer) outputs for the sampled checks. On CUDA each
-    call is timed by events with the L2 cache flushed first (`_time_round_cuda`)."""
+    call is timed by events with the L2 cache flushed first (`_time_round_cuda`).
+
+    `detach_inputs` (the candidate's side): a call's outputs are copied only after its input buffers
+    were overwritten (by the next set's content, or scrambled after the last call), so an output that
+    aliases its input (a strided view, memory mapped twice) shows other data and fails the sampled
+    check, while a real output cannot tell the difference. The trusted reference passes False."""
     if device == "cuda":
-        return _time_round_cuda(torch, model, sets, keep_outputs)
+        return _time_round_cuda(torch, model, sets, keep_outputs, detach_inputs)
     times: list[float] = []
     kept: list = []
     persistent = None
+    pending = None  # the previous call's outputs, copied once its inputs have been overwritten
     for fresh in sets:
         persistent = refill(torch, persistent, fresh)
+        if pending is not None:
+            kept.append(_keep(torch, pending))
+            pending = None
         sync(torch, device)
         t0 = _perf_ns()
         out = model(*persistent)
         sync(torch, device)
         times.append((_perf_ns() - t0) / 1e6)
         if keep_outputs:
-            kept.append([o.detach().clone() for o in plain_outputs(torch, out)])
+            pending = plain_outputs(torch, out)
+            if not detach_inputs:
+                kept.append(_keep(torch, pending))
+                pending = None
+        del out
+    if pending is not None:
+        scramble(torch, persistent)
+        kept.append(_keep(torch, pending))
     return times, kept
 
 
@@ -181,7 +216,8 @@ def cuda_call_ms(event_ms: float, host_ms: float, empty_ms: float) -> float:
     return seen if seen > HIDDEN_RATIO * event_ms + HIDDEN_SLACK_MS else event_ms
 
 
-def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool) -> tuple[list[float], list]:
+def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
+                     detach_inputs: bool = True) -> tuple[list[float], list]:
     """As `time_round`, timed as `do_bench` does: the L2 flush is queued first (the launch overhead hides
     behind it), then events around the call on the current stream, then a device synchronise. The host's
     clock around the same span, less an empty call's, catches work the events cannot see."""
@@ -201,8 +237,12 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool) -> tupl
     times: list[float] = []
     kept: list = []
     persistent = None
+    pending = None
     for fresh in sets:
         persistent = refill(torch, persistent, fresh)
+        if pending is not None:
+            kept.append(_keep(torch, pending))
+            pending = None
         start, end = event(enable_timing=True), event(enable_timing=True)
         sync()
         zero(flush)
@@ -214,7 +254,14 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool) -> tupl
         host_ms = (_perf_ns() - t0) / 1e6
         times.append(cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms))
         if keep_outputs:
-            kept.append([o.detach().clone() for o in plain_outputs(torch, out)])
+            pending = plain_outputs(torch, out)
+            if not detach_inputs:
+                kept.append(_keep(torch, pending))
+                pending = None
+        del out
+    if pending is not None:
+        scramble(torch, persistent)
+        kept.append(_keep(torch, pending))
     return times, kept
 
 

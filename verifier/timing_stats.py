@@ -160,3 +160,30 @@ def achieved_gflops(flops: float | None, ms: float | None) -> float | None:
     """GFLOP/s for `flops` floating-point operations in `ms` milliseconds; None when either is unknown."""
     f, t = _positive(flops), _positive(ms)
     return None if f is None or t is None else f / (t * 1e-3) / 1e9
+
+
+# The candidate's per-call times are measured in its own process, which it controls. The parent's wall
+# clock over a whole round (the command sent to the sampled outputs saved) is not: whatever that span
+# holds beyond the round's trusted overhead (loading the sets, refills and copies, saving; measured by
+# the reference worker on the same sets) was spent by the candidate's side, so its calls took at least a
+# share of it. Generous on purpose (twice the overhead, 80%, a few ms for scheduling): an honest kernel
+# is never lifted by it on a quiet machine, and a kernel claiming much less time than it took is.
+FLOOR_OVERHEAD_FACTOR = 2.0
+FLOOR_SHARE = 0.8
+FLOOR_SLACK_MS = 3.0
+
+
+def wall_floor_ms(wall_ms: float, overhead_ms: float | None) -> float:
+    """The least total call time a round that took `wall_ms` (parent's clock) can honestly report."""
+    overhead = _positive(overhead_ms) or 0.0
+    return max(0.0, FLOOR_SHARE * (float(wall_ms) - FLOOR_OVERHEAD_FACTOR * overhead) - FLOOR_SLACK_MS)
+
+
+def lift_to_floor(times_ms: list[float], floor_ms: float) -> tuple[list[float], bool]:
+    """`times_ms` scaled up so they sum to `floor_ms` when they sum to less (True when lifted)."""
+    total = sum(times_ms)
+    if not times_ms or total >= floor_ms:
+        return times_ms, False
+    if total <= 0:
+        return [floor_ms / len(times_ms)] * len(times_ms), True
+    return [t * floor_ms / total for t in times_ms], True

@@ -108,3 +108,27 @@ def test_trial_inputs_can_come_from_other_distributions():
     assert float(heavy[0].abs().max()) > 4.0 and heavy[0].shape == (64, 64)
     assert torch.equal(uniform[1], torch.arange(4))
     assert torch.equal(draw_inputs(torch, task, 2, "normal", "cpu")[0], draw_inputs(torch, task, 2, "normal", "cpu")[0])
+
+
+def test_an_output_that_views_its_input_shows_other_data():
+    """The candidate's rounds copy a call's outputs only after its inputs were overwritten (the next set,
+    or scrambled after the last call): a view of the input cannot pass for a computed output, whatever
+    the view is called. A real output is unaffected, and the trusted side (detach_inputs=False) keeps
+    the old order."""
+    sets = [[torch.arange(4, dtype=torch.float32) + 10 * k] for k in range(3)]
+    _, viewed = time_round(torch, lambda x: x.as_strided((4,), (1,)), sets, "cpu")
+    assert float(viewed[0][0][0]) == 10.0  # call 0's view shows set 1's content
+    assert float(viewed[1][0][0]) == 20.0
+    assert torch.isnan(viewed[2][0]).all()  # the last call's inputs were scrambled
+    _, real = time_round(torch, lambda x: x + 1, sets, "cpu")
+    assert [float(k[0][0]) for k in real] == [1.0, 11.0, 21.0]
+    _, trusted = time_round(torch, lambda x: x.as_strided((4,), (1,)), sets, "cpu", detach_inputs=False)
+    assert [float(k[0][0]) for k in trusted] == [0.0, 10.0, 20.0]
+
+
+def test_scramble_changes_every_element_of_every_dtype():
+    from verifier.runner import scramble
+
+    xs = [torch.zeros(3), torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.bool), 7]
+    scramble(torch, xs)
+    assert torch.isnan(xs[0]).all() and (xs[1] == -1).all() and xs[2].all() and xs[3] == 7

@@ -162,3 +162,20 @@ def test_bandwidth_and_gflops():
     for bad in (None, 0, -1, math.nan, math.inf, "x", True):
         assert achieved_bandwidth(bad, 1.0) is None
         assert achieved_gflops(1e9, bad) is None
+
+
+def test_wall_floor_lifts_only_times_the_wall_clock_cannot_hold():
+    """Self-reported times far below what the parent's clock saw (less twice the trusted overhead) are
+    lifted to that floor; honest ones, which account for the wall time, are left alone."""
+    from verifier.timing_stats import lift_to_floor, wall_floor_ms
+
+    floor = wall_floor_ms(1000.0, 100.0)
+    assert floor == pytest.approx(0.8 * (1000.0 - 200.0) - 3.0)
+    honest, lifted = lift_to_floor([400.0, 400.0], floor)
+    assert honest == [400.0, 400.0] and not lifted
+    forged, lifted = lift_to_floor([10.0, 30.0], floor)
+    assert lifted and sum(forged) == pytest.approx(floor) and forged[1] == pytest.approx(3 * forged[0])
+    zero, lifted = lift_to_floor([0.0, 0.0], floor)
+    assert lifted and zero == [floor / 2, floor / 2]
+    assert wall_floor_ms(50.0, 100.0) == 0.0  # overhead-dominated rounds: no floor
+    assert wall_floor_ms(50.0, None) == pytest.approx(0.8 * 50.0 - 3.0)
