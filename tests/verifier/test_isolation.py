@@ -395,6 +395,42 @@ if max(WRITTEN.values()) > 64:
     assert res.feasible, res.feedback()
 
 
+def test_forged_timings_are_bounded_by_the_parents_clock(task_source, hostile_config):
+    """The candidate owns its process: it rewrites the harness's timing marks (here through the channel
+    object it finds with gc) to claim 50x less time than a deliberately slow kernel takes. The parent's
+    own clock over each round, less the overhead the trusted side measured, lifts the claim; without
+    that floor this kernel read as faster than the reference."""
+    slow = RELU_EXT.replace("for (int64_t i = 0;", "for (int rep = 0; rep < 8; ++rep) for (int64_t i = 0;")
+    body = """
+import gc
+from verifier.channel import Channel
+for obj in gc.get_objects():
+    if isinstance(obj, Channel):
+        def forged(phase, _real=obj.mark, **extra):
+            if phase == "timing_end":
+                extra["times_ms"] = [t / 50 for t in extra["times_ms"]]
+            return _real(phase, **extra)
+        obj.mark = forged
+"""
+    res = verify(task_source("relu"), PREAMBLE + slow + body + PLAIN_MODEL, config=hostile_config())
+    assert res.feasible, res.feedback()  # the outputs are right; only the speed claim is false
+    assert any("floor was used" in n for n in res.notes), res.notes
+    assert res.speedup is not None and res.speedup < 1.0, (res.speedup, res.notes)
+
+
+def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
+    """With the static scan on: the C++ transposes for real on a new input, but on a repeated input
+    pointer (the timing loop refills the same buffers) returns a strided view of its input, which costs
+    nothing and is right when copied at once. Outputs are copied only after their inputs were
+    overwritten, so the view shows other data and the sampled check fails (it read ~150x before)."""
+    source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_view_in_timing.py").read_text()
+    res = verify(task_source("transpose_copy"), source, config=make_config())
+    assert not res.feasible, (res.speedup, res.feedback())
+    gate = res.failed_gate
+    assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
+    assert "view of its inputs" in gate.reason, gate.reason
+
+
 def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
     """After every hostile candidate above ran on this build root, an honest kernel gets a clean,
     feasible verdict with a sane speedup, and no sandbox process is left behind."""
