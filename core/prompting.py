@@ -13,6 +13,7 @@ from typing import Any
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 BACKENDS = ("cpu", "cuda", "triton")
+DEFAULT_TOLERANCE = "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2"  # the verifier's default rule
 
 
 @dataclass
@@ -43,6 +44,8 @@ class PromptContext:
     reference_ms: float | None = None
     profile: list[dict[str, Any]] = field(default_factory=list)
     tried: list[Tried] = field(default_factory=list)
+    #: the correctness rule the kernel will be checked at (`core.verifying.tolerance_text`)
+    tolerance: str = DEFAULT_TOLERANCE
 
 
 def template(name: str, backend: str | None = None) -> Template:
@@ -54,10 +57,12 @@ def template(name: str, backend: str | None = None) -> Template:
     return Template((PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8"))
 
 
-def system_prompt(backend: str) -> str:
+def system_prompt(backend: str, tolerance: str = DEFAULT_TOLERANCE) -> str:
+    """The contract for `backend`, naming the tolerance the kernel's outputs are checked at."""
     notes_path = PROMPTS_DIR / f"backend_{backend}.md"
     notes = notes_path.read_text(encoding="utf-8") if notes_path.exists() else ""
-    return template("system").substitute(backend_notes="\n" + notes if notes else "").strip() + "\n"
+    return template("system").substitute(backend_notes="\n" + notes if notes else "",
+                                         tolerance=tolerance or DEFAULT_TOLERANCE).strip() + "\n"
 
 
 def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
@@ -80,7 +85,7 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
         "tried": render_tried(ctx.tried),
     }
     user = template(stage, ctx.backend).safe_substitute(values)
-    return [{"role": "system", "content": system_prompt(ctx.backend)}, {"role": "user", "content": user.strip() + "\n"}]
+    return [{"role": "system", "content": system_prompt(ctx.backend, ctx.tolerance)}, {"role": "user", "content": user.strip() + "\n"}]
 
 
 def render_memories(memories: list[Any]) -> str:

@@ -25,9 +25,56 @@ def verify_task(
     from verifier.backends import BackendUnavailable
 
     try:
-        return verify(task.source, source, backend=backend, config=config, on_gate=on_gate)
+        result = verify(task.source, source, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
+    result.tolerance = result.tolerance or tolerance_text(config, degenerate=False)
+    if config is not None and not result.degenerate:
+        result.degenerate = list(config.extra.get("degenerate") or [])
+    return result
+
+
+def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol: float | None = None,
+                **fields: object) -> VerifyConfig:
+    """Verifier settings from the command line's words: a tolerance preset (`--tolerance`, overridden by
+    `--atol/--rtol`), recorded in `extra` so verdicts and prompts can name it, and any other fields
+    (None values keep the defaults)."""
+    from verifier.compare import resolve_tolerance
+
+    atol, rtol = resolve_tolerance(tolerance, atol, rtol)
+    config = VerifyConfig(atol=atol, rtol=rtol, **{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
+    config.extra["tolerance"] = tolerance
+    return config
+
+
+def tolerance_text(config: VerifyConfig | None, degenerate: bool = True) -> str:
+    """The correctness rule in force, in words (`kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2`); for a
+    degenerate task, also that answers are judged relative to the output's spread."""
+    from verifier.compare import describe_degenerate, describe_tolerance
+
+    config = config or VerifyConfig()
+    text = describe_tolerance(config.atol, config.rtol, config.extra.get("tolerance"))
+    found = config.extra.get("degenerate") if degenerate else None
+    if found:
+        text += (f"; this task is {describe_degenerate(found)}, so the absolute tolerance is scaled by "
+                 "the spread (standard deviation) of the reference output")
+    return text
+
+
+def mark_degenerate(task: Task, config: VerifyConfig | None) -> VerifyConfig:
+    """`config` (default settings when None) with `extra["degenerate"]` set when a trivial answer (zeros, a
+    constant, the broadcast mean, an output that ignores the inputs or weights) passes `task` at its
+    tolerance: the correctness gate then judges on the output's spread. Built-in tasks are not
+    degenerate (a test checks all of them) and cost nothing; others run the reference in the probe
+    (seconds; cached per task source and preset). A reference that cannot run leaves it unmarked."""
+    from core.tasks import is_builtin, task_degeneracy
+
+    config = config if config is not None else VerifyConfig()
+    if is_builtin(task) or "degenerate" in config.extra:
+        return config
+    found = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb)
+    config.extra["degenerate"] = list(found or [])
+    return config
 
 
 def prewarm_in_background(backend: str = "cpu", config: VerifyConfig | None = None):

@@ -214,7 +214,8 @@ class EvoKernelApp(App[None]):
         """Show `session`: fold its recorded events, then start watching its kernel file."""
         self._stop_watcher()
         self.session = session
-        self.view = SessionView(task=_task_name(session), backend=str(getattr(session, "backend", "")))
+        self.view = SessionView(task=_task_name(session), backend=str(getattr(session, "backend", "")),
+                                degenerate=_degenerate(session))
         recorded = read_events(Path(session.path)) if getattr(session, "path", None) else []
         for event in recorded:
             apply_event(self.view, event)
@@ -660,7 +661,8 @@ class EvoKernelApp(App[None]):
             self._report("No task is open: press o to open one.", "warning")
             return
         self.push_screen(TaskViewScreen(task, eager_ms=self.view.reference_ms,
-                                        config=getattr(self.session, "verify_config", None)))
+                                        config=getattr(self.session, "verify_config", None),
+                                        degenerate=self.view.degenerate))
 
     def action_switch_theme(self) -> None:
         self.apply_theme(next_theme(self._theme_name))
@@ -725,6 +727,12 @@ def _version_text(attempt: Any, what: str) -> str:
 
 def _pending_text(pending: Any) -> str:
     return _version_text(pending, "the refinement")
+
+
+def _degenerate(session: Any) -> list[str]:
+    """The trivial answers the session found to pass its task (`core.verifying.mark_degenerate`)."""
+    extra = getattr(getattr(session, "verify_config", None), "extra", None) or {}
+    return list(extra.get("degenerate") or [])
 
 
 def _task_name(session: Any) -> str:

@@ -101,6 +101,22 @@ def check_task(task: str | None, kernelbench: str | None = None, level: int | No
         raise click.ClickException(one_line(exc)) from None
 
 
+def check_task_size(task: Any, memory_gb: float | None, flag: str = "--memory-gb") -> None:
+    """Refuse, in one line naming the estimate, the limit and `flag`, a problem whose reference would not
+    fit in the verifier's memory limit; estimated on torch's meta device (nothing allocated) before any
+    work starts. Built-in tasks are small (a test checks) and cost nothing here."""
+    from core.tasks import TaskError, check_task_memory, is_builtin
+
+    if is_builtin(task):
+        return
+    from evokernel_tui.options import DEFAULT_MEMORY_GB
+
+    try:
+        check_task_memory(task, memory_gb or DEFAULT_MEMORY_GB, flag)
+    except TaskError as exc:
+        raise click.ClickException(one_line(exc)) from None
+
+
 MEMORY_FIX = "run `evokernel memory repair`, pass --memory FILE for another bank, or --no-memory"
 QUICK_CHECK_BYTES = 8 * 1024 * 1024
 

@@ -132,6 +132,8 @@ class SessionView:
     step: int = 0
     versions: dict[int, str] = field(default_factory=dict)
     best_version: int | None = None
+    #: trivial answers that pass the task at its tolerance ("zeros", "a constant", ...): [] for a sound task
+    degenerate: list[str] = field(default_factory=list)
     #: the session as `core.events.apply` folds it; the fields above that it covers are copied from it
     state: SessionState = field(default_factory=SessionState)
 
@@ -248,6 +250,7 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
             reason=gate.get("reason", ""),
             detail=dict(gate.get("detail") or {}),
         )
+    view.degenerate = list(result.get("degenerate") or view.degenerate)
     view.reference_ms = result.get("reference_ms") or view.reference_ms
     view.compiled_ms = result.get("compiled_ms") or view.compiled_ms
     latency = result.get("latency_ms")

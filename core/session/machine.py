@@ -46,6 +46,7 @@ from core.session.records import (
     SessionMeta,
     VerifyFn,
 )
+from core.verifying import tolerance_text
 from verifier.result import VerificationResult
 
 
@@ -554,6 +555,7 @@ class Session(Learning):
             description=t.get("description") or "", reference=t["source"], backend=self.backend, memories=hits,
             feedback=self.feedback if last is not None or self.feedback else "",
             previous_source=last.source if last is not None and not last.feasible else "",
+            tolerance=tolerance_text(self.verify_config),
         )
         if stage == "refine" and best is not None:
             start = self.start_point.attempt(self.history) if getattr(self, "start_point", None) else None

@@ -47,7 +47,8 @@ from core.config import ConfigError, how_to_configure
 from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
-from evokernel_tui.commands.draft import BACKENDS, task_shapes
+from evokernel_tui import options
+from evokernel_tui.commands.draft import task_shapes
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
 JOB = verify_job
@@ -126,16 +127,10 @@ def default_out() -> Path:
 
 
 def verify_config(use_cache: bool, compare_compile: bool, tolerance: str = "kernelbench",
-                  memory_gb: float | None = None) -> Any:
-    from verifier.compare import resolve_tolerance
-    from verifier.config import VerifyConfig
+                  memory_gb: float | None = None, atol: float | None = None, rtol: float | None = None) -> Any:
+    from core.verifying import make_config
 
-    atol, rtol = resolve_tolerance(tolerance)
-    config = VerifyConfig(use_cache=use_cache, compare_compile=compare_compile, atol=atol, rtol=rtol)
-    if memory_gb:
-        config.memory_gb = memory_gb
-    config.extra["tolerance"] = tolerance
-    return config
+    return make_config(tolerance, atol, rtol, use_cache=use_cache, compare_compile=compare_compile, memory_gb=memory_gb)
 
 
 def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> None:
@@ -157,13 +152,11 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--tasks", "task_names", multiple=True,
               help="Task names, KernelBench problem numbers, or LEVEL/NUMBER (e.g. 2/12), comma separated.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N selected tasks.")
-@click.option("--tolerance", type=click.Choice(["kernelbench", "v0", "paper"]), default="kernelbench",
-              show_default=True, help="Correctness rule: kernelbench (fp32 1e-4, fp16/bf16 1e-2) or v0/paper (1e-2).")
-@click.option("--memory-gb", type=float, default=None,
-              help="Memory limit of the verifier's runs (default 8); tasks whose reference needs more are skipped.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True)
-@click.option("--model", default=None, help="litellm model name (or scripted:FILE.json for canned replies).")
-@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
+@options.tolerance
+@options.memory_gb(default=None, then="is skipped")
+@options.backend
+@options.model
+@options.api_base
 @click.option("--draft-steps", type=click.IntRange(1, 100), default=4, show_default=True)
 @click.option("--refine-steps", type=click.IntRange(0, 100), default=4, show_default=True)
 @click.option("--retrieval", type=click.Choice(RETRIEVAL_MODES), default="value", show_default=True)
@@ -196,9 +189,9 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
               help="Reuse signed cached verdicts of identical sources (their latency is then an old measurement, "
                    "labelled as such); by default every kernel is verified and timed afresh.")
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
-@click.option("--json", "as_json", is_flag=True, help="Print bench.json instead of the summary table.")
+@options.json_output("Print bench.json instead of the summary table.")
 @click.pass_context
-def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
+def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
@@ -222,7 +215,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, memory_
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
                              verify_config=verify_config(verdict_cache and not replay_dir, compare_compile,
-                                                         tolerance, memory_gb),
+                                                         tolerance, memory_gb, atol, rtol),
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
                              extra={"compare_compile": compare_compile, "tolerance": tolerance})
@@ -272,7 +265,7 @@ def _delta(a: float | None, b: float | None, pct: bool) -> str:
 @bench.command(name="compare")
 @click.argument("a", type=click.Path(exists=True, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@options.json_output("Print the comparison as JSON.")
 def compare(a: Path, b: Path, as_json: bool) -> None:
     """Set two bench runs A and B (folders or bench.json files) side by side, over the tasks both ran."""
     try:

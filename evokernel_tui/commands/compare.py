@@ -8,6 +8,7 @@ import sys
 import click
 
 from core.config import sessions_root
+from evokernel_tui import options
 
 
 def _version(text: str) -> int:
@@ -21,10 +22,10 @@ def _version(text: str) -> int:
 @click.argument("session_ref")
 @click.argument("version_a")
 @click.argument("version_b")
-@click.option("--sessions-dir", type=click.Path(file_okay=False), help="Where sessions live.")
-@click.option("--threads", type=click.IntRange(1, 256), help="Threads on both sides (default: all cores).")
-@click.option("--unsafe-no-isolation", "unsafe", is_flag=True, help="Run the kernels without OS isolation.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@options.sessions_dir
+@options.threads
+@options.unsafe_no_isolation
+@options.json_output()
 def compare(session_ref, version_a, version_b, sessions_dir, threads, unsafe, as_json) -> None:
     """Re-time versions A and B of SESSION's kernel back to back on the same fresh inputs and print B's
     speedup over A with its 95% interval. Exit status 0 when both ran, 1 otherwise."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -20,9 +19,11 @@ from core.events import Event, describe_event, speed_text
 from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
 from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
+from core.verifying import make_config, mark_degenerate
+from evokernel_tui import options
+from evokernel_tui.cli import check_task_size, open_memory_checked
 from evokernel_tui.commands.render import gate_table
 
-BACKENDS = ("cpu", "cuda", "triton")
 QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
 
 
@@ -54,30 +55,6 @@ def resolve_task(task: str | None, kernelbench: str | None, level: int | None, p
         raise TaskError("no task given; pass a built-in task name (see `evokernel tasks`), a task file, "
                         "or --kernelbench DIR --level L --problem N")
     return load_task(task)
-
-
-def check_memory(task: Task, memory_gb: float | None) -> Any:
-    """Refuse (TaskError) a problem whose reference would not fit in the verifier's memory limit; the
-    verifier settings with that limit when one was given (None: the defaults)."""
-    from core.tasks import check_task_memory, is_builtin
-    from verifier import VerifyConfig
-
-    config = VerifyConfig(memory_gb=memory_gb) if memory_gb else None
-    if not is_builtin(task):
-        check_task_memory(task, memory_gb or VerifyConfig().memory_gb)
-    return config
-
-
-def open_memory(path: str | None, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from evokernel_tui.cli import memory_path
-    from memory import MemoryStore
-
-    try:
-        return MemoryStore(memory_path(path))
-    except Exception as exc:  # a damaged or locked bank: say so and offer a way around it
-        raise SessionError(f"cannot open the memory bank ({exc}); fix it or pass --no-memory") from None
 
 
 def task_shapes(task: Task) -> str:
@@ -244,28 +221,27 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
 
 @click.command(name="draft")
 @click.argument("task", required=False)
-@click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True)
-@click.option("--model", default=None, help="litellm model name (or scripted:FILE.json for canned replies).")
-@click.option("--api-base", default=None, help="Base URL of a local OpenAI-compatible server (vLLM, Ollama, llama.cpp).")
+@options.backend
+@options.model
+@options.api_base
 @click.option("--steps", type=click.IntRange(1, 100), default=4, show_default=True, help="Drafting steps.")
 @click.option("--refine", type=click.IntRange(0, 100), default=0, show_default=True, help="Refining steps.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the final kernel (default: <task>_<backend>.py).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of the report.")
-@click.option("--sessions-dir", default=None, help="Folder for session folders (default: ./sessions).")
-@click.option("--memory", "memory_path", default=None, help="Memory bank file (default: EVOKERNEL_MEMORY or user data dir).")
-@click.option("--no-memory", is_flag=True, help="Run without the memory bank.")
-@click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="KernelBench checkout (with --level, --problem).")
-@click.option("--level", type=int, default=None)
-@click.option("--problem", type=int, default=None)
+@options.json_output("Print one JSON summary instead of the report.")
+@options.sessions_dir
+@options.memory_bank()
+@options.kernelbench
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
 @click.option("--wall", type=float, default=None, help="Wall-time budget in seconds.")
 @click.option("--max-tokens", type=int, default=None, help="Token budget for the session.")
 @click.option("--max-cost", type=float, default=None, help="Cost budget in dollars (known prices only).")
-@click.option("--memory-gb", type=float, default=None,
-              help="Memory limit of the verifier's runs (default 8); a problem estimated above it is refused up front.")
+@options.memory_gb(default=None)
+@options.tolerance
+@options.threads
 def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_dir, memory_path, no_memory,
-          kernelbench, level, problem, timeout, wall, max_tokens, max_cost, memory_gb) -> None:
+          kernelbench, level, problem, timeout, wall, max_tokens, max_cost, memory_gb, tolerance="kernelbench",
+          atol=None, rtol=None, threads=None) -> None:
     """Draft a kernel for TASK (a built-in name, a task file, or --kernelbench) and optionally refine it.
 
     Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
@@ -273,9 +249,11 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     console = Console(stderr=as_json)
     try:
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
-        verify_config = check_memory(the_task, memory_gb)
+        check_task_size(the_task, memory_gb)
+        verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
+                                                              threads=threads))
         cfg = model_or_exit(model, api_base, timeout, as_json)
-        memory = open_memory(memory_path, not no_memory)
+        memory = open_memory_checked(memory_path, not no_memory)
         shapes = task_shapes(the_task) if memory is not None else ""
         session = Session.create(
             the_task, backend=backend, model=cfg, memory=memory, root=sessions_root(sessions_dir),

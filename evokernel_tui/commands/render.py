@@ -82,11 +82,13 @@ def verdict_line(result: VerificationResult) -> Text:
 
 
 def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None = None, trials: int | None = None,
-              eager_ms: float | None = None, probe_error: str | None = None) -> list[tuple[str, str]]:
+              eager_ms: float | None = None, probe_error: str | None = None,
+              degenerate: list[str] | None = None) -> list[tuple[str, str]]:
     """(label, value) rows describing a task: what the Task view and `evokernel tasks show` print.
 
     `info` is a `core.tasks.TaskInfo` from running the reference once (shapes, init arguments, one
-    timing); `eager_ms` is the verifier's median for eager PyTorch when a session has measured it."""
+    timing); `eager_ms` is the verifier's median for eager PyTorch when a session has measured it;
+    `degenerate` the trivial answers that pass the task ([]: none; None: not known)."""
     rows = [("task", f"{task.name} · level {task.level} · {task.category or 'uncategorised'}")]
     if task.description:
         rows.append(("what", task.description))
@@ -108,6 +110,13 @@ def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None 
 
         extra = f", {trials} trials with distinct seeds" if trials else ""
         rows.append(("tolerance", f"{describe_tolerance(atol, rtol)}{extra}"))
+    if degenerate:
+        from verifier.compare import describe_degenerate
+
+        rows.append(("degenerate", f"yes: {describe_degenerate(degenerate).removeprefix('degenerate: ')} at this "
+                                   "tolerance, so answers are judged against the spread of the reference output"))
+    elif degenerate is not None:
+        rows.append(("degenerate", "no: zeros, a constant, the mean or an input-independent output do not pass"))
     timings = []
     if eager_ms:
         timings.append(f"{eager_ms:.4g} ms eager (the verifier's median in this session)")

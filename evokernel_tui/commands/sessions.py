@@ -15,9 +15,9 @@ from core.events import describe_event
 from core.llm import ModelError, resolve_model
 from core.session import Session, SessionError, find_session, list_sessions, reverify_all
 from core.session import replay as replay_events
-from evokernel_tui.commands.draft import Progress, finish, open_memory
-
-DIR_OPTION = click.option("--sessions-dir", default=None, help="Folder holding session folders (default: ./sessions).")
+from evokernel_tui import options
+from evokernel_tui.cli import check_model, open_memory_checked
+from evokernel_tui.commands.draft import Progress, finish
 
 
 def _best_speed(row: dict) -> str:
@@ -34,8 +34,8 @@ def _cost(row: dict) -> str:
 
 
 @click.command(name="sessions")
-@DIR_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@options.sessions_dir
+@options.json_output("Print a JSON list.")
 def sessions(sessions_dir: str | None, as_json: bool) -> None:
     """List saved sessions: task, backend, model, steps, best speedup and cost."""
     root = sessions_root(sessions_dir)
@@ -63,15 +63,15 @@ def sessions(sessions_dir: str | None, as_json: bool) -> None:
 
 @click.command(name="resume")
 @click.argument("session_ref")
-@DIR_OPTION
+@options.sessions_dir
 @click.option("--model", default=None, help="Use this model instead of the one the session was created with.")
-@click.option("--api-base", default=None)
+@options.api_base
 @click.option("--add-draft", type=click.IntRange(0, 100), default=0, help="Grant more drafting steps.")
 @click.option("--add-refine", type=click.IntRange(0, 100), default=0, help="Grant more refining steps.")
-@click.option("--memory", "memory_path", default=None, help="Memory bank file.")
-@click.option("--no-memory", is_flag=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@options.memory_bank()
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the final kernel (default: <task>_<backend>.py).")
+@options.json_output("Print one JSON summary instead of the report.")
 def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, memory_path, no_memory, out, as_json) -> None:
     """Continue SESSION (a path, an id, or an id prefix) headless with its remaining budget."""
     console = Console(stderr=as_json)
@@ -79,10 +79,9 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
         path = find_session(session_ref, sessions_root(sessions_dir))
         override = resolve_model(model, api_base) if model else False
         if model:
-            from evokernel_tui.cli import check_model
-
             check_model(model, api_base)  # a missing key is one line now, not after the session opens
-        session = Session.open(path, model=override, memory=open_memory(memory_path, not no_memory), auto_accept=True)
+        session = Session.open(path, model=override, memory=open_memory_checked(memory_path, not no_memory),
+                               auto_accept=True)
         if add_draft:
             session.add_steps("draft", add_draft)
         if add_refine:
@@ -107,9 +106,9 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
 
 @click.command(name="replay")
 @click.argument("session_ref")
-@DIR_OPTION
+@options.sessions_dir
 @click.option("--reverify", is_flag=True, help="Verify every recorded kernel again on this machine and report differences.")
-@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines, then a summary line.")
+@options.json_output("Print the events as JSON lines, then a summary line.")
 @click.option("--tui", "in_app", is_flag=True, help="Open the recording in the app's replay mode (←/→ to move).")
 def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
     """Re-emit SESSION's recorded events in order and print a summary."""

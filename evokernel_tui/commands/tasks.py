@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core.tasks import TaskError, TaskMeta, builtin_index
+from evokernel_tui import options
 
 
 def _rows(level: int | None, category: str | None) -> list[TaskMeta]:
@@ -98,9 +99,9 @@ def _kernelbench_table(rows: list[dict], root: str, memory_gb: float) -> Table:
               help="List the problems of a KernelBench checkout, with shapes and memory, instead of the built-ins.")
 @click.option("--memory-gb", default=8.0, show_default=True, type=float,
               help="With --kernelbench: mark problems whose reference needs more memory than this.")
-@click.option("--degenerate", type=click.Choice(["kernelbench", "v0", "paper"]), default=None,
+@click.option("--degenerate", type=click.Choice(options.TOLERANCE_PRESETS), default=None,
               help="With --kernelbench: run each reference and flag tasks a trivial answer passes at this tolerance.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@options.json_output("Print a JSON list instead of a table.")
 def tasks(level: int | None, category: str | None, kernelbench: str | None, memory_gb: float, degenerate: str | None,
           as_json: bool) -> None:
     """List the built-in tasks (name, level, category, description), or a KernelBench checkout's problems."""

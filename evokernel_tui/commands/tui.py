@@ -11,27 +11,36 @@ from typing import Any
 
 import click
 
+from evokernel_tui import options
+
 
 def session_opener(
     backend: str, model: str | None, api_base: str | None, sessions_dir: str | None, draft_steps: int, refine_steps: int,
-    *, memory: Any = True, first_task: Any = None,
+    *, memory: Any = True, first_task: Any = None, verify_config: Any = None,
 ):
     """A function the app calls (in a worker) to turn a task name or path into a new `Session`.
 
     `memory`: an open store, None for no memory, True for the default bank; `first_task`: a `Task`
-    already loaded (and checked) before the app started, used when the app asks for its first task."""
+    already loaded (and checked) before the app started, used when the app asks for its first task;
+    `verify_config`: the verifier settings from the command line (tolerance, threads, memory limit).
+    Whether a trivial answer passes the task is found out here, after the first paint."""
     loaded = {"first": first_task}
 
     def open_session(task_ref: str | None) -> Any:
+        from dataclasses import replace
+
         from core.config import sessions_root
         from core.llm import resolve_model
         from core.session import Budgets, Session
         from core.tasks import load_task
-        from core.verifying import prewarm_in_background
+        from core.verifying import mark_degenerate, prewarm_in_background
 
         first, loaded["first"] = loaded["first"], None
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
+        config = None
+        if verify_config is not None:
+            config = replace(verify_config, extra=dict(verify_config.extra))  # one per session: tasks differ
         store = _open_store(memory)
         return Session.create(
             task,
@@ -40,6 +49,7 @@ def session_opener(
             memory=store,
             budgets=Budgets(draft_steps=draft_steps, refine_steps=refine_steps),
             root=sessions_root(sessions_dir),
+            verify_config=mark_degenerate(task, config),
         )
 
     return open_session
@@ -85,37 +95,43 @@ def run_replay(path: Path) -> None:
 
 @click.command(name="tui")
 @click.argument("task", required=False)
-@click.option("--backend", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda", "triton"]))
-@click.option("--model", default=None, help="Model name for litellm (or scripted:FILE.json); default: manual mode.")
-@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
-@click.option("--sessions-dir", default=None, help="Where session folders go (default ./sessions).")
+@options.backend
+@options.model
+@options.api_base
+@options.sessions_dir
 @click.option("--draft-steps", default=4, show_default=True, type=click.IntRange(0, 100))
 @click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
 @click.option("--session", "session_ref", default=None, help="Resume a saved session (id or folder) instead of starting one.")
 @click.option("--replay", "replay_ref", default=None, help="Replay a saved session (id or folder); no model calls.")
-@click.option("--memory", "memory_path", default=None, help="Memory bank file (default: $EVOKERNEL_MEMORY or user data dir).")
-@click.option("--no-memory", is_flag=True, help="Run without the memory bank.")
-@click.option("--kernelbench", default=None, type=click.Path(file_okay=False), help="KernelBench checkout (with --level, --problem).")
-@click.option("--level", type=int, default=None)
-@click.option("--problem", type=int, default=None)
+@options.memory_bank()
+@options.kernelbench
+@options.tolerance
+@options.memory_gb(default=None)
+@options.threads
 def tui(
     task: str | None,
-    backend: str,
-    model: str | None,
-    api_base: str | None,
-    sessions_dir: str | None,
-    draft_steps: int,
-    refine_steps: int,
-    session_ref: str | None,
-    replay_ref: str | None,
+    backend: str = "cpu",
+    model: str | None = None,
+    api_base: str | None = None,
+    sessions_dir: str | None = None,
+    draft_steps: int = 4,
+    refine_steps: int = 4,
+    session_ref: str | None = None,
+    replay_ref: str | None = None,
     memory_path: str | None = None,
     no_memory: bool = False,
     kernelbench: str | None = None,
     level: int | None = None,
     problem: int | None = None,
+    tolerance: str = "kernelbench",
+    atol: float | None = None,
+    rtol: float | None = None,
+    memory_gb: float | None = None,
+    threads: int | None = None,
 ) -> None:
-    """Open the app on TASK (a built-in name or a task file; default relu)."""
-    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task
+    """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
+    a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
+    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task, check_task_size
 
     check_settings()  # every problem below is one line before the full screen starts
     if replay_ref is not None:
@@ -131,10 +147,14 @@ def tui(
         first = None
     else:
         first = check_task(task, kernelbench, level, problem)
+        check_task_size(first, memory_gb)  # a problem too big for the memory limit: one line, no app
         check_model(model, api_base)
         bank = check_memory(memory_path, not no_memory)
+        from core.verifying import make_config
+
+        config = make_config(tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)
         opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps,
-                                memory=bank, first_task=first)
+                                memory=bank, first_task=first, verify_config=config)
     from evokernel_tui.app import EvoKernelApp
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True)

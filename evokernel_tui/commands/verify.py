@@ -14,7 +14,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 
 from core.tasks import Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
-from verifier.compare import TOLERANCE_PRESETS, describe_tolerance, resolve_tolerance
+from evokernel_tui import options
+from verifier.compare import describe_tolerance
 from verifier.result import GATE_ORDER, GATE_TITLES
 
 USAGE = "give TASK CANDIDATE, or --kernelbench DIR --level L --problem N CANDIDATE"
@@ -70,28 +71,21 @@ def _distributions(text: str) -> list[str]:
 
 @click.command(name="verify")
 @click.argument("args", nargs=-1, metavar="[TASK] CANDIDATE")
-@click.option("--backend", default="cpu", show_default=True, help="cpu, cuda or triton.")
-@click.option("--kernelbench", type=click.Path(file_okay=False), help="A KernelBench checkout (with --level, --problem).")
-@click.option("--level", type=int, help="KernelBench level.")
-@click.option("--problem", type=int, help="KernelBench problem number.")
+@options.backend
+@options.kernelbench
 @click.option("--trials", default=5, show_default=True, type=click.IntRange(1, 100), help="Correctness trials.")
-@click.option("--tolerance", type=click.Choice(TOLERANCE_PRESETS), default="kernelbench", show_default=True,
-              help="kernelbench: fp32 1e-4, fp16/bf16 1e-2 (KernelBench today); v0 / paper: 1e-2 for every dtype.")
-@click.option("--atol", default=None, type=float, help="Absolute tolerance (overrides --tolerance).")
-@click.option("--rtol", default=None, type=float, help="Relative tolerance (overrides --tolerance).")
+@options.tolerance
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of the reference.")
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for running the candidate.")
-@click.option("--memory-gb", default=8.0, show_default=True, type=click.FloatRange(min=0.5),
-              help="Memory limit of the reference and candidate runs; a problem estimated above it is refused up front.")
+@options.memory_gb()
 @click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
 @click.option("--input-distributions", "dists", default="task", show_default=True,
               help="Comma-separated: task (get_inputs as written), normal, uniform, heavy; trials cycle through them.")
-@click.option("--threads", type=click.IntRange(1, 1024), help="Threads for both sides of the paired timing (default: all cores).")
-@click.option("--unsafe-no-isolation", "unsafe", is_flag=True,
-              help="Run the candidate without OS isolation (the verdict then says 'unisolated').")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@options.threads
+@options.unsafe_no_isolation
+@options.json_output()
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
            timeout, memory_gb, no_degenerate_check, ncu, dists, threads, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
@@ -99,8 +93,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
 
     Exit status 0 only when the kernel is feasible (anti-hacking, compile and correctness pass).
     """
-    from core.verifying import VerifyError, verify_task
-    from verifier import VerifyConfig
+    from core.verifying import VerifyError, make_config, verify_task
 
     try:
         the_task, candidate = resolve_args(args, kernelbench, level, problem)
@@ -117,15 +110,12 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         degenerate = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
     except TaskError as exc:
         raise click.ClickException(str(exc)) from None
-    atol, rtol = resolve_tolerance(tolerance, atol, rtol)
-    config = VerifyConfig(trials=trials, atol=atol, rtol=rtol, compare_compile=compare_compile,
-                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
-                          threads=threads, input_distributions=_distributions(dists),
-                          **({"isolate": False} if unsafe else {}))
-    config.extra["tolerance"] = tolerance
+    config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
+                         use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
+                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
     if degenerate:
         config.extra["degenerate"] = degenerate
-    tolerance_text = describe_tolerance(atol, rtol, tolerance)
+    tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
     console = Console(stderr=as_json)
     states: dict[str, str] = {}
     try:

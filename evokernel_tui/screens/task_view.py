@@ -23,15 +23,30 @@ def verifier_tolerance(config: Any = None) -> dict[str, Any]:
             "trials": getattr(config, "trials", None)}
 
 
+def task_degenerate(task: Any, config: Any = None, found: list[str] | None = None) -> list[str] | None:
+    """What the Task view says about trivial answers: those found (by the session or a verdict), [] for a
+    built-in task (none is degenerate: a test checks) or one the session checked, None when unknown."""
+    if found:
+        return list(found)
+    extra = getattr(config, "extra", None) or {}
+    if "degenerate" in extra:
+        return list(extra["degenerate"] or [])
+    from core.tasks import is_builtin
+
+    return [] if is_builtin(task) else None
+
+
 class TaskViewScreen(TextModal):
     """A modal over the session screen; `i` or escape closes it."""
 
     BINDINGS = [*TextModal.BINDINGS, ("i", "dismiss", "Close")]
 
-    def __init__(self, task: Any, eager_ms: float | None = None, config: Any = None, probe: bool = True) -> None:
+    def __init__(self, task: Any, eager_ms: float | None = None, config: Any = None, probe: bool = True,
+                 degenerate: list[str] | None = None) -> None:
         from evokernel_tui.commands.render import task_text
 
-        self.task_obj, self.eager_ms, self.tolerance = task, eager_ms, verifier_tolerance(config)
+        self.task_obj, self.eager_ms = task, eager_ms
+        self.tolerance = {**verifier_tolerance(config), "degenerate": task_degenerate(task, config, degenerate)}
         self.info: Any = None
         self.probe_error: str | None = None
         self._probe = probe

@@ -1,0 +1,78 @@
+"""Command-line options that several commands share, defined once.
+
+Each is a click decorator (a group of related options is one decorator), so `--backend` means the same
+choices, default and help in `verify`, `draft`, `tui` and `bench`, and a fix lands everywhere at once.
+Only click is imported here: the app's first paint must not pay for the layers the options configure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+BACKENDS = ("cpu", "cuda", "triton")
+TOLERANCE_PRESETS = ("kernelbench", "v0", "paper")  # verifier.compare.TOLERANCE_PRESETS (a test checks)
+DEFAULT_MEMORY_GB = 8.0  # verifier.config.VerifyConfig().memory_gb (a test checks)
+
+
+def stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several option decorators as one, listed in `--help` in the order given."""
+
+    def apply(fn: F) -> F:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+backend = click.option("--backend", type=click.Choice(BACKENDS), default="cpu", show_default=True,
+                       help="Where kernels run: cpu, cuda or triton.")
+model = click.option("--model", default=None,
+                     help="litellm model name (or scripted:FILE.json for canned replies); default: "
+                          "$EVOKERNEL_MODEL or config.toml, else manual mode.")
+api_base = click.option("--api-base", default=None,
+                        help="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp).")
+sessions_dir = click.option("--sessions-dir", default=None, type=click.Path(file_okay=False),
+                            help="Folder holding session folders (default: $EVOKERNEL_SESSIONS or ./sessions).")
+threads = click.option("--threads", type=click.IntRange(1, 1024), default=None,
+                       help="Threads for both sides of the paired timing (default: all cores).")
+unsafe_no_isolation = click.option("--unsafe-no-isolation", "unsafe", is_flag=True,
+                                   help="Run candidates without OS isolation (verdicts then say 'unisolated').")
+
+
+def memory_bank(bank_help: str = "Memory bank file (default: $EVOKERNEL_MEMORY, config.toml or the user data dir).",
+                off_help: str = "Run without the memory bank.") -> Callable[[F], F]:
+    """--memory FILE / --no-memory (passed as `memory_path` and `no_memory`)."""
+    return stack(click.option("--memory", "memory_path", default=None, help=bank_help),
+                 click.option("--no-memory", is_flag=True, help=off_help))
+
+
+kernelbench = stack(
+    click.option("--kernelbench", default=None, type=click.Path(file_okay=False),
+                 help="A KernelBench checkout (with --level and --problem)."),
+    click.option("--level", type=int, default=None, help="KernelBench level."),
+    click.option("--problem", type=int, default=None, help="KernelBench problem number."),
+)
+
+tolerance = stack(
+    click.option("--tolerance", type=click.Choice(TOLERANCE_PRESETS), default="kernelbench", show_default=True,
+                 help="kernelbench: fp32 1e-4, fp16/bf16 1e-2 (KernelBench today); v0 / paper: 1e-2 for every dtype."),
+    click.option("--atol", default=None, type=float, help="Absolute tolerance (overrides --tolerance)."),
+    click.option("--rtol", default=None, type=float, help="Relative tolerance (overrides --tolerance)."),
+)
+
+
+def memory_gb(default: float | None = DEFAULT_MEMORY_GB, then: str = "is refused up front") -> Callable[[F], F]:
+    """--memory-gb: the verifier's memory limit; a problem estimated above it `then` (is refused, is skipped)."""
+    return click.option("--memory-gb", type=click.FloatRange(min=0.5), default=default, show_default=default is not None,
+                        help=f"Memory limit of the reference and candidate runs (default {DEFAULT_MEMORY_GB:g}); a "
+                             f"problem estimated above it {then}.")
+
+
+def json_output(help: str = "Print one JSON object.") -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=help)

@@ -1,0 +1,90 @@
+"""Issue 11 in the app: `tui` refuses a too-big problem before the full screen starts; a degenerate task
+is flagged in the gates pane and the Task view and judged on its output's spread; the model's prompts
+state the tolerance the kernel will be checked at.
+
+The KernelBench-style files under tests/candidates/kernelbench/ are our own, in KernelBench's format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from core.prompting import build_messages
+from core.tasks import load_task
+from core.verifying import make_config, mark_degenerate, tolerance_text
+from evokernel_tui.app import EvoKernelApp
+from evokernel_tui.cli import cli
+from evokernel_tui.commands.tui import session_opener
+from evokernel_tui.screens.task_view import TaskViewScreen
+from evokernel_tui.widgets.gate_panel import GatePanel
+
+KB = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench"
+
+
+def test_tui_refuses_a_too_big_problem_before_the_app_starts(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(EvoKernelApp, "run", lambda self, *a, **k: started.append(self))
+    args = ["tui", "--kernelbench", str(KB), "--level", "1", "--problem", "100", "--no-memory",
+            "--sessions-dir", str(tmp_path / "sessions")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1 and "about 12.0 GiB" in line and "8 GiB memory limit" in line
+    assert "--memory-gb 15" in line
+    assert not started and not (tmp_path / "sessions").exists()
+    raised = CliRunner().invoke(cli, [*args, "--memory-gb", "16"])
+    assert raised.exit_code == 0, raised.output
+    assert len(started) == 1                                              # past the check: the app opens
+
+
+async def test_a_degenerate_task_is_flagged_in_the_gates_and_the_task_view(tmp_path):
+    task = load_task(kernelbench=KB, level=1, problem=41)                 # flat softmax: ~1e-5 per element
+    opener = session_opener("cpu", None, None, str(tmp_path / "sessions"), 1, 0, memory=None, first_task=task,
+                            verify_config=make_config("v0"))
+    session = opener(None)
+    found = session.verify_config.extra["degenerate"]
+    assert "zeros" in found and "a constant" in found                     # at 1e-2 a trivial answer passes
+    app = EvoKernelApp(session, watch_file=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        title = str(app.screen.query_one(GatePanel).border_title)
+        assert title.startswith("Gates · ⚠ degenerate: zeros pass, a constant passes"), title
+        await pilot.press("escape", "i")                                  # manual mode starts in the editor
+        await pilot.pause()
+        view = app.screen
+        assert isinstance(view, TaskViewScreen)
+        body = str(view.query_one(".modal-body").render())
+        assert "degenerate  yes: zeros pass, a constant passes" in body
+        assert "judged against the spread of the reference output" in body
+        assert "v0: atol=rtol=0.01" in body or "atol=rtol=0.01" in body
+    session.close()
+
+
+async def test_a_sound_task_says_so_in_the_task_view(tmp_path):
+    task = load_task(kernelbench=KB, level=1, problem=41)
+    config = mark_degenerate(task, make_config("kernelbench"))            # at 1e-4 nothing trivial passes
+    assert config.extra["degenerate"] == []
+    app = EvoKernelApp(replay_events=[], theme_name="dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = TaskViewScreen(task, config=config, probe=False)
+        await app.push_screen(screen)
+        await pilot.pause()
+        body = str(screen.query_one(".modal-body").render())
+        assert "degenerate  no: zeros, a constant" in body
+
+
+def test_prompts_state_the_tolerance_in_force(tmp_path):
+    task = load_task(kernelbench=KB, level=1, problem=41)
+    default = session_opener("cpu", None, None, str(tmp_path / "a"), 1, 0, memory=None, first_task=task)(None)
+    system = build_messages("draft", default._prompt_context("draft", []))[0]["content"]
+    assert "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2" in system and "1e-2, rtol=1e-2" not in system
+    default.close()
+    loose = session_opener("cpu", None, None, str(tmp_path / "b"), 1, 0, memory=None, first_task=task,
+                           verify_config=make_config("v0"))(None)
+    system = build_messages("draft", loose._prompt_context("draft", []))[0]["content"]
+    assert "(v0: atol=rtol=0.01; this task is degenerate: zeros pass" in system
+    assert "scaled by the spread" in system
+    loose.close()
+    custom = make_config("kernelbench", 1e-3, 5e-3)
+    assert tolerance_text(custom) == "atol=0.001, rtol=0.005"
