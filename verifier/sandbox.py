@@ -239,12 +239,26 @@ def _outcome(status_path: Path, stderr_path: Path, limits: Limits, seconds: floa
     )
 
 
-def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None) -> None:
+MAX_MARK_BYTES = 64 * 1024**2  # all the marks one job may send: an honest run sends well under 1 MiB
+TAIL_BYTES = 64 * 1024  # what is kept of a job's stdout and stderr
+
+
+def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None, limit: int | None = None,
+                on_overflow: Callable[[], None] | None = None) -> None:
+    """JSON-line marks from `fd` into `marks` (and `on_mark`); past `limit` bytes in all, the reader
+    stops and calls `on_overflow`: a flood of marks must not fill the parent's memory."""
     buf = b""
+    total = 0
     with os.fdopen(fd, "rb", buffering=0) as fh:
         while True:
             chunk = fh.read(65536)
             if not chunk:
+                break
+            total += len(chunk)
+            if limit is not None and total > limit:
+                if on_overflow is not None:
+                    with contextlib.suppress(Exception):
+                        on_overflow()
                 break
             buf += chunk
             if len(buf) > 8_000_000:
@@ -261,6 +275,24 @@ def _read_marks(fd: int, marks: list, on_mark: Callable[[dict], None] | None) ->
                 if on_mark is not None:
                     with contextlib.suppress(Exception):
                         on_mark(mark)
+
+
+def _keep_tail(fd: int, path: Path) -> None:
+    """Read `fd` to its end keeping the last TAIL_BYTES, then write them to `path`."""
+    tail = bytearray()
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        while True:
+            try:
+                chunk = fh.read(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tail += chunk
+            if len(tail) > 2 * TAIL_BYTES:
+                del tail[:-TAIL_BYTES]
+    with contextlib.suppress(OSError):
+        path.write_bytes(bytes(tail[-TAIL_BYTES:]))
 
 
 class LiveJob:
@@ -297,19 +329,31 @@ class LiveJob:
             full = [sys.executable, "-m", "verifier.sandbox", json.dumps(lim), str(workdir / "sandbox_status.json"),
                     "--", *argv]
             preexec = None
-        self._stderr = open(workdir.parent / f"{workdir.name}.stderr", "wb")  # noqa: SIM115 - closed in finish
+        # stdout and stderr through a pipe of which only the tail is kept (written to WORKDIR.stderr when
+        # the job ends): a job printing without end must not fill the parent's disk or memory
+        out_r, out_w = os.pipe()
+        self.overflowed = False
         try:
-            self.proc = subprocess.Popen(full, cwd=workdir, env=env, stdout=self._stderr, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(full, cwd=workdir, env=env, stdout=out_w, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
                                          pass_fds=(progress_w, control_r), preexec_fn=preexec)
         finally:
             os.close(progress_w)
             os.close(control_r)
+            os.close(out_w)
+        self._tail = threading.Thread(target=_keep_tail, args=(out_r, workdir.parent / f"{workdir.name}.stderr"),
+                                      daemon=True)
+        self._tail.start()
         self._control = control_w
         self._send_lock = threading.Lock()
         self._control_closed = False
-        self._reader = threading.Thread(target=_read_marks, args=(progress_r, self.marks, self._marks.put), daemon=True)
+        self._reader = threading.Thread(target=_read_marks, args=(progress_r, self.marks, self._marks.put, MAX_MARK_BYTES,
+                                                                  self._overflow), daemon=True)
         self._reader.start()
+
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self.kill()
 
     def send(self, message: dict) -> bool:
         """One command; False once the worker is finished (the pipe is never written after closing,
@@ -377,7 +421,7 @@ class LiveJob:
                 with contextlib.suppress(OSError):
                     os.close(self._control)
         self._reader.join(timeout=2)
-        self._stderr.close()
+        self._tail.join(timeout=2)
         stderr_path = self.workdir.parent / f"{self.workdir.name}.stderr"
         seconds = time.monotonic() - self.started
         if self.status_path is not None:

@@ -8,9 +8,11 @@ test runs an honest kernel after all of them on the same build root and checks t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -429,6 +431,53 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     gate = res.failed_gate
     assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
     assert "view of its inputs" in gate.reason, gate.reason
+
+
+def test_endless_output_keeps_only_a_tail(task_source, hostile_config):
+    """300 MB on stdout: only a tail is kept outside the sandbox (the whole stream went to a file on the
+    parent's side, under the run directory on /dev/shm, bounded only by the file-size limit)."""
+    from verifier.api import _scratch
+
+    body = """
+chunk = "x" * (1 << 20) + "\\n"
+for _ in range(300):
+    sys.stdout.write(chunk)
+sys.stdout.flush()
+"""
+    biggest = [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for f in (_scratch() / "runs").glob("run-*/*.stderr"):
+                with contextlib.suppress(OSError):
+                    biggest[0] = max(biggest[0], f.stat().st_size)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        res = verify(task_source("relu"), candidate(body), config=hostile_config())
+    finally:
+        done.set()
+        watcher.join()
+    assert res.feasible, res.feedback()
+    assert biggest[0] < 1 << 20, biggest[0]
+
+
+def test_a_flood_of_marks_ends_the_run(task_source, hostile_config):
+    """Marks written straight to the progress descriptor, 1 MB each without end: the parent stops reading
+    past its budget and ends the job instead of keeping every line in memory."""
+    body = """
+fd = int(os.environ["EVK_PROGRESS_FD"])
+line = ('{"phase": "noise", "pad": "' + "a" * (1 << 20) + '"}\\n').encode()
+for _ in range(400):
+    os.write(fd, line)
+"""
+    started = time.monotonic()
+    res = verify(task_source("relu"), candidate(body), config=hostile_config())
+    assert not res.feasible
+    assert time.monotonic() - started < 60, res.feedback()
 
 
 def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
