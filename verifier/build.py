@@ -31,14 +31,8 @@ from pathlib import Path
 
 from verifier.diagnostics import first_error, parse_diagnostics
 
-SHIM_HEADER = """#pragma once
-// EvoKernel light shim: kernels see ATen through torch:: without pybind11 or the torch C++ API.
-#include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <cmath>
-#include <vector>
-#include <algorithm>
-namespace torch {
+# torch:: spellings kernels use, over ATen (shared by the CPU shim and the light CUDA shim).
+TORCH_NAMESPACE = """namespace torch {
 using namespace at;
 using std::nullopt;
 using std::optional;
@@ -58,6 +52,15 @@ constexpr auto kI32 = kInt32;
 constexpr auto kI64 = kInt64;
 }
 """
+
+SHIM_HEADER = """#pragma once
+// EvoKernel light shim: kernels see ATen through torch:: without pybind11 or the torch C++ API.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <cmath>
+#include <vector>
+#include <algorithm>
+""" + TORCH_NAMESPACE
 
 FULL_PCH_HEADER = "#pragma once\n#include <torch/extension.h>\n"
 

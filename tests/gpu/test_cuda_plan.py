@@ -17,8 +17,12 @@ import pytest
 from tests.gpu.conftest import CANDIDATES
 from verifier.backends.cuda_plan import (
     CUDA_PRELUDE,
+    LIGHT_SHADOWED,
     Toolchain,
     declarations_only,
+    factory_text,
+    light_fallback,
+    light_shim_files,
     normalise_spec,
     plan_cuda_build,
 )
@@ -166,6 +170,25 @@ sys.exit(subprocess.call(["c++", "-x", "c++", "-I", {fake_include!r}, *out]))
 """
 
 
+def fake_toolchain(tmp_path: Path) -> Toolchain:
+    """A CUDA toolchain on a machine without CUDA: the stand-in nvcc, empty CUDA headers (with the one
+    type the light shim names), the CPU torch's headers and libraries."""
+    from verifier.build import _torch_paths
+
+    fake_include = tmp_path / "fake-cuda-include"
+    fake_include.mkdir()
+    (fake_include / "cuda.h").write_text("#pragma once\n")
+    (fake_include / "cuda_runtime.h").write_text("#pragma once\n")
+    (fake_include / "cuda_runtime_api.h").write_text("#pragma once\nstruct cudaDeviceProp { int major; };\n")
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable, fake_include=str(fake_include)))
+    nvcc.chmod(0o755)
+    includes, libdirs = _torch_paths()
+    return Toolchain(nvcc=str(nvcc), cxx="c++", arch="9.0", torch_includes=tuple(includes),
+                     torch_libdirs=tuple(libdirs), cuda_include=str(fake_include), cuda_libdir=libdirs[0],
+                     env_key=("cpu-test",), libs=("-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"))
+
+
 @pytest.mark.slow
 def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_build_root):
     """The executor end to end: nvcc (a stand-in) and the bindings in parallel, the trusted copy of the
@@ -174,19 +197,9 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
     import torch
 
     from verifier.backends.cuda import CudaBuilder
-    from verifier.build import BuildError, _torch_paths
+    from verifier.build import BuildError
 
-    fake_include = tmp_path / "fake-cuda-include"
-    fake_include.mkdir()
-    (fake_include / "cuda.h").write_text("#pragma once\n")
-    (fake_include / "cuda_runtime.h").write_text("#pragma once\n")
-    nvcc = tmp_path / "nvcc"
-    nvcc.write_text(FAKE_NVCC.format(python=sys.executable, fake_include=str(fake_include)))
-    nvcc.chmod(0o755)
-    includes, libdirs = _torch_paths()
-    chain = Toolchain(nvcc=str(nvcc), cxx="c++", arch="9.0", torch_includes=tuple(includes),
-                      torch_libdirs=tuple(libdirs), cuda_include=str(fake_include), cuda_libdir=libdirs[0],
-                      env_key=("cpu-test",), libs=("-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"))
+    chain = fake_toolchain(tmp_path)
     cuda = textwrap.dedent("""
         #include <torch/extension.h>
         torch::Tensor twice(torch::Tensor x) {
@@ -208,7 +221,8 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
         requests.append((kind, spec))
         assert build_shared(shared, kind, spec)
 
-    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain,
+                          light_headers=False)
     mod = builder.load_inline("evk_twice", "torch::Tensor twice(torch::Tensor x);", cuda, functions=["twice"])
     x = torch.arange(6, dtype=torch.float32)
     assert torch.equal(mod.twice(x), 2 * x)
@@ -235,3 +249,140 @@ def test_only_error_lines_decide_the_fallback_to_torchs_layout():
     assert _shim_insufficient('cuda.cu(12): error: namespace "torch" has no member "nn"')
     assert _shim_insufficient('cuda.cu(12): error: namespace "at" has no member "native"')
     assert _shim_insufficient("main.cpp:3:5: error: \u2018py\u2019 has not been declared; py::object")
+
+
+def _torch_header(rel: str):
+    from verifier.build import _torch_paths
+
+    for inc in _torch_paths()[0]:
+        if Path(inc, rel).is_file():
+            return Path(inc, rel).read_text()
+    return None
+
+
+def test_light_shim_copies_torchs_own_factories_without_their_heavy_includes():
+    files = light_shim_files(_torch_header)
+    assert set(files) == set(LIGHT_SHADOWED)
+    main = files["torch/extension.h"]
+    for op in ("empty", "empty_like", "zeros", "zeros_like", "ones", "full"):
+        assert f"#include <ATen/ops/{op}_ops.h>" in main, op
+        assert re.search(rf"inline at::Tensor {op}\(", main), op
+    assert "#include <ATen/ATen.h>" not in main and "#include <ATen/Context.h>" not in main
+    assert "#error" not in main, "torch's TORCH_STABLE_ONLY guard is cut, not copied half"
+    assert "c10/cuda/CUDAStream.h" in main, "at::cuda::getCurrentCUDAStream"
+    assert "namespace torch {" in main and "constexpr auto kFloat32 = at::kFloat;" in main
+    for rel in LIGHT_SHADOWED[1:]:
+        assert files[rel] == "#pragma once\n#include <torch/extension.h>\n"
+
+
+def test_factory_text_takes_the_inline_functions_only():
+    header = ("#if !defined(TORCH_STABLE_ONLY)\n#pragma once\n#include <ATen/Context.h>\n\n"
+              "#include <ATen/ops/foo_ops.h>\n\nnamespace at {\ninline at::Tensor foo(int x) { return {}; }\n}\n\n"
+              "#else\n#error \"This file should not be included\"\n#endif  // guard\n")
+    body = factory_text("foo", header)
+    assert body.startswith("#include <ATen/ops/foo_ops.h>") and "inline at::Tensor foo" in body
+    assert "#error" not in body and "#else" not in body and "Context.h" not in body
+    assert factory_text("foo", header.replace("#else\n#error \"This file should not be included\"\n#endif  // guard\n", "")) \
+        .rstrip().endswith("}")
+    assert factory_text("bar", header) is None, "a header not in the expected form is left out"
+    missing = light_shim_files(lambda rel: None)["torch/extension.h"]
+    assert "ATen/ops/" not in missing and "ATen/core/Tensor.h" in missing
+
+
+@pytest.mark.parametrize(("log", "fallback"), [
+    ('cuda.cu(12): error: identifier "AT_DISPATCH_FLOATING_TYPES" is undefined', True),
+    ('cuda.cu(9): error: namespace "at" has no member "relu"', True),
+    ("cuda.cu:9:5: error: 'relu' is not a member of 'torch'", True),
+    ("main.cpp:4:3: error: 'thing' was not declared in this scope", True),
+    ('cuda.cu(3): fatal error: cannot open source file "ATen/native/cuda/Loops.cuh"', True),
+    ('cuda.cu(14): error: no instance of overloaded function "torch::zeros" matches the argument list', True),
+    ("", True),
+    ('cuda.cu(10): error: expected a ";"\n      return y\n', False),
+    ('cuda.cu(11): error: a value of type "float *" cannot be used to initialize an entity of type "int *"', False),
+    ("cuda.cu:9:5: error: expected ';' before 'return'", False),
+])
+def test_which_light_header_failures_retry_behind_the_full_shim(log, fallback):
+    """A light-header build that failed for want of a name retries behind the full shim; the person's
+    own syntax and type errors come straight back (the full shim would only repeat them, slower)."""
+    assert light_fallback(log) is fallback
+
+
+def test_the_light_plan_differs_only_in_its_header_directory():
+    spec = spec_of(CANDIDATES / "cuda" / "relu.py")
+    full = plan_cuda_build(spec, TOOLCHAIN, "/job/shim")
+    light = plan_cuda_build(spec, TOOLCHAIN, "/job/shim-light", headers="light")
+    assert (light.headers, full.headers) == ("light", "full")
+    assert light.key == full.key and light.files == full.files and light.link == full.link
+    argv = list(light.compile_steps[0].argv)
+    assert argv.index("/job/shim-light") < argv.index("/t/include") and "/job/shim" not in argv
+    assert [a for a in argv if a != "/job/shim-light"] == [a for a in full.compile_steps[0].argv if a != "/job/shim"]
+
+
+@pytest.mark.slow
+def test_light_headers_first_then_the_full_shim_then_the_persons_error(tmp_path, shared_build_root, monkeypatch):
+    """The executor with the light headers on the CPU (the stand-in nvcc; the c10/cuda headers, which a
+    CPU torch lacks, left out): a kernel that needs only the light headers builds behind them; one that
+    calls an operator they do not declare is rebuilt behind the full shim; a syntax error comes from the
+    light build, at the person's line, without a second build."""
+    import torch
+
+    from verifier.backends import cuda_plan
+    from verifier.backends.cuda import CudaBuilder
+    from verifier.build import BuildError
+
+    monkeypatch.setattr(cuda_plan, "LIGHT_INCLUDES", tuple(h for h in cuda_plan.LIGHT_INCLUDES if "c10/cuda" not in h))
+    chain = fake_toolchain(tmp_path)
+    shared = shared_build_root / "shared"
+
+    def trusted_side(kind, spec, wait=True):
+        from verifier.build import build_shared
+
+        if wait != "only":
+            assert build_shared(shared, kind, spec)
+
+    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    decl = "torch::Tensor twice(torch::Tensor x);"
+    light_ok = textwrap.dedent("""
+        #include <torch/extension.h>
+        #include <ATen/cuda/CUDAContext.h>
+        torch::Tensor twice(torch::Tensor x) {
+            TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only");
+            auto xc = x.contiguous();
+            auto y = torch::empty_like(xc);
+            auto z = torch::zeros({xc.size(0)}, xc.options());
+            const float* a = xc.data_ptr<float>();
+            float* b = y.data_ptr<float>();
+            for (int64_t i = 0; i < xc.numel(); ++i) b[i] = 2.0f * a[i] + z.data_ptr<float>()[0];
+            return y;
+        }
+        """)
+    x = torch.arange(6, dtype=torch.float32)
+    mod = builder.load_inline("evk_light", decl, light_ok, functions=["twice"])
+    assert torch.equal(mod.twice(x), 2 * x)
+    steps = builder.records[-1].steps
+    assert steps[0].startswith("kernel (light headers)") and not any("failed" in s for s in steps), steps
+    assert (tmp_path / "job" / "shim-light" / "ATen" / "cuda" / "CUDAContext.h").exists()
+
+    # (without CUDAContext.h: torch's own one, which the full shim leaves in place, needs the CUDA libraries' headers)
+    needs_aten = light_ok.replace("return y;", "return torch::relu(y);").replace("#include <ATen/cuda/CUDAContext.h>\n", "")
+    mod = builder.load_inline("evk_light_relu", decl, needs_aten, functions=["twice"])
+    assert torch.equal(mod.twice(-x), torch.zeros_like(x))
+    steps = builder.records[-1].steps
+    assert steps[0].startswith("light headers failed") and "full shim" in steps[0], steps
+    assert steps[1].startswith("kernel (full headers)"), steps
+
+    tried = []
+    compile_ = CudaBuilder._compile
+
+    def spy(self, plan, *args):
+        tried.append(plan.headers)
+        return compile_(self, plan, *args)
+
+    monkeypatch.setattr(CudaBuilder, "_compile", spy)
+    syntax = light_ok.replace("return y;", "return y")
+    with pytest.raises(BuildError) as exc:
+        builder.load_inline("evk_light_bad", decl, syntax, functions=["twice"])
+    line = syntax.splitlines().index("    return y") + 1
+    assert any(d.startswith(f"cuda_sources:{line + 1}: error:") or d.startswith(f"cuda_sources:{line}: error:")
+               for d in exc.value.diagnostics), exc.value.diagnostics
+    assert tried == ["light"], "reported from the light build, without a second one"

@@ -161,10 +161,11 @@ class CudaBuilder:
     `load_inline` (nvcc + ninja) in a child process."""
 
     def __init__(self, root: str | Path, timeout_s: float = 300.0, shared: str | Path | None = None,
-                 request=None, toolchain=None):
+                 request=None, toolchain=None, light_headers: bool = True):
         import torch
 
         self.root = Path(root)
+        self.light_headers = light_headers
         self.timeout_s = timeout_s
         self.shared = shared
         self.request = request
@@ -197,6 +198,8 @@ class CudaBuilder:
                               extra_ldflags, extra_include_paths, with_cuda)
         start = time.monotonic()
         plan = plan_cuda_build(spec, self.toolchain(), str(self.root / "shim"))
+        light = plan_cuda_build(spec, self.toolchain(), str(self.root / "shim-light"), headers="light") \
+            if self.light_headers and plan.layout == "split" else None
         steps: list[str] = []
         out_dir = self.root / "cuda" / plan.key
         so_path = out_dir / f"{name}.so"
@@ -207,7 +210,8 @@ class CudaBuilder:
                 hit = so_path.exists()
                 if not hit and plan.layout == "split":
                     try:
-                        steps = self._build_split(plan, out_dir, so_path, start + self.timeout_s)
+                        steps = self._build_split(light or plan, out_dir, so_path, start + self.timeout_s,
+                                                  fallback=plan if light else None)
                     except BuildError as exc:
                         if not _shim_insufficient(exc.log):
                             raise
@@ -224,49 +228,93 @@ class CudaBuilder:
                                         time.monotonic() - start, steps))
         return _import_so(name, so_path)
 
-    def _build_split(self, plan, out_dir: Path, so_path: Path, deadline: float) -> list[str]:
-        """Run the plan: the compile steps in parallel with the bindings (trusted copy, else a local one
-        in this job), then the link. Returns a line per step with its seconds."""
-        from verifier.backends.cuda_plan import BIND_OBJECT
-        from verifier.build import SHIM_HEADER, BuildError, InlineBuilder, _kill_compiler
+    def _write_shims(self) -> None:
+        """The ATen shim (`root/shim`) and the light headers (`root/shim-light`), rewritten when stale."""
+        from verifier.backends.cuda_plan import light_shim_files
+        from verifier.build import SHIM_HEADER
 
-        shim = self.root / "shim" / "torch" / "extension.h"
-        shim.parent.mkdir(parents=True, exist_ok=True)
-        if not shim.exists() or shim.read_text() != SHIM_HEADER:
-            tmp = shim.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(SHIM_HEADER)
-            os.replace(tmp, shim)
+        files = {self.root / "shim" / "torch" / "extension.h": SHIM_HEADER}
+        if self.light_headers:
+            def read(rel: str) -> str | None:
+                for inc in self.toolchain().torch_includes:
+                    path = Path(inc, rel)
+                    if path.is_file():
+                        return path.read_text(errors="replace")
+                return None
+
+            files.update({self.root / "shim-light" / rel: text for rel, text in light_shim_files(read).items()})
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text() != text:
+                tmp = path.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_text(text)
+                os.replace(tmp, path)
+
+    def _compile(self, plan, tmp_dir: Path, deadline: float, t0: float, procs: list) -> tuple[list[str], str | None]:
+        """Start the plan's compile steps together and wait for them: (a line per step, None) or, on the
+        first failure, (lines so far, the failed step's log). The others are stopped then."""
+        from verifier.build import BuildError, _kill_compiler
+
+        for fname, text in plan.files.items():
+            (tmp_dir / fname).write_text(text)
+        mine = []
+        for step in plan.compile_steps:
+            log = open(tmp_dir / f"{step.name}.log", "w")  # noqa: SIM115 - closed below
+            mine.append((step, log, subprocess.Popen(list(step.argv), cwd=tmp_dir, stdout=log,
+                                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+            procs.append(mine[-1])
+        timings = []
+        for step, log, proc in mine:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise BuildError(f"the CUDA build timed out after {self.timeout_s:.0f} s ({step.name})",
+                                 [], "") from None
+            log.close()
+            text = (tmp_dir / f"{step.name}.log").read_text(errors="replace")
+            if proc.returncode != 0 or not (tmp_dir / step.output).exists():
+                for _, other_log, other in mine:
+                    if other.poll() is None:
+                        _kill_compiler(other)
+                    other_log.close()
+                return timings, text
+            label = f"{step.name} ({plan.headers} headers)" if step.name in ("kernel", "host") else step.name
+            timings.append(f"{label} {time.monotonic() - t0:.1f} s")
+        return timings, None
+
+    def _build_split(self, plan, out_dir: Path, so_path: Path, deadline: float, fallback=None) -> list[str]:
+        """Run the plan: the compile steps in parallel with the bindings (trusted copy, else a local one
+        in this job), then the link. When `plan` uses the light headers and fails for want of a
+        declaration (`light_fallback`), the `fallback` plan (the full ATen shim) compiles instead, the
+        bindings still building meanwhile. Returns a line per step with its seconds."""
+        from verifier.backends.cuda_plan import BIND_OBJECT, light_fallback
+        from verifier.build import BuildError, InlineBuilder, _kill_compiler
+
+        self._write_shims()
         tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp_dir, ignore_errors=True)
         tmp_dir.mkdir(parents=True)
-        for fname, text in plan.files.items():
-            (tmp_dir / fname).write_text(text)
         t0 = time.monotonic()
-        procs = []
+        procs: list = []
         try:
-            for step in plan.compile_steps:
-                log = open(tmp_dir / f"{step.name}.log", "w")  # noqa: SIM115 - closed below
-                procs.append((step, log, subprocess.Popen(list(step.argv), cwd=tmp_dir, stdout=log,
-                                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
             binder = InlineBuilder(self.root, timeout_s=self.timeout_s, shared=self.shared, request=self.request)
             with binder._binding_object(plan.signatures, deadline) as (bind_obj, module):
-                timings = []
-                for step, log, proc in procs:
-                    try:
-                        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        raise BuildError(f"the CUDA build timed out after {self.timeout_s:.0f} s ({step.name})",
-                                         [], "") from None
-                    log.close()
-                    text = (tmp_dir / f"{step.name}.log").read_text(errors="replace")
-                    if proc.returncode != 0 or not (tmp_dir / step.output).exists():
-                        message, diags = build_failure(text)
-                        raise BuildError(message, diags, text)
-                    timings.append(f"{step.name} {time.monotonic() - t0:.1f} s")
+                timings, failed = self._compile(plan, tmp_dir, deadline, t0, procs)
+                if failed is not None and fallback is not None and light_fallback(failed):
+                    first = next((ln for ln in failed.splitlines() if "error" in ln), "")
+                    timings.append(f"light headers failed {time.monotonic() - t0:.1f} s ({first.strip()[:160]}): "
+                                   "full shim")
+                    (tmp_dir / "light.log").write_text(failed)
+                    more, failed = self._compile(fallback, tmp_dir, deadline, t0, procs)
+                    timings += more
+                if failed is not None:
+                    message, diags = build_failure(failed)
+                    raise BuildError(message, diags, failed)
             trusted = Path(self.shared) / "bind" / bind_obj.parent.name / "bind.o" if self.shared else None
             same = trusted is not None and trusted.exists() and (
                 trusted == bind_obj or trusted.read_bytes() == bind_obj.read_bytes())
-            timings.append(f"bindings {'shared' if same else 'local'} {time.monotonic() - t0:.1f} s")
+            timings.append(f"bindings {'shared' if same else 'local'} {time.monotonic() - t0:.1f} s "
+                           f"[{bind_obj.parent.name[:12]}]")
         except BaseException:
             for _, log, proc in procs:
                 if proc.poll() is None:

@@ -31,7 +31,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from verifier.build import Signature, extract_declarations, signature_of
+from verifier.build import TORCH_NAMESPACE, Signature, extract_declarations, signature_of
 
 # What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
 CUDA_PRELUDE = "#include <torch/extension.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -42,6 +42,22 @@ COMMON_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIO
 TORCH_CUDA_LIBS = ("-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch", "-ltorch_python")
 _SINGLE_MARKERS = ("py::", "pybind11", "PYBIND11_MODULE", "torch::autograd", "torch::nn", "torch::jit",
                    "torch/torch.h", "torch/python.h", "TORCH_LIBRARY")
+# The light headers the kernel TU tries first (`light_shim_files`): the Tensor class, its options, the
+# CUDA stream, TORCH_CHECK and the factory functions KernelBench kernels call, without ATen/ATen.h's
+# ~2,000 operator headers. The factories are torch's own generated inline functions, copied out of its
+# `ATen/ops/<op>.h` (whose includes pull in ATen/Context.h and most of ATen) at build time.
+LIGHT_FACTORIES = ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+                   "full_like", "arange", "rand", "rand_like", "randn", "randn_like", "from_blob")
+LIGHT_INCLUDES = ("ATen/core/Tensor.h", "c10/core/TensorOptions.h", "c10/util/Exception.h", "c10/cuda/CUDAStream.h",
+                  "c10/cuda/CUDAException.h", "c10/cuda/CUDAGuard.h", "ATen/Dispatch.h")
+# Headers the light directory answers for (it is searched before torch's): what kernels include out of habit.
+LIGHT_SHADOWED = ("torch/extension.h", "torch/types.h", "ATen/ATen.h", "ATen/cuda/CUDAContext.h")
+# Errors a lighter header can cause (a name or overload it does not declare): then the full shim is tried.
+# Anything else (a syntax error, a type error in the person's own code) is reported from the light build.
+_LIGHT_MISSES = re.compile(r"is undefined|has no member|was not declared|not declared in this scope|no instance of"
+                           r"|no matching function|incomplete type|cannot open source file|No such file|"
+                           r"is not a member|not a class or namespace|has not been declared|is not a template"
+                           r"|no suitable|does not name a type|explicit type is missing|undefined reference")
 BIND_OBJECT = "@bind.o@"  # replaced by the bindings object's path (before the libraries: --as-needed)
 _HIDDEN = '__attribute__((visibility("hidden")))'
 _DECL_ONLY = re.compile(r"^\s*(#\s*include\s*[<\"][^>\"]*[>\"]|#\s*pragma\s+once|[\w:<>,\s\*&]+\([^;{}]*\)\s*;)?\s*$")
@@ -97,6 +113,7 @@ class CudaPlan:
     key: str
     name: str
     reason: str = ""  # why the single layout
+    headers: str = "full"  # the kernel TU's torch headers: "light" (light_shim_files) or "full" (the ATen shim)
     signatures: list[Signature] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # file name -> text, written before the steps
     compile_steps: list[Step] = field(default_factory=list)  # independent: run in parallel
@@ -183,6 +200,50 @@ def trampolines(entries: list[tuple[int, str, Signature]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def factory_text(op: str, header: str) -> str | None:
+    """The inline functions of torch's generated `ATen/ops/<op>.h` behind an include of its light
+    `<op>_ops.h` only (the declarations they call): None when the header is not in the expected form."""
+    marker = f"#include <ATen/ops/{op}_ops.h>"
+    start = header.find(marker)
+    if start < 0 or "namespace at" not in header[start:]:
+        return None
+    body = header[start:]
+    guard = re.search(r"\n#else\s*\n#error[^\n]*\n#endif[^\n]*\s*$", body)  # torch's TORCH_STABLE_ONLY guard
+    if guard:
+        body = body[:guard.start()]
+    return body.rstrip() + "\n"
+
+
+def light_shim_files(read) -> dict[str, str]:
+    """The light header directory, from `read(relative_path) -> text | None` over torch's include dir:
+    `torch/extension.h` and the other shadowed headers, relative path -> text."""
+    factories = []
+    for op in LIGHT_FACTORIES:
+        text = read(f"ATen/ops/{op}.h")
+        body = factory_text(op, text) if text else None
+        if body is not None:
+            factories.append(f"// from ATen/ops/{op}.h\n{body}")
+    main = ("#pragma once\n// EvoKernel light CUDA shim: the Tensor class, the CUDA stream and the factory "
+            "functions, without ATen/ATen.h.\n// A kernel that needs more is rebuilt behind the full shim.\n"
+            + "".join(f"#include <{h}>\n" for h in LIGHT_INCLUDES)
+            + "#include <cuda_runtime_api.h>\n#include <cmath>\n#include <vector>\n#include <algorithm>\n"
+            + "\n".join(factories)
+            + "\nnamespace at::cuda {\ncudaDeviceProp* getCurrentDeviceProperties();\n"
+              "cudaDeviceProp* getDeviceProperties(c10::DeviceIndex device);\nint warp_size();\n}\n"
+            + TORCH_NAMESPACE)
+    out = {"torch/extension.h": main}
+    for path in LIGHT_SHADOWED[1:]:
+        out[path] = "#pragma once\n#include <torch/extension.h>\n"
+    return out
+
+
+def light_fallback(log: str) -> bool:
+    """True when a failed light-header build may have failed for want of a declaration the full shim
+    has (judged on the error lines only: nvcc echoes the person's source line after each)."""
+    errors = [ln for ln in log.splitlines() if "error" in ln]
+    return not errors or any(_LIGHT_MISSES.search(ln) for ln in errors)
+
+
 def _includes(toolchain: Toolchain, shim_dir: str, user_includes: list[str]) -> list[str]:
     flags = ["-I", shim_dir]
     for inc in user_includes:
@@ -207,9 +268,11 @@ def single_reason(spec: dict) -> str:
     return ""
 
 
-def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str) -> CudaPlan:
-    """The build for one normalised `load_inline` call (`normalise_spec`). `shim_dir` holds the light
-    `torch/extension.h` (verifier.build.SHIM_HEADER)."""
+def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str, headers: str = "full") -> CudaPlan:
+    """The build for one normalised `load_inline` call (`normalise_spec`). `shim_dir` holds the
+    `torch/extension.h` the kernel TU sees: the ATen shim (verifier.build.SHIM_HEADER, `headers="full"`)
+    or the light one (`light_shim_files`, `headers="light"`). Both plans share the content key and
+    the person's line numbers."""
     name = spec["name"]
     reason = single_reason(spec)
     found = None
@@ -245,4 +308,5 @@ def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str) -> CudaPlan
         ld += [f"-L{d}", f"-Wl,-rpath,{d}"]
     ld += [f"-L{toolchain.cuda_libdir}", *toolchain.libs, *spec["extra_ldflags"]]
     link = Step("link", (toolchain.cxx, *objects, BIND_OBJECT, *ld, "-o", f"{name}.so"), f"{name}.so")
-    return CudaPlan("split", key, name, signatures=sigs, files=files, compile_steps=steps, link=link)
+    return CudaPlan("split", key, name, signatures=sigs, files=files, compile_steps=steps, link=link,
+                    headers=headers)
