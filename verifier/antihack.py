@@ -48,6 +48,7 @@ RULES = {
     "vendor-kernel": "a vendor library kernel (cuBLAS, cuDNN) ran in place of the custom kernel",
     "forward-outside-class": "forward must be defined with def inside class ModelNew, not bound from elsewhere",
     "tensor-subclass": "outputs must be plain tensors: Tensor subclasses and __torch_function__ can run code later",
+    "job-tamper": "the candidate changed the job directory while the verifier handed it inputs",
 }
 
 # torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.

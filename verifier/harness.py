@@ -202,23 +202,23 @@ def _install_builder(job: dict, counter: dict, report: dict) -> None:
     getattr(importlib.import_module(module_name), func)(job, counter, report)
 
 
-def _construct(torch, np, job_dir: Path, job: dict, model_cls, device: str) -> dict:
+def _construct(torch, np, init_dir: Path, weights_dir: Path, job: dict, model_cls, device: str) -> dict:
     """ModelNew(*init) under the init seed the trusted side drew; the reference's weights loaded when
     names and shapes match (so the order of parameter creation cannot matter)."""
     from verifier.runner import load_args
 
-    init = load_args(torch, np, job_dir / "init", "cpu", prefix="init")
+    init = load_args(torch, np, init_dir, "cpu", prefix="init")
     torch.manual_seed(int(job["init_seed"]))
     model = model_cls(*init)
     weights = "seed"
-    if hasattr(model, "state_dict") and (job_dir / "weights" / "weights.json").exists():
-        records = json.loads((job_dir / "weights" / "weights.json").read_text())
+    if hasattr(model, "state_dict") and (weights_dir / "weights.json").exists():
+        records = json.loads((weights_dir / "weights.json").read_text())
         mine = {k: (tuple(v.shape), str(v.dtype).replace("torch.", "")) for k, v in model.state_dict().items()}
         theirs = {k: (tuple(r["shape"]), r["dtype"]) for k, r in records.items()}
         if mine and mine == theirs:
             from verifier.runner import load_tensor
 
-            state = {k: load_tensor(torch, np, job_dir / "weights", r, "cpu") for k, r in records.items()}
+            state = {k: load_tensor(torch, np, weights_dir, r, "cpu") for k, r in records.items()}
             model.load_state_dict(state)
             weights = "reference state_dict"
     if hasattr(model, "to"):
@@ -263,7 +263,18 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         raise LookupError("the candidate defines no ModelNew class")
     report["patched"] = _patched(before, _snapshot(torch))
     report["phase"] = "construct"
-    built = _construct(torch, np, job_dir, job, model_cls, device)
+    if job.get("profile_once"):
+        init_dir, weights_dir = job_dir / "init", job_dir / "weights"
+    else:
+        # The trusted side prepares the init arguments and weights while the candidate builds.
+        channel.mark("imported")
+        cmd = channel.recv()
+        while cmd.get("cmd") == "built":  # a late answer to a build request the builder stopped waiting for
+            cmd = channel.recv()
+        if cmd.get("cmd") != "construct":
+            raise RuntimeError(f"expected construct, got {cmd.get('cmd')!r}")
+        init_dir, weights_dir = _subdir(job_dir, cmd["init"]), _subdir(job_dir, cmd["weights"])
+    built = _construct(torch, np, init_dir, weights_dir, job, model_cls, device)
     model = built["model"]
     report["weights"] = built["weights"]
     threads_before = threading.active_count()

@@ -133,3 +133,47 @@ def test_audited_mappings_are_those_the_candidate_could_write():
     ])
     got = writable_mappings_in(maps, Path("/dev/shm/x/job"), [Path("/tmp/ci")])
     assert got == ["/tmp/evil.so", "/dev/shm/x/job/build/ext/k/relu.so", "/dev/shm/x/job/build/ext/k/gone.so"]
+
+
+def _trusted_inputs(tmp_path: Path) -> Path:
+    src = tmp_path / "trusted" / "trial0"
+    src.mkdir(parents=True)
+    (src / "in.json").write_text("{}")
+    (src / "in0.npy").write_bytes(b"data")
+    return src
+
+
+@pytest.mark.parametrize("move", [True, False])
+def test_hand_over_into_a_directory_swapped_for_a_link_writes_nothing_outside(tmp_path, move):
+    """The candidate runs while the trusted side hands it inputs: a hand-over directory replaced by a
+    link to a place outside the job must not redirect the trusted side's writes there."""
+    from verifier.api import JobTampered, _Run
+
+    src = _trusted_inputs(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    job = tmp_path / "job"
+    job.mkdir()
+    dst = job / "t0-abc"
+    dst.mkdir()
+    dst.rename(job / "moved-away")
+    dst.symlink_to(outside)
+    with pytest.raises(JobTampered):
+        _Run._hand_over(None, src, dst, "in", move=move)
+    assert list(outside.iterdir()) == []
+
+
+def test_hand_over_refuses_a_planted_link_where_an_input_goes(tmp_path):
+    from verifier.api import JobTampered, _Run
+
+    src = _trusted_inputs(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    dst = tmp_path / "job" / "t0-abc"
+    dst.mkdir(parents=True)
+    (dst / "in0.npy").symlink_to(victim)
+    with pytest.raises(JobTampered):
+        _Run._hand_over(None, src, dst, "in", move=False)
+    assert victim.read_text() == "keep me"
+    _Run._hand_over(None, src, dst, "in", move=True)  # a rename replaces the link itself
+    assert victim.read_text() == "keep me" and not (dst / "in0.npy").is_symlink()
