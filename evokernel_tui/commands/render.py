@@ -12,6 +12,29 @@ from verifier.result import GATE_TITLES, VerificationResult
 LIGHTS = {"pass": ("●", "bold green"), "fail": ("●", "bold red"), "skip": ("○", "dim"), "running": ("◌", "yellow")}
 
 
+def latency_figures(detail: dict) -> str:
+    """The paired measurement in one line: both medians with their spread, rounds × calls, and the
+    speedup with its 95% interval ("noisy" when the interval stayed wide)."""
+    med, ref, sp = detail.get("median_ms"), detail.get("reference_ms"), detail.get("speedup")
+    spread = detail.get("cand_iqr_ms", detail.get("iqr_ms"))
+    text = f"{med:.3f} ms" + (f" (IQR {spread:.3f})" if spread is not None else "")
+    if ref:
+        text += f" vs eager {ref:.3f} ms"
+        if detail.get("ref_iqr_ms") is not None:
+            text += f" (IQR {detail['ref_iqr_ms']:.3f})"
+    if sp:
+        text += f" → {sp:.2f}×"
+        if detail.get("lo") and detail.get("hi"):
+            text += f" [{detail['lo']:.2f}–{detail['hi']:.2f}]"
+    if detail.get("rounds"):
+        text += f", {detail['rounds']} rounds × {detail.get('calls_per_round', 1)} calls"
+    elif detail.get("runs"):
+        text += f", {detail['runs']} runs"
+    if detail.get("noisy"):
+        text += ", noisy: no speed claim"
+    return text
+
+
 def gate_table(result: VerificationResult, title: str | None = None) -> Table:
     """One row per gate: a light, the gate, its status, the time it took and the reason."""
     table = Table(title=title, title_justify="left", expand=False)
@@ -24,12 +47,7 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
         light, style = LIGHTS.get(g.status, ("?", ""))
         reason = g.reason
         if g.status == "pass" and g.name == "latency" and g.detail.get("median_ms") is not None:
-            med = g.detail.get("median_ms")
-            ref = g.detail.get("reference_ms")
-            sp = g.detail.get("speedup")
-            reason = f"{med:.3f} ms (IQR {g.detail.get('iqr_ms', 0):.3f}, {g.detail.get('runs')} runs)"
-            if ref:
-                reason += f" vs eager {ref:.3f} ms → {sp:.2f}×"
+            reason = latency_figures(g.detail)
             if g.detail.get("speedup_vs_compile"):
                 reason += f", {g.detail['speedup_vs_compile']:.2f}× vs torch.compile"
         elif g.status == "pass" and g.name == "correctness":
