@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.executors import executor_verify, verify_job
+from core.fsutil import first_line
 from core.llm import SCRIPTED_PREFIX, ModelConfig, ModelError, ScriptedModel, make_client
 from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_tasks, load_task
@@ -701,7 +702,7 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
         try:
             outcome = _run_task(index, task, out / "sessions", config, models, memory, verify_fn, shapes)
         except (SessionError, ModelError, BenchError, OSError) as exc:
-            outcome = TaskOutcome(task.name, task.level, category=task.category, error=str(exc).splitlines()[0][:300],
+            outcome = TaskOutcome(task.name, task.level, category=task.category, error=first_line(exc, 300),
                                   seconds=time.monotonic() - start)
         bench.record(outcome)
         notify("finished", task.name, outcome)
@@ -850,7 +851,7 @@ def replay_bench(source: Path, out: Path, config: BenchConfig, *, executor: Any,
                 results.append(fut.result())
             except Exception as exc:  # one kernel the verifier could not run; the others still count
                 results.append(None)
-                error = error or f"verifier error: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+                error = error or f"verifier error: {first_line(exc, 200)}"
         t = s.meta["task"]
         outcome = outcome_from_results(name, int(t.get("level") or 1), results, tokens=s.tokens, cost=s.cost,
                                        category=t.get("category") or "", session=s.id,

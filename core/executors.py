@@ -19,6 +19,8 @@ from concurrent.futures import ProcessPoolExecutor as _StdPool
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.fsutil import first_line
+
 EXECUTORS = ("inprocess", "pool", "ray")
 GPU_BACKENDS = ("cuda", "triton")
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +154,7 @@ class RayExecutor(_Base):
                 ray.init(**kwargs)
             except Exception as exc:
                 where = address or "a local instance"
-                raise ExecutorError(f"cannot start Ray on {where}: {str(exc).splitlines()[0][:200]}") from None
+                raise ExecutorError(f"cannot start Ray on {where}: {first_line(exc, 200)}") from None
             self._owns = True
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:

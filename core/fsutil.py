@@ -41,10 +41,17 @@ def atomic_write_text(path: Path | str, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """The first line of an error's message (its class name when it has none), cut to `limit` characters:
+    what a person reads in the one line every command and the app print for a problem."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line[:limit] if limit else line
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """`Type: first line of the message`, cut to `limit` characters: for logs, events and error lines."""
-    text = str(exc).strip() or type(exc).__name__
-    return f"{type(exc).__name__}: {text.splitlines()[0][:limit]}"
+    return f"{type(exc).__name__}: {first_line(exc, limit)}"
 
 
 def os_error_text(exc: OSError) -> str:

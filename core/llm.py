@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.config import API_BASE_ENV, MODEL_ENV, ConfigError, how_to_configure, load_config
+from core.fsutil import first_line
 
 SCRIPTED_PREFIX = "scripted:"
 API_KEY_ENV = "EVOKERNEL_API_KEY"
@@ -212,7 +213,7 @@ class LiteLLMClient:
                     raise ModelError(self._describe(litellm, exc, attempts), _reason(litellm, exc)) from None
                 self._sleep(self._delay(attempt))
             except Exception as exc:  # litellm raises many types; anything else is final
-                raise ModelError(f"{self.config.model}: {_first_line(exc)}", "error") from None
+                raise ModelError(f"{self.config.model}: {first_line(exc, 300)}", "error") from None
         raise AssertionError("unreachable")
 
     def _delay(self, attempt: int) -> float:
@@ -300,8 +301,8 @@ class LiteLLMClient:
             return f"{m}: no reply within {self.config.timeout_s:g} s after {attempts} attempts"
         if _is_connection_error(litellm, exc):
             where = self.config.api_base or "the provider"
-            return f"{m}: cannot reach {where} after {attempts} attempts ({_first_line(exc)})"
-        return f"{m}: server error after {attempts} attempts ({_first_line(exc)})"
+            return f"{m}: cannot reach {where} after {attempts} attempts ({first_line(exc, 300)})"
+        return f"{m}: server error after {attempts} attempts ({first_line(exc, 300)})"
 
     def summarise(self, prompt: str) -> str:
         return self.complete([{"role": "user", "content": prompt}]).text
@@ -333,11 +334,6 @@ def _estimate_tokens(litellm, model: str, messages: Messages, text: str) -> tupl
         return int(litellm.token_counter(model=model, messages=messages)), int(litellm.token_counter(model=model, text=text))
     except Exception:
         return sum(len(m.get("content", "")) for m in messages) // 4, len(text) // 4
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
 
 
 def manual_mode_message() -> str:

@@ -17,6 +17,9 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from core.fsutil import atomic_write_text
 
 BUILTIN_DIR = Path(__file__).with_name("builtin_tasks")
 INDEX_PATH = BUILTIN_DIR / "index.json"
@@ -423,25 +426,29 @@ def _estimate_cache(task: Task) -> Path:
     return default_build_root() / "task_estimates" / f"{key}.json"
 
 
+def _read_cache(path: Path) -> Any:
+    """A cached probe result (JSON), or None when there is none or it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _write_cache(path: Path, data: Any) -> None:
+    """Keep a probe result for next time; a cache that cannot be written only costs a later probe."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data))
+    except OSError:
+        pass
+
+
 def _read_estimate(task: Task) -> dict | None:
-    cache = _estimate_cache(task)
-    if cache.is_file():
-        try:
-            return json.loads(cache.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-    return None
+    return _read_cache(_estimate_cache(task))
 
 
 def _write_estimate(task: Task, result: dict) -> None:
-    cache = _estimate_cache(task)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result), encoding="utf-8")
-        os.replace(tmp, cache)
-    except OSError:
-        pass
+    _write_cache(_estimate_cache(task), result)
 
 
 def _estimate_from(task: Task, result: dict | None) -> MemoryEstimate | None:
@@ -549,22 +556,14 @@ def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float
     from verifier.config import default_build_root
 
     cache = default_build_root() / "task_estimates" / f"{key}.degenerate.json"
-    if use_cache and cache.is_file():
-        try:
-            return list(json.loads(cache.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            pass
+    cached = _read_cache(cache) if use_cache else None
+    if isinstance(cached, list):
+        return [str(found) for found in cached]
     try:
         found = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset).degenerate
     except TaskError:
         return None
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found), encoding="utf-8")
-        os.replace(tmp, cache)
-    except OSError:
-        pass
+    _write_cache(cache, found)
     return found
 
 

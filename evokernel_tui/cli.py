@@ -44,9 +44,10 @@ def is_user_error(exc: BaseException) -> bool:
 
 
 def one_line(exc: BaseException) -> str:
-    """The first line of an error's message (its class name when it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The first line of an error's message (its class name when it has none): `core.fsutil.first_line`."""
+    from core.fsutil import first_line
+
+    return first_line(exc)
 
 
 def check_settings() -> None:

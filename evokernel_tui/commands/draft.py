@@ -263,11 +263,23 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     except (TaskError, SessionError, ModelError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
     console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)
+    degenerate = verify_config.extra.get("degenerate")
+    if degenerate:
+        from verifier.compare import describe_degenerate
+
+        console.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} at this tolerance; "
+                      "kernels are judged against the spread of its output[/]", highlight=False)
+    run_headless(console, session)
+    finish(session, out or default_out(session), as_json, console)
+
+
+def run_headless(console: Console, session: Session) -> None:
+    """Run the session's remaining steps with the progress display (`draft`, `resume`): ctrl+c says how to
+    continue and exits 130; a session folder that cannot be written (disk full, read-only) is one line."""
     try:
         Progress(console, session).run()
     except KeyboardInterrupt:
         console.print(f"interrupted; continue with `evokernel resume {session.id}`")
         sys.exit(130)
-    except SessionError as exc:  # the session folder cannot be written (disk full, read-only): one line
+    except SessionError as exc:
         raise click.ClickException(str(exc)) from None
-    finish(session, out or default_out(session), as_json, console)

@@ -17,7 +17,7 @@ from core.session import Session, SessionError, find_session, list_sessions, rev
 from core.session import replay as replay_events
 from evokernel_tui import options
 from evokernel_tui.cli import check_model, open_memory_checked
-from evokernel_tui.commands.draft import Progress, finish
+from evokernel_tui.commands.draft import default_out, finish, run_headless
 
 
 def _best_speed(row: dict) -> str:
@@ -93,15 +93,8 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
     else:
         console.print(f"resuming {session.id} at {session.stage} (draft {session.used['draft']}/{session.budgets.draft_steps}, "
                       f"refine {session.used['refine']}/{session.budgets.refine_steps})", highlight=False)
-        try:
-            Progress(console, session).run()
-        except KeyboardInterrupt:
-            console.print(f"interrupted; continue with `evokernel resume {session.id}`")
-            sys.exit(130)
-        except SessionError as exc:  # the session folder cannot be written (disk full, read-only): one line
-            raise click.ClickException(str(exc)) from None
-    task_name = session.meta["task"]["name"]
-    finish(session, out or Path(f"{task_name}_{session.backend}.py"), as_json, console)
+        run_headless(console, session)
+    finish(session, out or default_out(session), as_json, console)
 
 
 @click.command(name="replay")

@@ -503,3 +503,26 @@ def test_tasks_shapes_column(monkeypatch):
     assert all(r["level"] == 1 for r in rows)
     table = CliRunner().invoke(cli, ["tasks", "--shapes", "--level", "1"])
     assert "inputs" in table.stdout and "x: 1x8 f32" in table.stdout
+
+
+async def test_memory_titles_get_the_room_the_pane_has(make_session):
+    """At 80×24 the memories pane drops sim and score (Enter shows them) so titles are not cut to 14
+    characters; at 120×40 every column shows. A title that does not fit ends in an ellipsis."""
+    from evokernel_tui.widgets.memory_table import MemoryTable, columns_for, title_width
+
+    assert [k for k, _ in columns_for(48)] == ["kind", "title", "q1", "q2", "visits"]
+    assert [k for k, _ in columns_for(80)][-2:] == ["sim", "score"]
+    assert title_width(48, columns_for(48)) >= 20 and title_width(10) == 14
+    for size, columns in (((80, 24), 5), ((120, 40), 7)):
+        s = make_session(None)  # manual mode retrieves at once
+        app = app_for(s)
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            table = app.screen.query_one(MemoryTable)
+            assert table.row_count and len(table.columns) == columns, size
+            titles = [str(table.get_cell_at((row, 1))) for row in range(table.row_count)]
+            full = [m.title for m in table._rows.values()]
+            assert max(len(t) for t in titles) >= 20, titles
+            for shown, title in zip(titles, full, strict=True):
+                assert shown == title or (shown.endswith("…") and title.startswith(shown[:-1])), (shown, title)
+        s.close()

@@ -88,3 +88,26 @@ def test_prompts_state_the_tolerance_in_force(tmp_path):
     loose.close()
     custom = make_config("kernelbench", 1e-3, 5e-3)
     assert tolerance_text(custom) == "atol=0.001, rtol=0.005"
+
+
+def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, monkeypatch):
+    import core.session
+    from tests.fakes.verdicts import fake_verify, reply, write_replies
+
+    seen = []
+
+    def verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None):
+        seen.append(dict(config.extra))
+        return fake_verify(reference_source, candidate_source, backend, config, on_gate)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(core.session, "default_verify", verify)
+    replies = write_replies(tmp_path / "r.json", [reply("feasible", 0.5)])
+    args = ["draft", "--kernelbench", str(KB), "--level", "1", "--problem", "41", "--model", f"scripted:{replies}",
+            "--no-memory", "--steps", "1", "--sessions-dir", str(tmp_path / "s"), "--out", str(tmp_path / "k.py")]
+    loose = CliRunner().invoke(cli, [*args, "--tolerance", "v0"], env={"COLUMNS": "200"})
+    assert loose.exit_code == 0, loose.output
+    assert "warning: task 41_Flat_Softmax is degenerate: zeros pass" in loose.output
+    assert "zeros" in seen[-1]["degenerate"] and seen[-1]["tolerance"] == "v0"   # the gates get it too
+    strict = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert strict.exit_code == 0 and "degenerate" not in strict.output and seen[-1]["degenerate"] == []
