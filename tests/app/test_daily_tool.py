@@ -526,3 +526,37 @@ async def test_memory_titles_get_the_room_the_pane_has(make_session):
             for shown, title in zip(titles, full, strict=True):
                 assert shown == title or (shown.endswith("…") and title.startswith(shown[:-1])), (shown, title)
         s.close()
+
+
+def _luminance(color) -> float:
+    def channel(c: int) -> float:
+        c = c / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(color.r) + 0.7152 * channel(color.g) + 0.0722 * channel(color.b)
+
+
+def _contrast(a, b) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+async def test_light_activity_is_readable_and_high_contrast_keeps_numbers_whole(make_session):
+    """The light theme's activity text meets WCAG AA contrast (4.5:1) and is never dim; the high-contrast
+    theme marks the stage's Q column without a background, so a `0.52▲.12` cell is not split in two."""
+    from evokernel_tui.widgets.activity_log import entry_text
+    from evokernel_tui.widgets.memory_table import MemoryTable
+
+    s = make_session(None)
+    app = EvoKernelApp(s, watch_file=False, theme_name="light")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(app, pilot)
+        log = app.screen.query_one("#activity-log")
+        _, _, background, color = log.colors
+        assert _contrast(color, background) >= 4.5, (color, background)
+        assert all(not (span.style and "dim" in str(span.style)) for span in entry_text(app.view.activity[0]).spans)
+        app.apply_theme("high-contrast")
+        await pilot.pause()
+        stage = app.screen.query_one(MemoryTable).get_component_rich_style("memory--stage", partial=True)
+        assert stage.bgcolor is None and stage.color is not None
+    s.close()
