@@ -103,11 +103,19 @@ def _compiler() -> str:
 
 
 def _compiler_id() -> str:
+    """The compiler's version line without the name it was called by: "c++ (Ubuntu 13.3.0) 13.3.0" and
+    "g++-real (Ubuntu 13.3.0) 13.3.0" are one compiler. The trusted side (the person's CXX, say a
+    wrapper in /opt) and the sandbox (its short PATH, no CXX) reach one compiler by different names,
+    and the shared artefacts' keys must agree (an H100 machine with CXX=/opt/gcc/bin/g++ never used
+    the trusted bindings before this)."""
     try:
         out = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return out.splitlines()[0] if out else "unknown"
+    first = out.splitlines()[0].strip() if out.strip() else ""
+    if not first:
+        return "unknown"
+    return first.split(None, 1)[1] if " " in first else first
 
 
 def _digest(*parts: object) -> str:

@@ -57,3 +57,25 @@ def test_renamed_kernels_share_bindings_but_run_their_own_code(shared_build_root
     again.load_inline("renamed_d", RELU.replace("NAME", "relu_d").replace("THRESHOLD", "3.0f"), functions=["relu_d"],
                       extra_cflags=["-O2"])
     assert {p.parent for p in (shared_build_root / "bind").glob("*/bind.o")} == bind_dirs, "no new bindings built"
+
+
+def test_one_compiler_reached_by_two_names_has_one_id(tmp_path, monkeypatch):
+    """The trusted side may call the compiler through the person's CXX (a wrapper) while the sandbox,
+    which gets no CXX, calls `c++`: the keys of the shared bindings must still agree, or every build
+    compiles its own bindings (seen on an H100 machine with CXX=/opt/gcc/bin/g++)."""
+    from verifier.build import _compiler_id
+
+    def fake(name: str, line: str):
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\necho '{line}'\necho 'Copyright (C) 2023'\n")
+        path.chmod(0o755)
+        return str(path)
+
+    monkeypatch.setenv("CXX", fake("g++-wrapper", "g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"))
+    wrapped = _compiler_id()
+    monkeypatch.setenv("CXX", fake("c++", "c++ (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"))
+    assert _compiler_id() == wrapped == "(Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0"
+    monkeypatch.setenv("CXX", fake("clang", "clang version 18.1.3 (1ubuntu1)"))
+    assert _compiler_id() != wrapped, "another compiler is another key"
+    monkeypatch.setenv("CXX", str(tmp_path / "missing"))
+    assert _compiler_id() == "unknown"
