@@ -192,14 +192,16 @@ def marked_used(log_path: Path, onscreen: Sequence[str]) -> list[str]:
 
 
 def store_trajectory(memory: Any, sig: Any, stage: str, attempt: Any, result: VerificationResult,
-                     source: dict[str, Any]) -> tuple[Any, str]:
-    """Store one attempt's trajectory (a compact lesson when it failed); near-duplicates are merged or
-    capped by `MemoryStore.add_trajectory`. Returns (item, "added" or "merged")."""
+                     source: dict[str, Any], lesson: str = "") -> tuple[Any, str]:
+    """Store one attempt's trajectory (a compact lesson when it failed: `lesson` when a model wrote one,
+    else gate, rule and first error line); near-duplicates are merged or capped by
+    `MemoryStore.add_trajectory`. Returns (item, "added" or "merged")."""
     from memory.writing import trajectory_item
 
     item = trajectory_item(sig, stage=stage, code=attempt.source, outcome=result.outcome, feedback=result.feedback(),
                            latency_ms=result.latency_ms, author=attempt.author,
-                           gates={g.name: g.status for g in result.gates}, speedup=result.speedup, source=source)
+                           gates={g.name: g.status for g in result.gates}, speedup=result.speedup, source=source,
+                           lesson=lesson)
     if hasattr(memory, "add_trajectory"):
         return memory.add_trajectory(item)
     return memory.add(item), "added"

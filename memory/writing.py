@@ -34,6 +34,27 @@ def compact_lesson(outcome: str, feedback: str = "", gates: dict[str, str] | Non
     return "\n".join(parts)[:LESSON_CHARS]
 
 
+def lesson_prompt(sig: TaskSignature, stage: str, outcome: str, feedback: str, code: str) -> str:
+    """The request for a model-written lesson from one failed attempt (its code is cut to an excerpt)."""
+    return (
+        f"A {stage} attempt at a {sig.backend} kernel for the task '{sig.task}' ({sig.category}) failed "
+        f"with the outcome '{outcome}'.\n\nVERIFIER FEEDBACK:\n{feedback.strip()[:2000]}\n\n"
+        f"KERNEL (excerpt):\n{code[:CODE_EXCERPT]}\n\n"
+        f"In at most three sentences ({LESSON_CHARS} characters), state what went wrong and what to do "
+        "differently next time, general enough to help another attempt at a similar kernel. No code."
+    )
+
+
+def model_lesson(sig: TaskSignature, stage: str, outcome: str, feedback: str, code: str,
+                 write: Callable[[str], str]) -> str:
+    """A model-written lesson for a failed attempt (`write` is a model call), trimmed to `LESSON_CHARS`;
+    "" when the reply is empty or too short to teach anything (the rule-based lesson is used then)."""
+    text = (write(lesson_prompt(sig, stage, outcome, feedback, code)) or "").strip()
+    if len(re.findall(r"[A-Za-z]{2,}", text)) < MIN_INSIGHT_WORDS:
+        return ""
+    return text[:LESSON_CHARS]
+
+
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 

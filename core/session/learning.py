@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from typing import Any
 
@@ -12,6 +13,9 @@ from core.fsutil import one_line as _one_line
 from core.llm import ModelError
 from core.rewards import choose_start_point, credited_ids, reward_for, select_memories, store_trajectory
 from verifier.result import VerificationResult
+
+#: Set to 0 to keep failure lessons rule-based even with a model configured (saves one call per failure).
+LESSONS_ENV = "EVOKERNEL_MODEL_LESSONS"
 
 
 class Learning:
@@ -61,12 +65,42 @@ class Learning:
             if ids and not defer:
                 changes = self.memory.credit(ids, stage=stage, reward=reward.value)
                 self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
-            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result,
-                                         {"session": self.id, "version": attempt.version, "model": self.model_name})
+            lesson = "" if result.feasible else self._failure_lesson(stage, attempt, result)
+            source = {"session": self.id, "version": attempt.version, "model": self.model_name,
+                      **({"lesson": "model"} if lesson else {})}
+            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result, source, lesson)
             self._emit("memory_added", {"id": item.id, "kind": item.kind, "title": item.title, "version": attempt.version,
                                         "merged": how == "merged"})
         except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
             self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+
+    def _writes_lessons(self) -> bool:
+        """Failed attempts get a model-written lesson when a real model (litellm) is configured, unless
+        $EVOKERNEL_MODEL_LESSONS is 0; scripted models keep their replies for kernels."""
+        from core.llm import LiteLLMClient
+
+        if self.manual or os.environ.get(LESSONS_ENV, "1").strip() == "0":
+            return False
+        return isinstance(self.client, LiteLLMClient)
+
+    def _failure_lesson(self, stage: str, attempt: Attempt, result: VerificationResult) -> str:
+        """The model's lesson from a failed attempt, or "" (the rule-based lesson is used then)."""
+        if not self._writes_lessons():
+            return ""
+
+        def write(prompt: str) -> str:
+            reply = self.client.complete([{"role": "user", "content": prompt}])
+            self._emit("model_reply", {"stage": stage, "purpose": "lesson", "model_call": True, **reply.to_dict()})
+            return reply.text
+
+        try:
+            from memory.writing import model_lesson
+
+            return model_lesson(self.signature, stage, result.outcome, result.feedback(), attempt.source, write)
+        except ModelError as exc:
+            self._emit("model_error", {"stage": stage, "purpose": "lesson", "reason": exc.reason,
+                                       "message": str(exc), "model_call": True})
+            return ""
 
     def _credit(self, ids: list[str], stage: str, reward: float) -> None:
         if self.memory is None or not ids:

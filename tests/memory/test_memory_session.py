@@ -96,3 +96,49 @@ def test_prompt_puts_the_contract_apart_from_the_ranked_notes(tmp_path, store):
     contract, notes = prompt.index("## The kernel contract"), prompt.index("## Notes from memory")
     assert contract < notes and "Kernel contract for the CPU C++ backend" in prompt[contract:notes]
     assert prompt.count("### ") >= 3  # the contract and the two ranked notes
+
+
+MODEL_LESSON = ("The accumulator was used before it was declared, so the kernel did not compile; "
+                "declare every temporary with its type before the loop.")
+
+
+def _litellm_session(tmp_path, store, monkeypatch, lesson_reply):
+    """A session on a real litellm model path whose replies come from litellm's own mock_response."""
+    import litellm
+
+    from core.llm import ModelConfig
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    real = getattr(litellm.completion, "real", litellm.completion)
+
+    def fake(messages, **kw):
+        asks_lesson = "failed with the outcome" in messages[-1]["content"]
+        return real(messages=messages, mock_response=lesson_reply if asks_lesson else reply("compile_fail"), **kw)
+
+    fake.real = real
+    monkeypatch.setattr(litellm, "completion", fake)
+    return Session.create(load_task("softmax_rows"), model=ModelConfig("gpt-4o-mini", retries=0), memory=store,
+                          root=tmp_path / "sessions", verify_fn=fake_verify,
+                          budgets=Budgets(draft_steps=1, refine_steps=0))
+
+
+def test_a_configured_model_writes_the_failure_lesson(tmp_path, store, monkeypatch):
+    monkeypatch.delenv("EVOKERNEL_MODEL_LESSONS", raising=False)
+    s = _litellm_session(tmp_path, store, monkeypatch, MODEL_LESSON)
+    s.step()
+    assert [e.data["purpose"] for e in events_of(s, "model_reply")] == ["kernel", "lesson"]
+    item = store.get(events_of(s, "memory_added")[0].data["id"])
+    assert MODEL_LESSON in item.text and "Outcome:" not in item.text and "def " not in item.text
+    assert item.data["source"]["lesson"] == "model"
+
+
+def test_a_trivial_model_lesson_or_lessons_switched_off_fall_back_to_the_rule(tmp_path, store, monkeypatch):
+    monkeypatch.delenv("EVOKERNEL_MODEL_LESSONS", raising=False)
+    s = _litellm_session(tmp_path, store, monkeypatch, "Fix it.")
+    s.step()
+    item = store.get(events_of(s, "memory_added")[0].data["id"])
+    assert "Outcome: compile_fail at the compile gate" in item.text and "lesson" not in item.data["source"]
+    monkeypatch.setenv("EVOKERNEL_MODEL_LESSONS", "0")
+    s2 = _litellm_session(tmp_path / "off", store, monkeypatch, MODEL_LESSON)
+    s2.step()
+    assert [e.data["purpose"] for e in events_of(s2, "model_reply")] == ["kernel"]  # no lesson call at all
