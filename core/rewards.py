@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory.values import DEFAULT_SCHEME, draft_reward, refine_reward
+from memory.values import DEFAULT_SCHEME, RunningNorm, draft_reward, refine_reward
 from verifier.result import VerificationResult
 
 
@@ -24,9 +24,11 @@ class Reward:
     best_ms: float | None = None
     improved: bool = False
     scheme: str = DEFAULT_SCHEME
+    raw: float | None = None  # the refine reward before z-normalisation, when it was normalised
 
     def to_dict(self) -> dict:
         return {
+            **({"raw": self.raw} if self.raw is not None else {}),
             "stage": self.stage,
             "value": self.value,
             "outcome": self.outcome,
@@ -46,6 +48,28 @@ def reward_for(stage: str, result: VerificationResult, best_ms: float | None = N
         value = refine_reward(result.latency_ms, best_ms, result.feasible, scheme)
         return Reward("refine", value, result.outcome, result.latency_ms, best_ms, is_improvement(result, best_ms), scheme)
     raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
+
+
+def z_normalised(reward: Reward, earlier: Sequence[float]) -> Reward:
+    """`reward` z-normalised against this session's `earlier` raw refine rewards (running mean and
+    deviation, `memory.values.RunningNorm`: tanh of the z-score, so it stays in [-1, 1]; unchanged
+    until two earlier rewards exist). Drafting rewards are returned as they are."""
+    if reward.stage != "refine":
+        return reward
+    norm = RunningNorm()
+    for r in earlier:
+        norm.normalise(r)
+    return Reward(reward.stage, norm.normalise(reward.value), reward.outcome, reward.latency_ms, reward.best_ms,
+                  reward.improved, reward.scheme, raw=reward.value)
+
+
+def earlier_refine_rewards(log_path: Path) -> list[float]:
+    """The raw refine rewards this session recorded so far, oldest first (from its `reward` events)."""
+    out: list[float] = []
+    for ev in _events(log_path):
+        if ev.kind == "reward" and ev.data.get("stage") == "refine" and ev.data.get("value") is not None:
+            out.append(float(ev.data.get("raw", ev.data["value"])))
+    return out
 
 
 def best_in_frame(result: VerificationResult, best: Any) -> float | None:

@@ -140,7 +140,9 @@ class RetrievalPolicy:
     - `dedup`: near-duplicate trajectories (same task, stage and outcome) take one place in the
       pool, the one of highest stage Q (then the most similar), so they cannot crowd it;
     - `backend_boost`: similarity bonus for items of the task's backend;
-    - `reward`: the reward scheme sessions credit with ("paper" or "shaped", see `values`).
+    - `reward`: the reward scheme sessions credit with ("paper" or "shaped", see `values`);
+    - `refine_norm`: z-normalise refine rewards with the session's running mean and deviation
+      (`values.RunningNorm`, the paper's option; off by default).
     """
 
     mode: str = "value"
@@ -160,6 +162,7 @@ class RetrievalPolicy:
     dedup: bool = True
     neutral: bool = True
     reward: str = "paper"
+    refine_norm: bool = False
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -199,7 +202,7 @@ class RetrievalPolicy:
             "mode": self.mode, "k": self.k, "seed": self.seed, "pool_factor": self.pool_factor,
             "pool_size": self.pool_size, "exploration": self.exploration, "epsilon": self.epsilon,
             "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
-            "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward,
+            "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward, "refine_norm": self.refine_norm,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:

@@ -11,7 +11,15 @@ from typing import Any
 from core.events import Attempt
 from core.fsutil import one_line as _one_line
 from core.llm import ModelError
-from core.rewards import choose_start_point, credited_ids, reward_for, select_memories, store_trajectory
+from core.rewards import (
+    choose_start_point,
+    credited_ids,
+    earlier_refine_rewards,
+    reward_for,
+    select_memories,
+    store_trajectory,
+    z_normalised,
+)
 from verifier.result import VerificationResult
 
 #: Set to 0 to keep failure lessons rule-based even with a model configured (saves one call per failure).
@@ -57,6 +65,8 @@ class Learning:
         """Credit `ids` with the attempt's reward and store its trajectory. With `defer` (a refinement
         pending a person's verdict) the credit waits for accept/reject, so the attempt is credited once."""
         reward = reward_for(stage, result, best_ms, scheme=getattr(self.policy, "reward", "paper"))
+        if stage == "refine" and getattr(self.policy, "refine_norm", False):
+            reward = z_normalised(reward, earlier_refine_rewards(self.log.path))
         self._emit("reward", {"version": attempt.version, "credited": [] if defer else ids, **reward.to_dict(),
                               **({"deferred": ids} if defer else {})})
         if self.memory is None:

@@ -142,3 +142,23 @@ def test_a_trivial_model_lesson_or_lessons_switched_off_fall_back_to_the_rule(tm
     s2 = _litellm_session(tmp_path / "off", store, monkeypatch, MODEL_LESSON)
     s2.step()
     assert [e.data["purpose"] for e in events_of(s2, "model_reply")] == ["kernel"]  # no lesson call at all
+
+
+def test_refine_rewards_can_be_z_normalised_with_the_sessions_running_statistics(tmp_path, store):
+    import math
+
+    replies = [reply("feasible", 1.0), reply("feasible", 1.2, "a"), reply("feasible", 1.5, "b"), reply("feasible", 1.1, "c")]
+    s = make(tmp_path, replies, store, auto_accept=True, budgets=Budgets(draft_steps=1, refine_steps=3),
+             policy=RetrievalPolicy(k=2, epsilon=0.0, refine_norm=True))
+    s.run()
+    refine = [e.data for e in events_of(s, "reward") if e.data["stage"] == "refine"]
+    assert len(refine) == 3 and all("raw" in r for r in refine)
+    raws = [r["raw"] for r in refine]
+    assert raws[0] < 0 and len(set(raws)) == 3  # slower than the best: the paper's raw rewards differ
+    assert [r["value"] for r in refine[:2]] == raws[:2]  # fewer than two earlier rewards: unchanged
+    mean = (raws[0] + raws[1]) / 2
+    sd = math.sqrt(((raws[0] - mean) ** 2 + (raws[1] - mean) ** 2) / 1)
+    assert refine[2]["value"] == pytest.approx(math.tanh((raws[2] - mean) / sd))
+    q = [e.data for e in events_of(s, "q_update") if e.data["stage"] == "refine"]
+    assert q[-1]["reward"] == pytest.approx(refine[2]["value"])  # the memory learns from the normalised reward
+    assert s.meta["settings"]["retrieval"]["refine_norm"] is True
