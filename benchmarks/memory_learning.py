@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.simulation import METHODS, SimConfig, build_world, run_method
+from memory.simulation import METHODS, RegressionProbe, SimConfig, build_world, known_seed_world, run_method
 
 TUNING_SEEDS = (101, 102, 103)
 REPORT_SEEDS = (1, 2, 3, 4, 5)
@@ -107,6 +107,21 @@ def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: 
     }
 
 
+def probes(seeds: list[int], rho: float) -> dict[str, float]:
+    """Analysis only: value / oracle for the shipped policy given the seeds' values in advance, and for
+    an idealised credit-assigning learner (`RegressionProbe`, refine only and both stages)."""
+    out: dict[str, list[float]] = {"known seed values": [], "regression (refine)": [], "regression (both)": []}
+    with tempfile.TemporaryDirectory(prefix="evokernel-sim-") as tmp:
+        for seed in seeds:
+            world = build_world(SimConfig(seed=seed, rho=rho))
+            oracle = run_method(world, "oracle", Path(tmp), seed).success()
+            out["known seed values"].append(run_method(known_seed_world(world), "value", Path(tmp), seed).success() / oracle)
+            for name, stages in (("regression (refine)", ("refine",)), ("regression (both)", ("draft", "refine"))):
+                probe = RegressionProbe(seed=seed, stages=stages)
+                out[name].append(run_method(world, "value", Path(tmp), seed, probe=probe).success() / oracle)
+    return {k: round(sum(v) / len(v), 3) for k, v in out.items()}
+
+
 def tune(rho: float) -> list[tuple[dict, float]]:
     """Value / oracle for every setting of TUNE_GRID on TUNING_SEEDS, best first."""
     rows = []
@@ -132,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rho", type=float, default=SimConfig.rho, help="similarity-utility correlation of the world")
     ap.add_argument("--tune", action="store_true", help="grid-search the value policy on the tuning seeds")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/memory_learning.md")
+    ap.add_argument("--probes", action="store_true",
+                    help="analysis only: what a learner could reach here (known seed values, joint regression)")
     args = ap.parse_args(argv)
     if not -1.0 <= args.rho <= 1.0:
         raise SystemExit(f"--rho must be within -1..1, got {args.rho}")
@@ -140,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{score:.3f}  {json.dumps(params)}")
         return 0
     seeds = parse_seeds(args.seeds)
+    if args.probes:
+        print(json.dumps({"seeds": seeds, "probes": probes(seeds, args.rho)}))
+        return 0
     overlap = sorted(set(seeds) & set(TUNING_SEEDS))
     start = time.monotonic()
     out = evaluate(seeds, args.rho)

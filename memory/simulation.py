@@ -19,10 +19,16 @@ No model and no compiler, but the shape of a real run:
 Methods: "oracle" (the k items of highest hidden utility in the whole bank and the start point of
 highest potential), "value" (the shipped policy), "similarity", "random", and "bandit" (a plain
 count-based UCB1 over the pool: sample-mean values and a visit-count bonus, no epsilon).
+
+Probes (analysis only, never used by sessions) bound what any learner could reach in this world:
+`known_seed_world` gives the shipped policy the seeds' hidden utilities as settled values before the
+run; `RegressionProbe` replaces the per-item Monte-Carlo values by a Bayesian linear regression over
+which items were in each context (Thompson sampling), i.e. credit assignment done jointly.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import tempfile
@@ -31,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from memory.items import MemoryItem, TaskSignature
 from memory.retrieval import RetrievalPolicy
 from memory.store import MemoryStore
-from memory.values import draft_reward, refine_reward
+from memory.values import RunningNorm, draft_reward, refine_reward
 
 CATEGORIES = ("softmax", "matmul", "conv", "layernorm", "reduction", "elementwise", "attention", "scan")
 FILLER = ["kernel", "loop", "thread", "block", "tile", "cache", "vector", "memory", "register", "launch", "buffer", "pointer", "stride", "index", "shape", "tensor", "output", "input", "float", "accumulate", "pass", "fuse", "bound", "latency"]
@@ -232,9 +240,81 @@ def method_policy(method: str, seed: int, params: dict[str, Any] | None = None) 
     raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
 
 
+class RegressionProbe:
+    """An idealised credit-assigning learner (analysis only): per stage, a Bayesian linear regression of
+    the reward on which pool items were in the context (r = b + sum of item effects, prior variance
+    `1 / lam` per item, noise `sigma`), and Thompson sampling of the k items from the pool. Unlike the
+    per-item Monte-Carlo values it separates items that were always seen together only as far as the
+    contexts differ, which is the most any learner can get from context-level rewards."""
+
+    def __init__(self, lam: float = 1.0, sigma: float = 0.2, seed: int = 0,
+                 stages: tuple[str, ...] = ("draft", "refine")) -> None:
+        self.lam, self.sigma, self.stages = lam, sigma, stages
+        self.rng = np.random.default_rng(seed)
+        self.idx: dict[str, dict[str, int]] = {st: {} for st in ("draft", "refine")}
+        self.cov: dict[str, np.ndarray] = {st: np.zeros((0, 0)) for st in ("draft", "refine")}
+        self.b: dict[str, np.ndarray] = {st: np.zeros(0) for st in ("draft", "refine")}
+        for st in ("draft", "refine"):
+            self._ensure(st, ["\x00bias"], prior=100.0)
+
+    def _ensure(self, stage: str, ids: list[str], prior: float | None = None) -> None:
+        idx = self.idx[stage]
+        new = [i for i in dict.fromkeys(ids) if i not in idx]
+        if not new:
+            return
+        n, m = len(idx), len(new)
+        cov = np.zeros((n + m, n + m))
+        cov[:n, :n] = self.cov[stage]
+        for j, item_id in enumerate(new):
+            idx[item_id] = n + j
+            cov[n + j, n + j] = prior if prior is not None else 1.0 / self.lam
+        self.cov[stage], self.b[stage] = cov, np.concatenate([self.b[stage], np.zeros(m)])
+
+    def pick(self, stage: str, pool: list[str], k: int) -> list[str] | None:
+        """The k pool ids of highest sampled effect, or None to leave this stage to the policy."""
+        if stage not in self.stages or not pool:
+            return None
+        self._ensure(stage, pool)
+        ix = [self.idx[stage][i] for i in pool]
+        mean = (self.cov[stage] @ self.b[stage])[ix]
+        sub = self.cov[stage][np.ix_(ix, ix)] * self.sigma**2
+        try:
+            draw = mean + np.linalg.cholesky(sub + 1e-9 * np.eye(len(ix))) @ self.rng.standard_normal(len(ix))
+        except np.linalg.LinAlgError:
+            draw = mean + np.sqrt(np.clip(np.diag(sub), 0, None)) * self.rng.standard_normal(len(ix))
+        return [pool[i] for i in np.argsort(-draw, kind="stable")[:k]]
+
+    def update(self, stage: str, ids: list[str], reward: float) -> None:
+        """Sherman-Morrison update of the posterior with one context and its reward."""
+        self._ensure(stage, ids)
+        x = np.zeros(len(self.idx[stage]))
+        x[self.idx[stage]["\x00bias"]] = 1.0
+        for item_id in ids:
+            x[self.idx[stage][item_id]] = 1.0
+        cx = self.cov[stage] @ x
+        self.cov[stage] -= np.outer(cx, cx) / (1.0 + x @ cx)
+        self.b[stage] += reward * x
+
+
+def known_seed_world(world: World) -> World:
+    """A copy of `world` whose seed items start with settled values that rank them by their hidden
+    utility (analysis only: the shipped policy then only has trajectories and start points to learn)."""
+    out = copy.deepcopy(world)
+    for s in out.items.values():
+        if s.item.kind != "seed":
+            continue
+        u1, u2 = sum(s.draft.values()) / len(s.draft), sum(s.refine.values()) / len(s.refine)
+        s.item.q1, s.item.q2 = 2 * u1 - 0.5, 2 * u2 - 0.5
+        s.item.visits1 = s.item.visits2 = 1000
+    return out
+
+
 def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
-               params: dict[str, Any] | None = None) -> SimResult:
-    """Run every session of the schedule with one method; the bank grows by one item per attempt."""
+               params: dict[str, Any] | None = None, probe: RegressionProbe | None = None) -> SimResult:
+    """Run every session of the schedule with one method; the bank grows by one item per attempt.
+
+    `probe` (analysis only, value method): picks the context from the policy's pool instead of the
+    values, and learns from the same rewards."""
     cfg = world.cfg
     rng = random.Random(cfg.seed * 7919 + policy_seed)
     env = random.Random(cfg.seed * 104729 + policy_seed)  # outcomes, the same stream for every method
@@ -249,6 +329,7 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
         bank = MemoryStore(workdir / f"{method}-{uuid.uuid4().hex[:8]}.json", seed=False, fsync=False, **store_kw)
         bank.add_many([s.item for s in world.items.values()])
     for sig in sessions:
+        session_norm = RunningNorm()  # running statistics of this session's refine rewards (optional)
         start_points: list[SimItem] = []
         best_ms: float | None = None
         for _ in range(cfg.budget):
@@ -269,6 +350,8 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
             else:
                 sel = policy.select(bank, sig, stage)
                 ids = sel.credited_ids
+                if probe is not None:
+                    ids = probe.pick(stage, [p["id"] for p in sel.pool], k) or ids
                 result.value_slots += sel.value_chosen_beyond_similarity()
                 result.slots += len(ids)
                 result.trajectory_slots += sum(1 for h in sel.ranked if h.item.kind == "trajectory")
@@ -292,7 +375,11 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
                 else:
                     latency, feasible = parent_ms * env.uniform(1.0, 1.3), True
                 reward = refine_reward(latency, best_ms, feasible)
+                if policy is not None and policy.refine_norm:
+                    reward = session_norm.normalise(reward)
                 new_potential = start.potential * env.uniform(0.75, 1.05)
+            if probe is not None:
+                probe.update(stage, list(ids), reward)
             credit = list(ids) + ([start.item.id] if start is not None else [])
             if bank is not None and credit:
                 bank.credit(credit, stage, reward)
