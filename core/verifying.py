@@ -73,7 +73,8 @@ def mark_degenerate(task: Task, config: VerifyConfig | None) -> VerifyConfig:
     if is_builtin(task) or "degenerate" in config.extra:
         return config
     found = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb)
-    config.extra["degenerate"] = list(found or [])
+    if found is not None:
+        config.extra["degenerate"] = list(found)
     return config
 
 

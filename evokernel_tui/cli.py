@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,20 @@ def one_line(exc: BaseException) -> str:
     from core.fsutil import first_line
 
     return first_line(exc)
+
+
+@contextmanager
+def one_line_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """Errors of `kinds` (default: any of USER_ERRORS) raised inside become one line saying what to do (a
+    ClickException, exit 1), never a traceback: the group's error policy, for code a command runs itself."""
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        if isinstance(exc, kinds) if kinds else is_user_error(exc):
+            raise click.ClickException(one_line(exc)) from None
+        raise
 
 
 def check_settings() -> None:

@@ -48,6 +48,7 @@ from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
 from evokernel_tui import options
+from evokernel_tui.cli import one_line_errors
 from evokernel_tui.commands.draft import task_shapes
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
@@ -268,10 +269,8 @@ def _delta(a: float | None, b: float | None, pct: bool) -> str:
 @options.json_output("Print the comparison as JSON.")
 def compare(a: Path, b: Path, as_json: bool) -> None:
     """Set two bench runs A and B (folders or bench.json files) side by side, over the tasks both ran."""
-    try:
+    with one_line_errors(BenchError):
         da, db = load_bench(a), load_bench(b)
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
     levels, tasks = compare_outcomes(outcomes_of(da), outcomes_of(db))
     if as_json:
         click.echo(json.dumps({

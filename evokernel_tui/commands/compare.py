@@ -9,6 +9,7 @@ import click
 
 from core.config import sessions_root
 from evokernel_tui import options
+from evokernel_tui.cli import one_line_errors
 
 
 def _version(text: str) -> int:
@@ -35,22 +36,18 @@ def compare(session_ref, version_a, version_b, sessions_dir, threads, unsafe, as
     from verifier import VerifyConfig
 
     va, vb = _version(version_a), _version(version_b)
-    try:
+    with one_line_errors(SessionError):
         path = find_session(session_ref, sessions_root(sessions_dir))
         session = Session.open(path, lock=False)
-    except SessionError as exc:
-        raise click.ClickException(str(exc)) from None
     sources = {a.version: a.source for a in session.history}
     missing = [f"v{v}" for v in (va, vb) if v not in sources]
     if missing:
         known = ", ".join(f"v{v}" for v in sorted(sources)) or "none"
         raise click.ClickException(f"{' and '.join(missing)} not in session {path.name} (versions: {known})")
     config = VerifyConfig(threads=threads, isolate=not unsafe, use_cache=False)
-    try:
+    with one_line_errors(VerifyError):
         result = compare_sources(Task.from_dict(session.meta["task"]), sources[va], sources[vb], session.backend,
                                  config)
-    except VerifyError as exc:
-        raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps({"session": path.name, "a": f"v{va}", "b": f"v{vb}", **result}))
     else:

@@ -21,7 +21,7 @@ from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
 from core.verifying import make_config, mark_degenerate
 from evokernel_tui import options
-from evokernel_tui.cli import check_task_size, open_memory_checked
+from evokernel_tui.cli import check_task_size, one_line_errors, open_memory_checked
 from evokernel_tui.commands.render import gate_table
 
 QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
@@ -200,10 +200,8 @@ def finish(session: Session, out: Path | None, as_json: bool, console: Console) 
 
 
 def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_json: bool) -> ModelConfig:
-    try:
+    with one_line_errors(ConfigError):
         cfg = resolve_model(model, api_base)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
     if cfg is None and interactive(as_json):
         answer = ask_model()
         cfg = ModelConfig(answer, api_base=api_base) if answer else None
@@ -247,7 +245,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
     """
     console = Console(stderr=as_json)
-    try:
+    with one_line_errors(TaskError, SessionError, ModelError, ConfigError):
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
         check_task_size(the_task, memory_gb)
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
@@ -260,8 +258,6 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
             budgets=Budgets(draft_steps=steps, refine_steps=refine, wall_s=wall, max_tokens=max_tokens, max_cost=max_cost),
             auto_accept=True, shapes=shapes, verify_config=verify_config,
         )
-    except (TaskError, SessionError, ModelError, ConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
     console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)
     degenerate = verify_config.extra.get("degenerate")
     if degenerate:

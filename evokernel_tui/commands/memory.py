@@ -11,6 +11,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from evokernel_tui import options
+
 REPAIR_HINT = "run `evokernel memory repair` to restore the last good backup"
 
 
@@ -81,12 +83,11 @@ def memory_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "memory_path",
         type=click.Path(dir_okay=False),
         default=None,
-        help="Memory bank file (default: $EVOKERNEL_MEMORY or the user data dir).",
+        help="Memory bank file (default: $EVOKERNEL_MEMORY, config.toml or the user data dir).",
     )(fn)
 
 
-def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+json_option = options.json_output("Print JSON instead of a table.")
 
 
 def _path(ctx: click.Context, memory_path: str | None) -> str | None:

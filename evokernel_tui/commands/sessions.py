@@ -16,7 +16,7 @@ from core.llm import ModelError, resolve_model
 from core.session import Session, SessionError, find_session, list_sessions, reverify_all
 from core.session import replay as replay_events
 from evokernel_tui import options
-from evokernel_tui.cli import check_model, open_memory_checked
+from evokernel_tui.cli import check_model, one_line_errors, open_memory_checked
 from evokernel_tui.commands.draft import default_out, finish, run_headless
 
 
@@ -75,7 +75,7 @@ def sessions(sessions_dir: str | None, as_json: bool) -> None:
 def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, memory_path, no_memory, out, as_json) -> None:
     """Continue SESSION (a path, an id, or an id prefix) headless with its remaining budget."""
     console = Console(stderr=as_json)
-    try:
+    with one_line_errors(SessionError, ModelError):
         path = find_session(session_ref, sessions_root(sessions_dir))
         override = resolve_model(model, api_base) if model else False
         if model:
@@ -86,8 +86,6 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
             session.add_steps("draft", add_draft)
         if add_refine:
             session.add_steps("refine", add_refine)
-    except (SessionError, ModelError) as exc:
-        raise click.ClickException(str(exc)) from None
     if session.stage == "done":
         console.print(f"session {session.id} is finished ({session.done_reason}); grant steps with --add-draft/--add-refine")
     else:
@@ -106,7 +104,7 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
 def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
     """Re-emit SESSION's recorded events in order and print a summary."""
     console = Console()
-    try:
+    with one_line_errors(SessionError):
         path = find_session(session_ref, sessions_root(sessions_dir))
         if in_app:
             from evokernel_tui.commands.tui import run_replay
@@ -118,8 +116,6 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
         else:
             replay_events(path, on_event=lambda ev: _print_event(console, ev))
         summary = Session.open(path, lock=False).summary()
-    except SessionError as exc:
-        raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps({"summary": summary}, default=str))
     else:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
+from evokernel_tui.cli import one_line_errors
 from evokernel_tui.commands.tasks import tasks as list_tasks
 
 
@@ -33,12 +34,10 @@ def _list_with_shapes(level: int | None, category: str | None, as_json: bool) ->
     one child process (nothing allocated; cached per task source, so later listings are instant)."""
     from core.tasks import TaskError, builtin_tasks, estimate_many
 
-    try:
+    with one_line_errors(TaskError):
         rows = [t for t in builtin_tasks() if (level is None or t.level == level)
                 and (category is None or t.category == category.lower())]
         estimates = estimate_many(rows)
-    except TaskError as exc:
-        raise click.ClickException(str(exc)) from None
     records = [{"name": t.name, "level": t.level, "category": t.category, "description": t.description,
                 "inputs": [s.short() for s in est.inputs] if est else None,
                 "outputs": [s.short() for s in est.outputs] if est else None}
@@ -79,10 +78,8 @@ def show(task: str, no_run: bool, as_json: bool) -> None:
     from evokernel_tui.commands.render import task_rows
     from evokernel_tui.screens.task_view import verifier_tolerance
 
-    try:
+    with one_line_errors(TaskError):
         the_task = load_task(task)
-    except TaskError as exc:
-        raise click.ClickException(str(exc)) from None
     info, error = None, None
     if not no_run:
         try:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from core.tasks import TaskError, TaskMeta, builtin_index
 from evokernel_tui import options
+from evokernel_tui.cli import one_line_errors
 
 
 def _rows(level: int | None, category: str | None) -> list[TaskMeta]:
@@ -106,10 +107,8 @@ def tasks(level: int | None, category: str | None, kernelbench: str | None, memo
           as_json: bool) -> None:
     """List the built-in tasks (name, level, category, description), or a KernelBench checkout's problems."""
     if kernelbench is not None:
-        try:
+        with one_line_errors(TaskError):
             rows = kernelbench_rows(kernelbench, level, category, memory_gb, degenerate)
-        except TaskError as exc:
-            raise click.ClickException(str(exc)) from None
         if as_json:
             click.echo(json.dumps(rows, indent=2))
         else:
@@ -117,10 +116,8 @@ def tasks(level: int | None, category: str | None, kernelbench: str | None, memo
         return
     if degenerate is not None:
         raise click.UsageError("--degenerate goes with --kernelbench DIR (no built-in task is degenerate: a test checks)")
-    try:
+    with one_line_errors(TaskError):
         rows = _rows(level, category)
-    except TaskError as exc:
-        raise click.ClickException(str(exc)) from None
     if as_json:
         fields = ("name", "level", "category", "description")
         click.echo(json.dumps([{k: r.to_dict()[k] for k in fields} for r in rows], indent=2))

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from evokernel_tui import options
+from evokernel_tui.cli import one_line_errors
 
 
 def session_opener(
@@ -55,13 +56,21 @@ def session_opener(
     return open_session
 
 
-def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory: Any = True):
+def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory: Any = True,
+                  verify_config: Any = None):
+    """Like `session_opener` for a saved session: the command line's verifier settings (tolerance,
+    threads, memory limit) apply to its next verifications, and its task is checked for degeneracy."""
     def open_session(_task_ref: str | None) -> Any:
         from core.llm import resolve_model
         from core.session import Session
+        from core.tasks import Task
+        from core.verifying import mark_degenerate
 
         store = _open_store(memory)
-        return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store)
+        session = Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store,
+                               verify_config=verify_config)
+        session.verify_config = mark_degenerate(Task.from_dict(session.meta["task"]), session.verify_config)
+        return session
 
     return open_session
 
@@ -80,10 +89,8 @@ def load_replay_events(path: Path) -> list[Any]:
     """The recorded events of a session folder; a clear error when it is not one."""
     from core.session import SessionError, replay
 
-    try:
+    with one_line_errors(SessionError):
         return replay(path)
-    except SessionError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def run_replay(path: Path) -> None:
@@ -134,6 +141,9 @@ def tui(
     from evokernel_tui.cli import check_memory, check_model, check_settings, check_task, check_task_size
 
     check_settings()  # every problem below is one line before the full screen starts
+    from core.verifying import make_config
+
+    config = make_config(tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return
@@ -143,16 +153,13 @@ def tui(
         if model:
             check_model(model, api_base)
         bank = check_memory(memory_path, not no_memory)
-        opener = resume_opener(path, model, api_base, memory=bank)
+        opener = resume_opener(path, model, api_base, memory=bank, verify_config=config)
         first = None
     else:
         first = check_task(task, kernelbench, level, problem)
         check_task_size(first, memory_gb)  # a problem too big for the memory limit: one line, no app
         check_model(model, api_base)
         bank = check_memory(memory_path, not no_memory)
-        from core.verifying import make_config
-
-        config = make_config(tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)
         opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps,
                                 memory=bank, first_task=first, verify_config=config)
     from evokernel_tui.app import EvoKernelApp
@@ -165,10 +172,8 @@ def _refuse_if_open(path: Path) -> None:
     """One line naming the process that already has this session open (a second `tui --session`)."""
     from core.session import SessionError, check_not_open
 
-    try:
+    with one_line_errors(SessionError):
         check_not_open(path)
-    except SessionError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 def _find(ref: str, sessions_dir: str | None) -> Path:
@@ -176,7 +181,5 @@ def _find(ref: str, sessions_dir: str | None) -> Path:
     from core.config import sessions_root
     from core.session import SessionError, find_session
 
-    try:
+    with one_line_errors(SessionError):
         return find_session(ref, sessions_root(sessions_dir))
-    except SessionError as exc:
-        raise click.ClickException(str(exc)) from None

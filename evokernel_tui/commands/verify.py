@@ -15,6 +15,7 @@ from rich.table import Table
 
 from core.tasks import Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
 from evokernel_tui import options
+from evokernel_tui.cli import one_line_errors
 from verifier.compare import describe_tolerance
 from verifier.result import GATE_ORDER, GATE_TITLES
 
@@ -95,10 +96,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     """
     from core.verifying import VerifyError, make_config, verify_task
 
-    try:
+    with one_line_errors(TaskError):
         the_task, candidate = resolve_args(args, kernelbench, level, problem)
-    except TaskError as exc:
-        raise click.ClickException(str(exc)) from None
     path = Path(candidate)
     if not path.is_file():
         raise click.ClickException(f"candidate file {path} does not exist; {USAGE}")
@@ -106,10 +105,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
-    try:
+    with one_line_errors(TaskError):
         degenerate = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
-    except TaskError as exc:
-        raise click.ClickException(str(exc)) from None
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
                          threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
@@ -118,7 +115,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
     console = Console(stderr=as_json)
     states: dict[str, str] = {}
-    try:
+    with one_line_errors(VerifyError):
         if as_json or not console.is_terminal:
             result = verify_task(the_task, source, backend, config)
         else:
@@ -128,8 +125,6 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                     live.update(_live_table(states))
 
                 result = verify_task(the_task, source, backend, config, on_gate=on_gate)
-    except VerifyError as exc:
-        raise click.ClickException(str(exc)) from None
     result.tolerance = result.tolerance or tolerance_text
     result.degenerate = result.degenerate or degenerate
     if as_json:

@@ -20,6 +20,8 @@ def cpp_line_label(text: str) -> str:
     C++ source the kernel passes to load_inline (the compiled kernel.cpp has one more line on top, the
     shim's #include, so its raw log says 13); the C++ view (c) numbers lines the same way."""
     return _KERNEL_CPP_LINE.sub(r"C++ line \1:", text)
+
+
 def gates_title(degenerate: list[str] | None) -> str:
     """`Gates`, or `Gates · ⚠ degenerate: zeros pass` when a trivial answer passes the task."""
     if not degenerate:

@@ -111,3 +111,17 @@ def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, 
     assert "zeros" in seen[-1]["degenerate"] and seen[-1]["tolerance"] == "v0"   # the gates get it too
     strict = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert strict.exit_code == 0 and "degenerate" not in strict.output and seen[-1]["degenerate"] == []
+
+
+def test_a_resumed_session_takes_the_command_lines_tolerance_and_its_degenerate_flag(tmp_path):
+    from evokernel_tui.commands.tui import resume_opener
+
+    task = load_task(kernelbench=KB, level=1, problem=41)
+    made = session_opener("cpu", None, None, str(tmp_path / "s"), 1, 0, memory=None, first_task=task)(None)
+    path = made.path
+    made.close()
+    resumed = resume_opener(path, None, None, memory=None, verify_config=make_config("v0"))(None)
+    assert resumed.verify_config.extra["tolerance"] == "v0" and "zeros" in resumed.verify_config.extra["degenerate"]
+    system = build_messages("draft", resumed._prompt_context("draft", []))[0]["content"]
+    assert "v0: atol=rtol=0.01; this task is degenerate" in system
+    resumed.close()

@@ -74,3 +74,16 @@ def test_one_line_of_an_error_is_one_function(exc, line):
     assert cli_line(exc) == first_line(exc) == line
     assert one_line(exc) == f"{type(exc).__name__}: {line}"
     assert first_line(ValueError("x" * 500), 200) == "x" * 200
+
+
+def test_one_line_errors_turns_user_errors_into_one_line_and_leaves_bugs_alone():
+    from core.tasks import TaskError
+    from evokernel_tui.cli import one_line_errors
+
+    with pytest.raises(click.ClickException) as info, one_line_errors(TaskError):
+        raise TaskError("no task named 'nope'; see `evokernel tasks`\nmore detail")
+    assert info.value.message == "no task named 'nope'; see `evokernel tasks`"
+    with pytest.raises(click.ClickException), one_line_errors():  # default: the group's USER_ERRORS
+        raise TaskError("bad task")
+    with pytest.raises(KeyError), one_line_errors(TaskError):       # a bug keeps its traceback
+        raise KeyError("x")
