@@ -32,13 +32,16 @@ class VersionRow:
     speedup: float | None
     status: str
     source: str
+    #: the paired measurement's interval stayed too wide to claim a speed (shown as ≈)
+    noisy: bool = False
 
     def cells(self) -> tuple[str, ...]:
         def ms(value: float | None) -> str:
             return f"{value:.4g}" if value is not None else "-"
 
         return (f"v{self.version}", self.author, self.stage, self.outcome, ms(self.median_ms), ms(self.spread_ms),
-                str(self.runs) if self.runs else "-", f"{self.speedup:.2f}×" if self.speedup else "-", self.status)
+                str(self.runs) if self.runs else "-",
+                f"{'≈' if self.noisy else ''}{self.speedup:.2f}×" if self.speedup else "-", self.status)
 
 
 def decisions(events: list[dict[str, Any]]) -> dict[int, str]:
@@ -74,7 +77,7 @@ def version_rows(session: Any, events: list[dict[str, Any]]) -> list[VersionRow]
             version=attempt.version, author=attempt.author, stage=attempt.stage, outcome=attempt.outcome,
             median_ms=attempt.latency_ms, spread_ms=float(spread) if spread is not None else None,
             runs=int(detail["runs"]) if detail.get("runs") else None, speedup=attempt.speedup, status=status,
-            source=attempt.source))
+            source=attempt.source, noisy=bool(result and result.noisy)))
     return rows
 
 

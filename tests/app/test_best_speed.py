@@ -70,6 +70,12 @@ async def test_noisy_best_is_marked_in_app_sessions_and_replay(recorded):
     assert "≈1.25x (noisy)" in _cli("sessions")
     assert "best v1 ≈1.25x (noisy)" in _cli("replay", path.name)
     assert await _app_header(path) == "Latency · best ≈1.25× vs eager (noisy)"
+    from core.session import Session
+    from evokernel_tui.screens.versions import version_rows
+
+    session = Session.open(path, lock=False)
+    (row,) = version_rows(session, [e.to_dict() for e in read_events(path)])
+    assert row.cells()[7] == "≈1.25×"                                      # the versions table marks it too
 
 
 async def test_cached_best_says_when_it_was_measured(recorded):
