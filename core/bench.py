@@ -292,9 +292,11 @@ def best_attempt(results: Sequence[VerificationResult | None]) -> int | None:
 
 def outcome_from_results(task: str, level: int, results: Sequence[VerificationResult | None], *,
                          tokens: int = 0, cost: float | None = 0.0, category: str = "", session: str = "",
-                         seconds: float = 0.0) -> TaskOutcome:
-    """A task's outcome from its kernels' results, in the order they were written."""
-    best_i = best_attempt(results)
+                         seconds: float = 0.0, best_index: int | None = None) -> TaskOutcome:
+    """A task's outcome from its kernels' results, in the order they were written. `best_index`: the
+    session's accepted best kernel (the one definition of "best" the app, `sessions` and replay use);
+    without one (re-verified results), the fastest feasible kernel."""
+    best_i = best_index if best_index is not None else best_attempt(results)
     first = next((r for r in results if r is not None and r.feasible), None)
     best = results[best_i] if best_i is not None else None
     compiled = any(r is not None and (g := r.gate("compile")) is not None and g.passed for r in results)
@@ -751,7 +753,8 @@ def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: M
         session.run()
     results = [a.result for a in session.history]
     outcome = outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
-                                   category=task.category, session=session.id, seconds=session.elapsed_s)
+                                   category=task.category, session=session.id, seconds=session.elapsed_s,
+                                   best_index=accepted_index(session))
     outcome.slots, outcome.value_slots = retrieval_slots(session.path)
     outcome.feasible_refinements = sum(1 for a in session.history if a.stage == "refine" and a.feasible)
     return outcome
@@ -867,7 +870,13 @@ def _recorded_outcome(s: Session) -> TaskOutcome:
     t = s.meta["task"]
     return outcome_from_results(t["name"], int(t.get("level") or 1), [a.result for a in s.history],
                                 tokens=s.tokens, cost=s.cost, category=t.get("category") or "", session=s.id,
-                                seconds=s.elapsed_s)
+                                seconds=s.elapsed_s, best_index=accepted_index(s))
+
+
+def accepted_index(s: Session) -> int | None:
+    """The position of the session's accepted best kernel in its history (None when none was accepted)."""
+    best = s.best
+    return next((i for i, a in enumerate(s.history) if best is not None and a.version == best.version), None)
 
 
 # -------------------------------------------------------------------- comparison

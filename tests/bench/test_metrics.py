@@ -151,3 +151,13 @@ def test_skipped_tasks_are_reported_apart_and_left_out_of_every_rate():
     assert skipped.status.startswith("skipped (the reference needs") and not skipped.counted
     with_skip = summarise_levels([ok, skipped])
     assert with_skip == summarise_levels([ok]) and with_skip[-1].tasks == 1
+
+
+def test_outcome_uses_the_sessions_accepted_best_when_given():
+    """Issue 12: bench's "best" is the session's accepted kernel (as in the app, `sessions` and replay), not
+    a faster one the loop did not accept (e.g. a noisy measurement); re-verified results have no accepted
+    kernel and take the fastest."""
+    rs = [result("feasible", 2.0, ref=1.0), result("feasible", 1.0, ref=1.0), result("feasible", 0.5, ref=1.0)]
+    accepted = outcome_from_results("t", 1, rs, best_index=1)
+    assert accepted.best_ms == 1.0 and accepted.speedup == 1.0
+    assert outcome_from_results("t", 1, rs).best_ms == 0.5
