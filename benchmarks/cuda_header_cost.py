@@ -73,7 +73,7 @@ def _time(argv: list[str], cwd: Path) -> tuple[float, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
 
@@ -119,22 +119,19 @@ def main(argv: list[str] | None = None) -> int:
             base += ["-isystem", chain.torch_includes[1]] if len(chain.torch_includes) > 1 else []
         cmd = [*base, "-c", "cuda.cu", "-o", "cuda.o"]
         times, err = [], ""
-        for _ in range(max(1, args.repeat)):
-            took, err = _time(cmd, d)
+        for i in range(max(1, args.repeat)):
+            took, err = _time([*cmd, "--time", "phases.csv"] if i == 0 else cmd, d)
             times.append(took)
             if err:
                 break
         phases = ""
         if not err:
-            _time([*cmd, "--time", "phases.csv"], d)
             csv = (d / "phases.csv").read_text(errors="replace") if (d / "phases.csv").exists() else ""
-            phases = "; ".join(
-                f"{p[0].strip()} {float(p[-1]) / 1000:.1f} s" for p in
-                (ln.split(",") for ln in csv.strip().splitlines()[1:]) if len(p) >= 3 and _num(p[-1])
-                and float(p[-1]) >= 200)
+            phases = _phases(csv)
         lines = subprocess.run([*base, "-E", "cuda.cu"], cwd=d,
                                capture_output=True, text=True).stdout.count("\n") if not err else 0
         rows.append((f"kernel TU, {layout}", times, err, lines, phases))
+        print(rows[-1], flush=True)
 
     bflags = InlineBuilder(work / "bind-flags")._base_flags()
     for label, header in (("bindings TU, torch/extension.h (now)", None), ("bindings TU, torch/csrc/utils/pybind.h", BIND_LIGHT)):
@@ -147,13 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [chain.cxx, *bflags, "-O1", "-DTORCH_EXTENSION_NAME=evk_bind_bench", "-c", "bind.cpp", "-o", "bind.o"]
         took, err = _time(cmd, d)
         rows.append((label, [took], err, 0, ""))
+        print(rows[-1], flush=True)
 
     now = dt.datetime.now(dt.UTC)
     out = [f"# nvcc and g++ over torch's headers, {now.strftime('%Y-%m-%d %H:%M UTC')}", "",
            f"Command: `python {' '.join(['benchmarks/cuda_header_cost.py', *(argv or sys.argv[1:])])}`", "",
            f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}; torch {torch.__version__}, "
            f"nvcc `{_toolchain_id()}`, arch {arch}, python {platform.python_version()}, {platform.node()}", "",
-           "| TU | seconds (each run) | median s | preprocessed lines | nvcc phases ≥ 0.2 s | error |",
+           "| TU | seconds (each run) | median s | preprocessed lines | nvcc --time phases (ms) | error |",
            "| --- | --- | --- | --- | --- | --- |"]
     for label, times, err, lines, phases in rows:
         out.append(f"| {label} | {', '.join(f'{t:.2f}' for t in times)} | {statistics.median(times):.2f} | "
@@ -163,6 +161,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(text)
     return 0
+
+
+def _phases(csv: str) -> str:
+    """nvcc --time's CSV, one `phase tool: ms` per row (the columns differ between nvcc versions: the
+    phase is the column named so, the time the last numeric column)."""
+    rows = [ln.split(",") for ln in csv.strip().splitlines() if ln.strip()]
+    if not rows:
+        return ""
+    head = [h.strip().lower() for h in rows[0]]
+    name = next((i for i, h in enumerate(head) if "phase" in h), 1)
+    tool = next((i for i, h in enumerate(head) if h == "tool"), None)
+    out = []
+    for r in rows[1:]:
+        nums = [float(x) for x in r if _num(x.strip())]
+        if not nums or len(r) <= name:
+            continue
+        label = r[name].strip() + (f" ({r[tool].strip()})" if tool is not None and len(r) > tool else "")
+        out.append(f"{label} {nums[-1]:.0f}")
+    return "; ".join(out)
 
 
 def _num(s: str) -> bool:

@@ -165,10 +165,24 @@ def main(argv: list[str] | None = None) -> int:
     mem_start = device_memory_mb()
 
     if "build" not in skip:
+        import time
+
+        from verifier.build import COMMON_SIGNATURES, prewarm
+
+        # What the app does at start (verifier.api.prewarm): the trusted side builds the commonest bindings.
+        t0 = time.monotonic()
+        (Path(build_root) / "shared").mkdir(parents=True, exist_ok=True)
+        prewarm(Path(build_root) / "shared", flag_sets=(), signatures=COMMON_SIGNATURES)
+        prewarm_s = time.monotonic() - t0
         rep.add("## Split CUDA build: cold and changed source (full verdicts)", "",
-                "| kernel | compile s | full verdict s | layout | steps | outcome | target |", "| --- | --- | --- | --- | --- | --- | --- |")
+                f"Before the first row the trusted side built the bindings of the two commonest signatures, as "
+                f"the app's start-up prewarm does: {prewarm_s:.1f} s. 'cold' is a kernel source never built before "
+                "(nothing of it cached), in a fresh sandbox.", "",
+                "| kernel | compile s | full verdict s | gates s | layout | steps | outcome | target |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |")
+        record["prewarm_s"] = prewarm_s
         src = (CANDIDATES / "cuda" / "relu.py").read_text()
-        versions = [("cold (bindings built by the trusted side)", src, COLD_TARGET_S),
+        versions = [("cold (bindings prewarmed by the trusted side)", src, COLD_TARGET_S),
                     ("changed source", src.replace("const int threads = 256;", "const int threads = 128;"), CHANGED_TARGET_S),
                     ("changed again", src.replace("const int threads = 256;", "const int threads = 512;"), CHANGED_TARGET_S)]
         for label, text, target in versions:
@@ -176,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
             comp = res.gate("compile")
             build = (comp.detail.get("builds") or [{}])[0]
             ok = res.seconds <= target
-            rep.add(f"| relu, {label} | {comp.seconds:.1f} | {res.seconds:.1f} | {build.get('layout', '-')} | "
+            per_gate = ", ".join(f"{g.name[:4]} {g.seconds:.1f}" for g in res.gates if g.status != "skip")
+            rep.add(f"| relu, {label} | {comp.seconds:.1f} | {res.seconds:.1f} | {per_gate} | {build.get('layout', '-')} | "
                     f"{'; '.join(build.get('steps', []))} | {res.outcome} | ≤ {target:.0f} s: {'yes' if ok else 'NO'} |")
             record["build"].append({"label": label, "compile_s": comp.seconds, "verdict_s": res.seconds,
+                                    "gates_s": {g.name: g.seconds for g in res.gates},
                                     "build": build, "outcome": res.outcome, "failed": _failed(res)})
         rep.add("")
         rep.write()

@@ -460,6 +460,8 @@ class _Run:
         self.audit()
         self.finish_candidate()
         ev = self.evidence()
+        if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
+            gates[1] = compile_gate = CompileGate().evaluate(ev)
         dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
         findings = [*self.audit_findings, *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
         if dyn is not None and findings:
@@ -683,6 +685,10 @@ class _Run:
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
                 return CorrectnessGate().failure(self.evidence(), start)
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
+            probe = mark.get("gpu_probe")
+            if isinstance(probe, dict):  # the GPU side-stream probe (verifier.gpu_timing.gpu_findings reads it)
+                self.candidate.setdefault("gpu_probes", []).append(
+                    {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                     atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",

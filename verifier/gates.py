@@ -113,7 +113,8 @@ class AntiHackingGate(Gate):
             found.extend(Violation(rule, 0, msg) for rule, msg in gpu_findings(cand, ev.reference, ev.marks))
         if found:
             return self._fail(start, found)
-        return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops)
+        probes = {"gpu_probes": len(ev.candidate["gpu_probes"])} if ev.candidate.get("gpu_probes") is not None else {}
+        return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops, **probes)
 
 
 def _scan_built_sources(marks: list) -> list[Violation]:
@@ -225,8 +226,10 @@ def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list
             return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
         worst_abs = worst_rel = 0.0
         for j, (ro, co) in enumerate(zip(ref_outputs, cand_outputs, strict=True)):
-            got = _load(cand_dir, str(co["file"]), config)
             want = _load(ref_dir, ro["file"], config)
+            # never more than a few times the reference's file: a sparse file claiming gigabytes costs the
+            # candidate nothing and the parent its memory
+            got = _load(cand_dir, str(co["file"]), config, max_bytes=8 * (ref_dir / ro["file"]).stat().st_size + 65536)
             spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
             cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread)
             worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
@@ -255,9 +258,10 @@ def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list
         return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {exc})"}
 
 
-def _load_checked_path(directory: Path | None, name: str, config, expected: dict | None = None):
+def _load_checked_path(directory: Path | None, name: str, config, expected: dict | None = None,
+                       max_bytes: int | None = None):
     """The stat of `directory/name`, refusing links and paths out of `directory`: a candidate must not
-    point the comparison at files of its choosing."""
+    point the comparison at files of its choosing (nor at one larger than `max_bytes`)."""
     if directory is None or "/" in name or name.startswith("."):
         raise ValueError(f"bad output file name {name!r}")
     path = directory / name
@@ -268,12 +272,15 @@ def _load_checked_path(directory: Path | None, name: str, config, expected: dict
         raise ValueError(f"the reference file {name} changed after the reference run wrote it")
     if st.st_size > config.memory_gb * 1024**3:
         raise ValueError(f"{name} is larger than the memory limit")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise ValueError(f"{name} holds {st.st_size} bytes, far more than the reference's output")
     return st
 
 
-def _load(directory: Path | None, name: str, config, expected: dict | None = None) -> np.ndarray:
+def _load(directory: Path | None, name: str, config, expected: dict | None = None,
+          max_bytes: int | None = None) -> np.ndarray:
     """One .npy file, checked by `_load_checked_path`; never a pickle."""
-    _load_checked_path(directory, name, config, expected)
+    _load_checked_path(directory, name, config, expected, max_bytes)
     return np.load(directory / name, allow_pickle=False)
 
 

@@ -244,10 +244,15 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         import torch._dynamo  # noqa: F401  (the CUDA profiler imports it, and it rebinds torch functions)
     before = _snapshot(torch)
     report.update({"mode": "candidate", "phase": "build", "torch": torch.__version__, "threads": threads})
+    clock = None
     if device == "cuda":
         report["device_name"] = torch.cuda.get_device_name()
         if job.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))
+        from verifier.gpu_timing import CudaClock
+
+        # Before the candidate is imported: the probe holds the real CUDA entry points.
+        clock = CudaClock(torch)
     else:
         import platform
 
@@ -301,6 +306,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 inputs = load_args(torch, np, d, device)
                 before_calls = counter["calls"]
                 outs = plain_outputs(torch, model(*inputs))
+                # Right as forward returns, before any synchronise: was its output finished on the current
+                # stream, and was the device idle once that stream drained? (work hidden on a side stream)
+                probe = clock.probe([o for o in outs if o.is_cuda]) if clock is not None else None
                 sync(torch, device)
                 calls = counter["calls"] - before_calls
                 metas = []
@@ -311,7 +319,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                         for x in inputs)
                     metas.append(meta)
                 save_args(torch, np, d, inputs, prefix="after")
-                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls)
+                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls,
+                             **({"gpu_probe": probe} if probe is not None else {}))
             elif kind == "profile":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = load_args(torch, np, d, device)

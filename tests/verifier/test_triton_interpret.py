@@ -63,6 +63,9 @@ def test_honest_kernel_is_feasible_under_the_interpreter(task, task_source, conf
     assert "interpreted: no latency" in res.notes
     assert res.latency_ms is None and res.gate("latency").status == "skip"
     assert res.gate("compile").status == "pass"
+    # Triton builds at a kernel's first launch (in the first trial): the compile gate still lists it
+    builds = res.gate("compile").detail["builds"]
+    assert builds and {b["layout"] for b in builds} == {"triton-interpret"}, builds
     assert res.gate("correctness").detail["trials"] == 2
     assert res.device.startswith("cpu")
 
