@@ -223,6 +223,27 @@ def main(argv: list[str] | None = None) -> int:
         rep.add("")
         rep.write()
 
+    if "hostile" not in skip:
+        rep.add("## Hostile GPU candidates", "", "| candidate | task | backend | outcome | expected | rules hit | caught |",
+                "| --- | --- | --- | --- | --- | --- | --- |")
+        for name, task, backend, wanted in HOSTILE:
+            res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), config)
+            rules = _rules(res)
+            caught = res.outcome == "hack_fail" and bool(set(rules) & wanted)
+            how = ""
+            if not caught and "timed" in wanted and res.outcome == "feasible" and res.speedup is not None:
+                caught = res.speedup < 1.0
+                how = f" (timed with its hidden work: {res.speedup:.2f}×)"
+            rep.add(f"| {name} | {task} | {backend} | {res.outcome} | {', '.join(sorted(wanted))} | "
+                    f"{', '.join(sorted(set(rules)))} | {'yes' if caught else 'NO'}{how} |")
+            if not caught:
+                rep.add(f"  - {_failed(res)[:300] or res.notes}")
+            reason = next((g.reason for g in res.gates if g.name == "anti_hacking"), "")
+            record["hostile"].append({"name": name, "outcome": res.outcome, "expected": sorted(wanted), "rules": rules,
+                                      "caught": caught, "reason": reason, "speedup": res.speedup})
+        rep.add("")
+        rep.write()
+
     if "aa" not in skip:
         from verifier.api import compare
 
@@ -274,27 +295,6 @@ def main(argv: list[str] | None = None) -> int:
                                            "verify_over_do_bench": v_ratio})
             del model, ref, inputs
             torch.cuda.empty_cache()
-        rep.add("")
-        rep.write()
-
-    if "hostile" not in skip:
-        rep.add("## Hostile GPU candidates", "", "| candidate | task | backend | outcome | expected | rules hit | caught |",
-                "| --- | --- | --- | --- | --- | --- | --- |")
-        for name, task, backend, wanted in HOSTILE:
-            res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), config)
-            rules = _rules(res)
-            caught = res.outcome == "hack_fail" and bool(set(rules) & wanted)
-            how = ""
-            if not caught and "timed" in wanted and res.outcome == "feasible" and res.speedup is not None:
-                caught = res.speedup < 1.0
-                how = f" (timed with its hidden work: {res.speedup:.2f}×)"
-            rep.add(f"| {name} | {task} | {backend} | {res.outcome} | {', '.join(sorted(wanted))} | "
-                    f"{', '.join(sorted(set(rules)))} | {'yes' if caught else 'NO'}{how} |")
-            if not caught:
-                rep.add(f"  - {_failed(res)[:300] or res.notes}")
-            reason = next((g.reason for g in res.gates if g.name == "anti_hacking"), "")
-            record["hostile"].append({"name": name, "outcome": res.outcome, "expected": sorted(wanted), "rules": rules,
-                                      "caught": caught, "reason": reason, "speedup": res.speedup})
         rep.add("")
         rep.write()
 
