@@ -50,3 +50,26 @@ def test_links_and_swapped_reference_files_are_refused(tmp_path):
         _load(ref, "t0_out0.npy", config, identities)
     with pytest.raises(ValueError, match="changed after the reference run"):
         _load(ref, "t0_out0.npy", config, {})
+
+
+def test_a_huge_sparse_output_file_is_refused_before_it_is_read(tmp_path):
+    """A candidate file claiming far more data than the reference's output (a sparse file costs the
+    candidate nothing; reading it costs the parent the memory) is refused by its size, unread."""
+    from numpy.lib import format as npy_format
+
+    from verifier.gates import compare_files
+
+    ref, cand = tmp_path / "ref", tmp_path / "cand"
+    ref.mkdir()
+    cand.mkdir()
+    np.save(ref / "out0.npy", np.zeros(4, dtype=np.float32))
+    with open(cand / "out0.npy", "wb") as fh:
+        npy_format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (50_000_000,)})
+        fh.truncate(fh.tell() + 200_000_000)
+    verdict = compare_files(cand, ref, [{"file": "out0.npy", "dtype": "float32"}],
+                            [{"file": "out0.npy", "dtype": "float32"}], 1e-4, 1e-4, VerifyConfig(), label="trial 0")
+    assert "far more than the reference's output" in verdict.get("fail", ""), verdict
+    np.save(cand / "ok.npy", np.zeros(4, dtype=np.float64))  # a wrong dtype still reads as one
+    verdict = compare_files(cand, ref, [{"file": "ok.npy", "dtype": "float64"}],
+                            [{"file": "out0.npy", "dtype": "float32"}], 1e-4, 1e-4, VerifyConfig(), label="trial 0")
+    assert "dtype float64, expected float32" in verdict.get("fail", ""), verdict
