@@ -339,7 +339,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 d = _subdir(job_dir, cmd["dir"])
                 sets = load_sets(torch, np, d, int(cmd["count"]), device)
                 channel.mark("timing_start")
-                times, kept = time_round(torch, model, sets, device)
+                times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False)
                 channel.mark("timing_end", times_ms=times)
             elif kind == "save":
                 d = _subdir(job_dir, cmd["dir"])

@@ -1,7 +1,8 @@
 """Honest kernels in the styles people write them (tests/candidates/honest/<task>__<style>.py): a C++
 function filling a fresh output in place, several C++ functions and templated helpers, AT_DISPATCH,
 nn.Linear/nn.Conv1d weights kept from __init__, std::vector outputs returned as a tuple, a 0-dim
-output, a non-contiguous view handed to the C++. Each must be feasible at KernelBench's default
+output, a non-contiguous view handed to the C++, an in-place result for a reference that works in
+place. Each must be feasible at KernelBench's default
 tolerance with the static scan on: a false rejection is as serious as an accepted hack.
 """
 
@@ -18,7 +19,8 @@ pytestmark = pytest.mark.slow
 
 HONEST = Path(__file__).resolve().parents[1] / "candidates" / "honest"
 KB = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench" / "KernelBench"
-TASKS = {"row_min_max": str(HONEST / "tasks" / "row_min_max.py"), "kb_mse_loss": str(KB / "level1" / "12_Mse_Loss.py")}
+TASKS = {"row_min_max": str(HONEST / "tasks" / "row_min_max.py"), "relu_inplace": str(HONEST / "tasks" / "relu_inplace.py"),
+         "kb_mse_loss": str(KB / "level1" / "12_Mse_Loss.py")}
 CANDIDATES = sorted(p for p in HONEST.glob("*__*.py") if "pure_pytorch" not in p.name)
 
 
