@@ -630,11 +630,16 @@ def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATU
     """Build, as the trusted side, the light shim's precompiled header for the flag sets most kernels
     use and the bindings of the commonest signatures."""
     builder = InlineBuilder(root)
-    deadline = time.monotonic() + builder.timeout_s
-    for flags in flag_sets:
-        builder._pch("evk_shim", SHIM_HEADER, list(flags), deadline)
-    for sig_set in signatures:
-        with builder._binding_object([Signature(r, tuple(p)) for r, p in sig_set], deadline):
+    # The commonest header and bindings first (those of the starter kernels), then the rest: a person's
+    # first kernel does not wait behind artefacts it does not use.
+    jobs = [("pch", f) for f in flag_sets[:1]] + [("bind", s) for s in signatures[:1]]
+    jobs += [("pch", f) for f in flag_sets[1:]] + [("bind", s) for s in signatures[1:]]
+    for kind, what in jobs:
+        deadline = time.monotonic() + builder.timeout_s  # each artefact its own time, as when asked for alone
+        if kind == "pch":
+            builder._pch("evk_shim", SHIM_HEADER, list(what), deadline)
+            continue
+        with builder._binding_object([Signature(r, tuple(p)) for r, p in what], deadline):
             pass
 
 
