@@ -433,6 +433,18 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     assert "view of its inputs" in gate.reason, gate.reason
 
 
+def test_a_kernel_that_lets_aten_copy_do_the_work_fails(task_source, make_config):
+    """With the static scan on: the C++ re-strides its input and returns `.contiguous()` of that, so
+    ATen's copy (an allowed entry point for the binary audit) does the whole transpose. The copy's
+    time counts as torch work in the profile's split (it was accepted before)."""
+    source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_aten_copy_transpose.py").read_text()
+    res = verify(task_source("transpose_copy"), source, config=make_config())
+    assert not res.feasible, res.feedback()
+    gate = res.failed_gate
+    assert gate.name == "anti_hacking" and gate.detail.get("rule") == "torch-work-outside-kernel", res.feedback()
+    assert "aten::copy_" in gate.reason, gate.reason
+
+
 def test_endless_output_keeps_only_a_tail(task_source, hostile_config):
     """300 MB on stdout: only a tail is kept outside the sandbox (the whole stream went to a file on the
     parent's side, under the run directory on /dev/shm, bounded only by the file-size limit)."""
