@@ -23,7 +23,8 @@ def session_opener(
 
     `memory`: an open store, None for no memory, True for the default bank; `first_task`: a `Task`
     already loaded (and checked) before the app started, used when the app asks for its first task;
-    `verify_config`: the verifier settings from the command line (tolerance, threads, memory limit).
+    `verify_config`: the verifier settings from the command line (tolerance, threads, memory limit), or a
+    function making them (so that the tolerance's numpy-backed module loads after the first paint).
     Whether a trivial answer passes the task is found out here, after the first paint."""
     loaded = {"first": first_task}
 
@@ -39,9 +40,9 @@ def session_opener(
         first, loaded["first"] = loaded["first"], None
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
-        config = None
-        if verify_config is not None:
-            config = replace(verify_config, extra=dict(verify_config.extra))  # one per session: tasks differ
+        config = _settings(verify_config)
+        if config is not None:
+            config = replace(config, extra=dict(config.extra))  # one per session: tasks differ
         store = _open_store(memory)
         return Session.create(
             task,
@@ -68,11 +69,16 @@ def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory
 
         store = _open_store(memory)
         session = Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store,
-                               verify_config=verify_config)
+                               verify_config=_settings(verify_config))
         session.verify_config = mark_degenerate(Task.from_dict(session.meta["task"]), session.verify_config)
         return session
 
     return open_session
+
+
+def _settings(verify_config: Any) -> Any:
+    """Verifier settings given as themselves or as a function that makes them (called in the worker)."""
+    return verify_config() if callable(verify_config) else verify_config
 
 
 def _open_store(memory: Any) -> Any:
@@ -141,9 +147,11 @@ def tui(
     from evokernel_tui.cli import check_memory, check_model, check_settings, check_task, check_task_size
 
     check_settings()  # every problem below is one line before the full screen starts
+    from functools import partial
+
     from core.verifying import make_config
 
-    config = make_config(tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)
+    config = partial(make_config, tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)  # made in the worker
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return

@@ -125,3 +125,23 @@ def test_a_resumed_session_takes_the_command_lines_tolerance_and_its_degenerate_
     system = build_messages("draft", resumed._prompt_context("draft", []))[0]["content"]
     assert "v0: atol=rtol=0.01; this task is degenerate" in system
     resumed.close()
+
+
+def test_tui_checks_load_neither_numpy_nor_torch_before_the_first_paint(tmp_path):
+    """The tolerance options are turned into verifier settings in the worker, after the first paint."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import evokernel_tui.app as appmod\n"
+        "appmod.EvoKernelApp.run = lambda self: print('loaded:', ','.join(m for m in ('numpy', 'torch') "
+        "if m in sys.modules))\n"
+        "from evokernel_tui.cli import main\n"
+        "main(['--unsafe-no-isolation', 'tui', 'relu', '--no-memory', '--tolerance', 'v0', '--threads', '2'])\n"
+    )
+    env = {**os.environ, "EVOKERNEL_CONFIG": str(tmp_path / "none.toml")}
+    env.pop("EVOKERNEL_MODEL", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert "loaded: \n" in out.stdout or out.stdout.strip() == "loaded:", (out.stdout, out.stderr[-2000:])
