@@ -168,25 +168,28 @@ def device_ms(prof) -> float:
     return total_us / 1000.0
 
 
-# the data movement every copy-like op (clone, contiguous, .to) ends in: cheap where an honest kernel
-# uses it, but a kernel that only re-strides its input and lets ATen copy it does all its work here
+# the data movement every copy-like op (clone, contiguous, .to) ends in: reported on its own, since it is
+# an honest kernel's conversion but the whole work of a data-movement task (see gates._torch_outside_kernel)
 COPY_WORK_OPS = {"aten::copy_"}
 
 
 def work_split(prof) -> dict:
     """CPU self time inside the custom kernel versus torch compute ops around it (allocation and views
-    excluded, copies counted): torch arithmetic beside a do-nothing kernel shows up here."""
-    kernel_us = torch_us = 0.0
+    excluded; copies apart, as `copy_ms`): torch arithmetic beside a do-nothing kernel shows up here."""
+    kernel_us = torch_us = copy_us = 0.0
     torch_ops: list[tuple[str, float]] = []
     for evt in prof.key_averages():
         us = float(getattr(evt, "self_cpu_time_total", 0) or 0)
         if evt.key.startswith("kernel::"):
             kernel_us += us
-        elif evt.key.startswith("aten::") and (evt.key not in IGNORED_OPS or evt.key in COPY_WORK_OPS):
+        elif evt.key in COPY_WORK_OPS:
+            copy_us += us
+        elif evt.key.startswith("aten::") and evt.key not in IGNORED_OPS:
             torch_us += us
             torch_ops.append((evt.key, us / 1000.0))
     torch_ops.sort(key=lambda r: r[1], reverse=True)
-    return {"kernel_ms": kernel_us / 1000.0, "torch_ms": torch_us / 1000.0, "torch_ops": torch_ops[:5]}
+    return {"kernel_ms": kernel_us / 1000.0, "torch_ms": torch_us / 1000.0, "torch_ops": torch_ops[:5],
+            "copy_ms": copy_us / 1000.0}
 
 
 def _subdir(job_dir: Path, name: str) -> Path:
