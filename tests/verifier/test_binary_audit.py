@@ -311,7 +311,7 @@ BANNED = {
     "__open_2": FILE_IO, "__openat64_2": FILE_IO, "open64": FILE_IO, "__read_chk": FILE_IO, "pwrite64": FILE_IO,
     "glob64": FILE_IO, "futimens": FILE_IO, "utimensat": FILE_IO, "readdir64": FILE_IO, "creat": FILE_IO,
     "unlinkat": FILE_IO, "rename": FILE_IO, "shm_open": FILE_IO, "memfd_create": FILE_IO,
-    "fopen@GLIBC_2.2.5": FILE_IO, "accept4": SOCKET, "recvfrom": SOCKET, "sendto": SOCKET,
+    "fopen@GLIBC_2.2.5": FILE_IO, "dprintf": FILE_IO, "__dprintf_chk": FILE_IO, "vdprintf": FILE_IO, "accept4": SOCKET, "recvfrom": SOCKET, "sendto": SOCKET,
     "vfork": PROCESS, "posix_spawnp": PROCESS, "execvp": PROCESS, "popen": PROCESS, "clone3": PROCESS,
     "_Fork": PROCESS, "setpriority": PROCESS, "process_vm_readv": PROCESS, "setenv": PROCESS,
     "dlmopen": DYNAMIC_LOADING, "dl_iterate_phdr": DYNAMIC_LOADING, "__libc_dlopen_mode": DYNAMIC_LOADING,
