@@ -39,28 +39,83 @@ NOTES = """## How to read this
 
 - The oracle knows every item's hidden utility for the task (the bank's growing trajectories included)
   and the start point of highest hidden potential; it is an upper bound no learner reaches early.
-- Value retrieval is the shipped default: pool K = 5N most similar, epsilon-greedy (0.1) over the
-  stage Q, alpha max(0.1, 1/visits), rewards +1/-1 (draft) and tanh(log ratio) (refine), start points
-  by Q2, near-duplicate trajectories merged or capped. The bandit is UCB1 (c 0.5) over the sample
-  means of the same pool and picks start points like value; similarity refines from the best kernel
-  (as sessions did before), random from a random start point.
+- Value retrieval is the shipped default (the paper's policy, unchanged this session): pool K = 5N
+  most similar, epsilon-greedy (0.1) over the stage Q, alpha max(0.1, 1/visits), rewards +1/-1
+  (draft) and tanh(log ratio) (refine), start points by Q2, near-duplicate trajectories merged or
+  capped. The bandit is UCB1 (c 0.5) over the sample means of the same pool and picks start points
+  like value; similarity refines from the best kernel (as sessions did before), random from a random
+  start point.
 - Tuning: `--tune` grid (epsilon 0.05/0.1/0.25, lambda 3/5, mean alpha 0.1 or constant 0.2) on the
-  tuning seeds picked the defaults above (0.600 of the oracle there; 0.598 with the current code). Before the tuning, an earlier
-  run of the same defaults on the report seeds gave value 0.552, similarity 0.446, bandit 0.490 (the
-  simulator is deterministic; later figures moved by at most 0.012 when the store began keeping its
-  value sums incrementally, a floating-point order change); `SimConfig()` was fixed before any
-  report-seed run.
-- What is lost: late in a run, contexts still hold about one truly useful item and several
-  trajectories of little use. Every item in a context gets the same return, so a weak item next to
-  a strong one earns the strong one's value, and epsilon-greedy rarely varies the companions enough
-  to separate them within the ~10 visits an item gets here. Giving near-duplicate trajectories one
-  pool place was the largest single gain (0.52 -> 0.60 on the tuning seeds); exploration, pool size
-  and step size moved it by at most 0.05.
-- Exploration on the tuning seeds: epsilon-greedy 0.598 of the oracle, the earlier "screen" slates
-  0.433, UCB (c 0.3) 0.550.
-- Other correlations, same report seeds (`--rho R --json`): rho 0.0: value 0.489, similarity 0.374,
-  random 0.386, bandit 0.482; rho 0.7: value 0.588, similarity 0.566, random 0.413, bandit 0.521.
-  The more similarity says about utility, the less the learned values add over it.
+  tuning seeds 101-103 picked the defaults above (0.598 of the oracle there); `SimConfig()` was fixed
+  before any report-seed run. The variants tried this session were compared on tuning seeds 101-106
+  only.
+
+## Broader check: the result does not hold beyond seeds 1-5
+
+Seeds 6-20, 1000, 4242 and 99991 (18 seeds, never used for tuning), same command with `--seeds`:
+
+| method | / oracle | second half / oracle | drafts / oracle | refinements / oracle |
+|---|---|---|---|---|
+| value | 0.534 | 0.567 | 0.548 | 0.530 |
+| similarity | 0.491 | 0.483 | 0.575 | 0.467 |
+| random | 0.399 | 0.399 | 0.441 | 0.380 |
+| bandit | 0.501 | 0.481 | 0.537 | 0.487 |
+
+Per seed, value minus similarity ranges from -0.09 to +0.17 (at least +0.10 on 3 of the 18) and
+value minus bandit from -0.09 to +0.15; value lies between 0.47 and 0.60 of the oracle on every seed.
+So, stated for seeds in general: value >= 0.75 of the oracle is **not met** (about 0.53-0.55),
+value >= similarity + 0.10 is **not met** (+0.04 on the 18 seeds; the +0.11 on seeds 1-5 is a
+favourable draw), and value not below the bandit by more than 0.05 is met (+0.03).
+
+## What any learner could reach in this world (`--probes`, analysis only)
+
+| probe | tuning 101-103 | report 1-5 | extra 6-13 |
+|---|---|---|---|
+| shipped value policy (for comparison) | 0.598 | 0.553 | 0.529 |
+| shipped policy given the seeds' values in advance (`known_seed_world`) | 0.823 | 0.774 | 0.809 |
+| joint Bayesian-regression credit, Thompson sampling, refine only (`RegressionProbe`) | 0.648 | 0.649 | 0.600 |
+| the same for both stages | 0.595 | 0.574 | 0.585 |
+
+Even told every seed's value, the policy stays near 0.8 of the oracle (trajectories, start-point
+potentials and exploration still cost). The best learner we could build, which assigns credit
+jointly over which items shared each context, gains 0.05-0.10 over the per-item Monte-Carlo values
+in refining but stays near 0.6-0.65. Per category a run offers about 12 drafts and 68 refinements
+to find the 2-3 of 14 seeds that help, from rewards shared by the 5 items of each context (refine
+rewards are -1 for 40% of failures, and the start point's hidden potential scales every outcome).
+On this evidence 0.75 of the oracle is out of reach for context-level learning in this world, not
+only for the shipped policy; closing it would need more signal per item, not a better schedule.
+
+## Variants tried this session (tuning seeds 101-106; shipped default 0.593 there)
+
+None beat the default, so the shipped policy is unchanged:
+- residual (additive) credit, each item moved towards q_i + (G - mean q of its context), with the
+  start point credited plainly: 0.535 (mean alpha), 0.547 (constant 0.3); with clipping to [-1, 1]
+  and the start point included: 0.55 on 101-103;
+- little-visited values shrunk to their family's mean (seeds, or trajectories of one stage and
+  outcome), weight 3 / 8 pseudo-visits in refine: 0.563 / 0.479; with UCB on top: 0.52-0.53;
+- near-duplicate groups ranked by their pooled (visit-weighted) value: 0.516;
+- Thompson sampling over Q (sd 0.3 / 0.6 per sqrt(visits + 1)): 0.540 / 0.460; UCB (c 0.1) instead of
+  epsilon: 0.573; similarity blended into the score (value weight 0.8 / 0.6): 0.575 / 0.570;
+- a start point's refine value kept apart from its value as a context item: 0.532;
+- z-normalised refine rewards (`refine_norm`, now an option in sessions): per session 0.535, over
+  the whole run 0.574.
+- Diagnosis that guided these: late in a run refine contexts hold about 0.9 truly useful seeds (the
+  oracle's hold 2.7) and 2.8 trajectories of almost no refine utility; similarity's hold 1.0 useful
+  seed. A useful seed whose first one or two contexts fail (likely when -1 is 40% of refine failures)
+  drops below the pool's mean and is rarely tried again, and items that ride along with a useful
+  one earn its value.
+
+## Other settings (report seeds 1-5)
+
+- Budget: the paper's T = 30 shared by both stages (`--budget 30`) is more faithful per session,
+  but it lowers every learner's share of the oracle, which refines its best start point with its
+  best context for 29 steps: value 0.489, similarity 0.317, random 0.338, bandit 0.426 (per seed
+  value 0.40-0.55). At T = 30 value is well clear of similarity (+0.17) and the bandit (+0.06) but
+  further from 0.75 of the oracle. `SimConfig()` keeps T = 10 so the figures stay comparable with
+  the issue's baseline and the tuning.
+- Other correlations (`--rho R --json`): rho 0.0: value 0.489, similarity 0.374, random 0.386,
+  bandit 0.482; rho 0.7: value 0.588, similarity 0.566, random 0.413, bandit 0.521. The more
+  similarity says about utility, the less the learned values add over it.
 """
 TARGETS = {"value_vs_oracle": 0.75, "value_minus_similarity": 0.10, "bandit_minus_value_at_most": 0.05}
 
@@ -75,7 +130,8 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: tuple[str, ...] = METHODS) -> dict:
+def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: tuple[str, ...] = METHODS,
+             budget: int = SimConfig.budget) -> dict:
     """Per method: the mean over seeds of (method success / oracle success), and per-stage detail."""
     per: dict[str, list[float]] = {m: [] for m in methods}
     late: dict[str, list[float]] = {m: [] for m in methods}
@@ -83,7 +139,7 @@ def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: 
     share: list[float] = []
     with tempfile.TemporaryDirectory(prefix="evokernel-sim-") as tmp:
         for seed in seeds:
-            cfg = SimConfig(seed=seed, rho=rho)
+            cfg = SimConfig(seed=seed, rho=rho, budget=budget)
             world = build_world(cfg)
             runs = {m: run_method(world, m, Path(tmp), seed, params if m == "value" else None) for m in methods}
             oracle = runs["oracle"]
@@ -107,13 +163,13 @@ def evaluate(seeds: list[int], rho: float, params: dict | None = None, methods: 
     }
 
 
-def probes(seeds: list[int], rho: float) -> dict[str, float]:
+def probes(seeds: list[int], rho: float, budget: int = SimConfig.budget) -> dict[str, float]:
     """Analysis only: value / oracle for the shipped policy given the seeds' values in advance, and for
     an idealised credit-assigning learner (`RegressionProbe`, refine only and both stages)."""
     out: dict[str, list[float]] = {"known seed values": [], "regression (refine)": [], "regression (both)": []}
     with tempfile.TemporaryDirectory(prefix="evokernel-sim-") as tmp:
         for seed in seeds:
-            world = build_world(SimConfig(seed=seed, rho=rho))
+            world = build_world(SimConfig(seed=seed, rho=rho, budget=budget))
             oracle = run_method(world, "oracle", Path(tmp), seed).success()
             out["known seed values"].append(run_method(known_seed_world(world), "value", Path(tmp), seed).success() / oracle)
             for name, stages in (("regression (refine)", ("refine",)), ("regression (both)", ("draft", "refine"))):
@@ -145,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default=",".join(map(str, REPORT_SEEDS)), help="comma-separated world seeds")
     ap.add_argument("--json", action="store_true", help="print only the JSON result")
     ap.add_argument("--rho", type=float, default=SimConfig.rho, help="similarity-utility correlation of the world")
+    ap.add_argument("--budget", type=int, default=SimConfig.budget,
+                    help="T: attempts per session, draft and refine together (the paper uses 30)")
     ap.add_argument("--tune", action="store_true", help="grid-search the value policy on the tuning seeds")
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/memory_learning.md")
     ap.add_argument("--probes", action="store_true",
@@ -152,17 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not -1.0 <= args.rho <= 1.0:
         raise SystemExit(f"--rho must be within -1..1, got {args.rho}")
+    if args.budget < 1:
+        raise SystemExit(f"--budget must be at least 1, got {args.budget}")
     if args.tune:
         for params, score in tune(args.rho):
             print(f"{score:.3f}  {json.dumps(params)}")
         return 0
     seeds = parse_seeds(args.seeds)
     if args.probes:
-        print(json.dumps({"seeds": seeds, "probes": probes(seeds, args.rho)}))
+        print(json.dumps({"seeds": seeds, "probes": probes(seeds, args.rho, args.budget)}))
         return 0
     overlap = sorted(set(seeds) & set(TUNING_SEEDS))
     start = time.monotonic()
-    out = evaluate(seeds, args.rho)
+    out = evaluate(seeds, args.rho, budget=args.budget)
     res = out["results"]
     if args.json:
         print(json.dumps({"growth": True, "results": res}))
@@ -174,9 +234,11 @@ def main(argv: list[str] | None = None) -> int:
         f"Seeds {','.join(map(str, seeds))} (tuning seeds {','.join(map(str, TUNING_SEEDS))} are disjoint"
         + (f"; WARNING: {overlap} overlap" if overlap else "") + f"), rho {args.rho} "
         f"(measured correlation of lexical overlap and draft utility within a category: {corr:.2f}).",
-        f"World: `SimConfig()` = {SimConfig(rho=args.rho)}.",
+        f"World: `SimConfig()` = {SimConfig(rho=args.rho, budget=args.budget)}.",
         "Score: mean expected success per attempt over the whole run, as a fraction of the oracle's.",
-        f"Reproduce: `python benchmarks/memory_learning.py --seeds {','.join(map(str, seeds))}` ({time.monotonic() - start:.0f} s).",
+        f"Reproduce: `python benchmarks/memory_learning.py --seeds {','.join(map(str, seeds))}"
+        + (f" --budget {args.budget}" if args.budget != SimConfig.budget else "")
+        + f" --write` ({time.monotonic() - start:.0f} s).",
         "",
         "| method | / oracle | second half / oracle | drafts / oracle | refinements / oracle | per seed |",
         "|---|---|---|---|---|---|",
@@ -187,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{', '.join(map(str, out['per_seed'][m]))} |")
     lines += ["", f"Share of value-method slots that similarity's top-k would not have chosen: {out['value_beyond_similarity_share']}", ""]
     lines += [f"- {name}: {'met' if ok else 'NOT met'}" for name, ok in verdict(res).items()]
+    lines += ["", "These verdicts are for the seeds above only; the broader check below says which hold in general."]
     lines += ["", NOTES]
     text = "\n".join(lines) + "\n"
     print(text)
