@@ -134,6 +134,8 @@ class SessionView:
     best_version: int | None = None
     #: trivial answers that pass the task at its tolerance ("zeros", "a constant", ...): [] for a sound task
     degenerate: list[str] = field(default_factory=list)
+    #: "cached, measured N min ago" (and/or "noisy") of the verdict the gates show; "" for a fresh one
+    verdict_note: str = ""
     #: the session as `core.events.apply` folds it; the fields above that it covers are copied from it
     state: SessionState = field(default_factory=SessionState)
 
@@ -251,6 +253,7 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
             detail=dict(gate.get("detail") or {}),
         )
     view.degenerate = list(result.get("degenerate") or view.degenerate)
+    view.verdict_note = _timing_note(result, at)
     view.reference_ms = result.get("reference_ms") or view.reference_ms
     view.compiled_ms = result.get("compiled_ms") or view.compiled_ms
     latency = result.get("latency_ms")
@@ -288,6 +291,7 @@ def _set_source(view: SessionView, source: str | None, author: str) -> None:
 
 def _reset_gates(view: SessionView) -> None:
     view.gates = {g: GateView(g) for g in GATE_ORDER}
+    view.verdict_note = ""
 
 
 def apply_event(view: SessionView, event: Any) -> ActivityEntry | None:

@@ -53,7 +53,7 @@ class SessionScreen(Screen):
         pane.load(view.source, view.previous, view.pending, view.author, view.best_source)
         compile_gate = view.gates.get("compile")
         pane.set_diagnostics(list((compile_gate.detail if compile_gate else {}).get("diagnostics") or []))
-        self.query_one(GatePanel).show(view.gate_list(), degenerate=view.degenerate)
+        self.query_one(GatePanel).show(view.gate_list(), degenerate=view.degenerate, note=view.verdict_note)
         self.query_one(MemoryTable).show(view.memories, view.stage)
         self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speed_text, view.best_ms)
         self.query_one(ActivityLog).set_totals(view.stage, view.tokens, view.cost, view.manual)

@@ -22,13 +22,17 @@ def cpp_line_label(text: str) -> str:
     return _KERNEL_CPP_LINE.sub(r"C++ line \1:", text)
 
 
-def gates_title(degenerate: list[str] | None) -> str:
-    """`Gates`, or `Gates · ⚠ degenerate: zeros pass` when a trivial answer passes the task."""
-    if not degenerate:
-        return "Gates"
-    from verifier.compare import describe_degenerate
+def gates_title(degenerate: list[str] | None, note: str = "") -> str:
+    """`Gates`; `Gates · ⚠ degenerate: zeros pass` when a trivial answer passes the task; `Gates · cached,
+    measured 4 min ago` when the verdict shown came from the cache (`note`: the verdict's timing label)."""
+    parts = ["Gates"]
+    if degenerate:
+        from verifier.compare import describe_degenerate
 
-    return f"Gates · ⚠ {describe_degenerate(degenerate)}"
+        parts.append(f"⚠ {describe_degenerate(degenerate)}")
+    if note:
+        parts.append(note)
+    return " · ".join(parts)
 
 
 STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checking", "pass": "pass", "fail": "FAIL",
@@ -73,11 +77,11 @@ class GatePanel(OptionList):
     def on_mount(self) -> None:
         self._spinner = self.set_interval(0.1, self._tick, pause=True)
 
-    def show(self, gates: list[GateView], degenerate: list[str] | None = None) -> None:
+    def show(self, gates: list[GateView], degenerate: list[str] | None = None, note: str = "") -> None:
         """Replace the gate states; rebuilt in place so the highlight stays where it was. `degenerate`: the
         trivial answers that pass this task (the title warns, since the correctness gate then judges
         answers relative to the output's spread)."""
-        self.border_title = gates_title(degenerate)
+        self.border_title = gates_title(degenerate, note)
         names = [g.name for g in gates]
         known = [str(self.get_option_at_index(i).id) for i in range(self.option_count)]
         self._gates = [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail)) for g in gates]

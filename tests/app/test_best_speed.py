@@ -54,12 +54,14 @@ def _cli(*args: str) -> str:
     return res.output
 
 
-async def _app_header(path) -> str:
+async def _app_header(path, gates: bool = False) -> str:
+    from evokernel_tui.widgets.gate_panel import GatePanel
+
     app = EvoKernelApp(replay_events=[e.to_dict() for e in read_events(path)], theme_name="dark")
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("end")
         await pilot.pause()
-        return str(app.screen.query_one(LatencyPlot).border_title)
+        return str(app.screen.query_one(GatePanel if gates else LatencyPlot).border_title)
 
 
 async def test_noisy_best_is_marked_in_app_sessions_and_replay(recorded):
@@ -83,6 +85,7 @@ async def test_cached_best_says_when_it_was_measured(recorded):
     assert "1.25x (cached, measured 7 min ago)" in _cli("sessions")
     assert "best v1 1.25x (cached, measured 7 min ago)" in _cli("replay", path.name)
     assert await _app_header(path) == "Latency · best 1.25× vs eager (cached, measured 7 min ago)"
+    assert await _app_header(path, gates=True) == "Gates · cached, measured 7 min ago"  # the gates say so too
     # the age is counted from when the verdict was recorded, so a replay next week says the same
     events = read_events(path)
     line = next(e for e in fold(events).history if e.version == 1)
@@ -96,6 +99,7 @@ async def test_cached_best_says_when_it_was_measured(recorded):
 async def test_settled_fresh_best_is_a_plain_number(recorded):
     path, _ = recorded(noisy=False, cached_min=None)
     assert await _app_header(path) == "Latency · best 1.25× vs eager"
+    assert await _app_header(path, gates=True) == "Gates"
     assert "1.25x" in _cli("sessions") and "noisy" not in _cli("sessions")
 
 
