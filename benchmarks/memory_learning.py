@@ -98,7 +98,11 @@ None beat the default, so the shipped policy is unchanged:
   epsilon: 0.573; similarity blended into the score (value weight 0.8 / 0.6): 0.575 / 0.570;
 - a start point's refine value kept apart from its value as a context item: 0.532;
 - z-normalised refine rewards (`refine_norm`, now an option in sessions): per session 0.535, over
-  the whole run 0.574.
+  the whole run 0.574;
+- a shippable form of the probe's joint credit (in refine, a ridge regression of the rewards of the
+  bank's last 1000 contexts on which pool items they held, slots by Thompson sampling): 0.579
+  (noise 0.2), 0.564 (0.35), 0.578 (prior weight 3), 0.560 with start points kept out of the
+  contexts. Restricted to the pool it loses the probe's gain, so it was not shipped.
 - Diagnosis that guided these: late in a run refine contexts hold about 0.9 truly useful seeds (the
   oracle's hold 2.7) and 2.8 trajectories of almost no refine utility; similarity's hold 1.0 useful
   seed. A useful seed whose first one or two contexts fail (likely when -1 is 40% of refine failures)
