@@ -560,3 +560,16 @@ async def test_light_activity_is_readable_and_high_contrast_keeps_numbers_whole(
         stage = app.screen.query_one(MemoryTable).get_component_rich_style("memory--stage", partial=True)
         assert stage.bgcolor is None and stage.color is not None
     s.close()
+
+
+async def test_manual_banner_fits_80_columns(make_session):
+    from evokernel_tui.widgets.mode_banner import MANUAL_SHORT, MANUAL_TEXT, ModeBanner
+
+    for size, text in (((80, 24), MANUAL_SHORT), ((120, 40), MANUAL_TEXT)):
+        s = make_session(None)
+        app = app_for(s)
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            banner = app.screen.query_one(ModeBanner)
+            assert str(banner.render()) == text and len(text) <= banner.content_size.width, size
+        s.close()
