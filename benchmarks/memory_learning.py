@@ -102,7 +102,9 @@ None beat the default, so the shipped policy is unchanged:
 - a shippable form of the probe's joint credit (in refine, a ridge regression of the rewards of the
   bank's last 1000 contexts on which pool items they held, slots by Thompson sampling): 0.579
   (noise 0.2), 0.564 (0.35), 0.578 (prior weight 3), 0.560 with start points kept out of the
-  contexts. Restricted to the pool it loses the probe's gain, so it was not shipped.
+  contexts, 0.572 with every item of each context as a column (not only the pool's). None kept the
+  probe's gain (the probe itself: 0.618 there; draft figures alone move by +-0.05 between runs of
+  one policy, so 6 seeds resolve little below 0.03), so it was not shipped.
 - Diagnosis that guided these: late in a run refine contexts hold about 0.9 truly useful seeds (the
   oracle's hold 2.7) and 2.8 trajectories of almost no refine utility; similarity's hold 1.0 useful
   seed. A useful seed whose first one or two contexts fail (likely when -1 is 40% of refine failures)
