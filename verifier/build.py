@@ -102,6 +102,32 @@ def _compiler() -> str:
     return os.environ.get("CXX", "c++")
 
 
+# The PATH a sandboxed build runs with (verifier.api._clean_env, which passes no CXX): its `c++` is the
+# compiler the shared artefacts must be built with, whatever CXX the trusted side has (the H100 machine
+# sets CXX=/opt/gcc/bin/g++, a wrapper outside the sandbox's view, around another gcc than /usr/bin/c++).
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_compiler() -> str:
+    """The compiler a sandboxed build calls: `c++` on the sandbox's PATH."""
+    return shutil.which("c++", path=SANDBOX_PATH) or "c++"
+
+
+@contextlib.contextmanager
+def _with_sandbox_compiler():
+    """Build the trusted side's shared artefacts with the sandbox's compiler, so their keys (and objects)
+    are the ones a sandboxed build looks for."""
+    old = os.environ.get("CXX")
+    os.environ["CXX"] = sandbox_compiler()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = old
+
+
 def _compiler_id() -> str:
     """The compiler's version line without the name it was called by: "c++ (Ubuntu 13.3.0) 13.3.0" and
     "g++-real (Ubuntu 13.3.0) 13.3.0" are one compiler. The trusted side (the person's CXX, say a
@@ -603,7 +629,13 @@ def safe_type(text: str) -> bool:
 
 def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
     """Trusted side: build one requested artefact into `root` (the shared tree), after checking that
-    everything taken from the request is harmless. False when the request is refused."""
+    everything taken from the request is harmless, with the compiler the sandbox uses. False when the
+    request is refused."""
+    with _with_sandbox_compiler():
+        return _build_shared(root, kind, spec)
+
+
+def _build_shared(root: str | Path, kind: str, spec: dict) -> bool:
     builder = InlineBuilder(root)
     deadline = time.monotonic() + builder.timeout_s
     if kind == "pch" and spec.get("kind") in ("evk_shim", "evk_full") and safe_cflags(spec.get("cflags")):
@@ -628,7 +660,12 @@ def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
 
 def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATURES) -> None:
     """Build, as the trusted side, the light shim's precompiled header for the flag sets most kernels
-    use and the bindings of the commonest signatures."""
+    use and the bindings of the commonest signatures (with the sandbox's compiler)."""
+    with _with_sandbox_compiler():
+        _prewarm(root, flag_sets, signatures)
+
+
+def _prewarm(root: str | Path, flag_sets, signatures) -> None:
     builder = InlineBuilder(root)
     # The commonest header and bindings first (those of the starter kernels), then the rest: a person's
     # first kernel does not wait behind artefacts it does not use.

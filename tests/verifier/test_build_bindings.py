@@ -3,6 +3,8 @@ or functions reuses them, and every loaded module still calls its own kernel."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from verifier.build import Signature, extract_declarations, signature_of
@@ -79,3 +81,27 @@ def test_one_compiler_reached_by_two_names_has_one_id(tmp_path, monkeypatch):
     assert _compiler_id() != wrapped, "another compiler is another key"
     monkeypatch.setenv("CXX", str(tmp_path / "missing"))
     assert _compiler_id() == "unknown"
+
+
+def test_trusted_artefacts_are_built_with_the_sandboxs_compiler(tmp_path, monkeypatch):
+    """The trusted side may have CXX pointing at a compiler the sandbox cannot see (the H100 machine:
+    CXX=/opt/gcc/bin/g++, another gcc than the sandbox's /usr/bin/c++): shared artefacts are built with
+    the sandbox's `c++`, so their keys are the ones a sandboxed build computes."""
+    import verifier.build as build
+    from verifier.api import _clean_env
+
+    assert _clean_env()["PATH"] == build.SANDBOX_PATH and "CXX" not in _clean_env()
+    wrapper = tmp_path / "g++"
+    wrapper.write_text("#!/bin/sh\necho 'g++-real (Other 99.1) 99.1'\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    trusted_id = build._compiler_id()
+    seen = []
+    monkeypatch.setattr(build, "_build_shared", lambda root, kind, spec: seen.append(
+        (os.environ.get("CXX"), build._compiler_id())) or True)
+    assert build.build_shared(tmp_path, "bind", {})
+    assert os.environ["CXX"] == str(wrapper), "the trusted side's own CXX is left as it was"
+    monkeypatch.delenv("CXX")
+    monkeypatch.setenv("PATH", build.SANDBOX_PATH)
+    sandbox_id = build._compiler_id()
+    assert seen == [(build.sandbox_compiler(), sandbox_id)] and sandbox_id != trusted_id
