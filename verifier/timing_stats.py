@@ -176,7 +176,10 @@ FLOOR_MARGIN = 0.10  # a round counts as under-reported when its floor is this m
 
 
 def wall_floor_ms(wall_ms: float, overhead_ms: float | None) -> float:
-    """The least total call time a round that took `wall_ms` (parent's clock) can honestly report."""
+    """The least total call time a round that took `wall_ms` (parent's clock) can honestly report; none
+    when the trusted overhead is unknown (a reference worker that does not measure it)."""
+    if overhead_ms is None:
+        return 0.0
     overhead = _positive(overhead_ms) or 0.0
     return max(0.0, FLOOR_SHARE * (float(wall_ms) - FLOOR_OVERHEAD_FACTOR * overhead) - FLOOR_SLACK_MS)
 

@@ -172,7 +172,8 @@ def test_wall_floor_lifts_only_systematic_under_reporting():
 
     assert wall_floor_ms(1000.0, 100.0) == pytest.approx(0.8 * (1000.0 - 200.0) - 8.0)
     assert wall_floor_ms(50.0, 100.0) == 0.0  # overhead-dominated rounds: no floor
-    assert wall_floor_ms(50.0, None) == pytest.approx(0.8 * 50.0 - 8.0)
+    assert wall_floor_ms(50.0, 0.0) == pytest.approx(0.8 * 50.0 - 8.0)
+    assert wall_floor_ms(500.0, None) == 0.0  # no trusted overhead measured: no floor
     honest = [10.0, 11.0, 10.5, 10.2, 9.8, 10.1]
     stalled = [0.0, 30.0, 0.0, 0.0, 25.0, 0.0]  # two rounds stalled by the machine
     assert lift_rounds(honest, stalled) == (honest, False)
