@@ -38,6 +38,11 @@ def test_honest_kernel_is_feasible_and_timed(backend, task, gpu_config):
     assert res.reference_ms and res.speedup and res.speedup > 0
     kernels = [r for r in res.profile if r.get("device_kernel")]
     assert kernels, res.profile
+    # every trial's output was probed as forward returned (the side-stream check), and the builds are listed
+    # (Triton's happen at the first launch, inside the first trial)
+    assert res.gate("anti_hacking").detail.get("gpu_probes") == res.gate("correctness").detail["trials"]
+    builds = res.gate("compile").detail["builds"]
+    assert builds and {b["layout"] for b in builds} <= {"split", "cached", "torch-ninja", "triton-jit"}, builds
 
 
 @pytest.mark.parametrize(("name", "task", "backend", "wanted"), HOSTILE, ids=[h[0] for h in HOSTILE])
