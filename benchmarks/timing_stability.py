@@ -1,8 +1,9 @@
 """Are speedups reproducible? The same honest kernels verified afresh, quiet and with one core busy.
 
 Prints every reported speedup with its 95% interval, then per kernel max/min over all runs (target
-<= 1.3), and an A/A check: a task whose reference *is* the candidate's kernel, so the paired ratio
-must come out at 1.00 within ±5%.
+<= 1.3), and two A/A checks that must come out at 1.00 within ±5%: a task whose reference *is* the
+candidate's kernel (trusted worker vs sandbox), and the same kernel twice through `compare` (two
+sandboxed copies on the same fresh sets).
 
     python benchmarks/timing_stability.py [--runs N] [--kernels relu,softmax_rows] [--json]
 """
@@ -40,6 +41,7 @@ def _aa_task(candidate: str, task_source: str) -> str:
 def run(runs: int, kernels: list[str]) -> dict:
     from core.tasks import load_task
     from verifier import VerifyConfig, verify
+    from verifier.api import compare
 
     root = Path(tempfile.mkdtemp(prefix="evk-stability-"))
     config = VerifyConfig(build_root=str(root), use_cache=False)
@@ -76,6 +78,14 @@ def run(runs: int, kernels: list[str]) -> dict:
                                       "feasible": aa.feasible}
         print(f"{name:14s} A/A (reference = the same kernel): {aa.speedup or 0:.3f}x "
               f"[{aa.timing.get('lo') or 0:.3f}, {aa.timing.get('hi') or 0:.3f}] (target 1.00 ± 0.05)", flush=True)
+        # The same kernel twice through `compare`: both copies built the same way, both sandboxed, so
+        # only the pairing machinery differs between them (the line above also compares the trusted
+        # worker's plain load_inline build with the sandbox's split build).
+        pair = compare(task, source, source, config=config)
+        out["kernels"][name]["aa_sandboxed"] = pair
+        print(f"{name:14s} A/A (two sandboxed copies, compare): {pair.get('speedup') or 0:.3f}x "
+              f"[{pair.get('lo') or 0:.3f}, {pair.get('hi') or 0:.3f}]{'  noisy' if pair.get('noisy') else ''}"
+              f"{'  ' + pair['error'] if pair.get('error') else ''} (target 1.00 ± 0.05)", flush=True)
     return out
 
 

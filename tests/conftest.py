@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 SUITE_ROOT = Path(tempfile.mkdtemp(prefix="evokernel-tests-"))
+# Tests that import litellm directly must not fetch its price map from the network (core.llm sets this too).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ISOLATED = {
     "EVOKERNEL_BUILD_DIR": os.environ.get("EVOKERNEL_TEST_BUILD_DIR") or str(SUITE_ROOT / "builds"),

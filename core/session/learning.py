@@ -75,6 +75,8 @@ class Learning:
             if ids and not defer:
                 changes = self.memory.credit(ids, stage=stage, reward=reward.value)
                 self._emit("q_update", {"stage": stage, "reward": reward.value, "changes": [_as_dict(c) for c in changes]})
+            if self._is_untouched_starter(attempt.source):
+                return  # the starter copies its input by design: verifying it as it is teaches nothing
             lesson = "" if result.feasible else self._failure_lesson(stage, attempt, result)
             source = {"session": self.id, "version": attempt.version, "model": self.model_name,
                       **({"lesson": "model"} if lesson else {})}
@@ -83,6 +85,15 @@ class Learning:
                                         "merged": how == "merged"})
         except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
             self._emit("error", {"where": "memory", "message": f"memory update failed: {_one_line(exc)}"})
+
+    def _is_untouched_starter(self, source: str) -> bool:
+        from core.starter import starter_kernel
+
+        t = self.meta.task
+        try:
+            return source.strip() == starter_kernel(t["name"], t.get("source", ""), self.backend).strip()
+        except Exception:  # a task the starter cannot be made for has no starter to compare with
+            return False
 
     def _writes_lessons(self) -> bool:
         """Failed attempts get a model-written lesson when a real model (litellm) is configured, unless

@@ -162,3 +162,14 @@ def test_refine_rewards_can_be_z_normalised_with_the_sessions_running_statistics
     q = [e.data for e in events_of(s, "q_update") if e.data["stage"] == "refine"]
     assert q[-1]["reward"] == pytest.approx(refine[2]["value"])  # the memory learns from the normalised reward
     assert s.meta["settings"]["retrieval"]["refine_norm"] is True
+
+
+def test_verifying_the_untouched_starter_stores_no_lesson(tmp_path, store):
+    """The starter copies its input by design: verifying it as it is must not add a failure lesson to
+    the shared bank (every new manual session would add one); an edited kernel still does."""
+    s = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions", verify_fn=fake_verify)
+    assert s.manual and s.current_source
+    s.submit_human_edit(s.current_source)
+    assert events_of(s, "memory_added") == []
+    s.submit_human_edit(s.current_source + "\n# an edit\n")
+    assert len(events_of(s, "memory_added")) == 1
