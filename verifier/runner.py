@@ -168,6 +168,20 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
     check, while a real output cannot tell the difference. The trusted reference passes False."""
     if device == "cuda":
         return _time_round_cuda(torch, model, sets, keep_outputs, detach_inputs)
+
+    def timed_call(args: list):
+        sync(torch, device)
+        t0 = _perf_ns()
+        out = model(*args)
+        sync(torch, device)
+        return out, (_perf_ns() - t0) / 1e6
+
+    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs)
+
+
+def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach_inputs: bool) -> tuple[list[float], list]:
+    """The round loop both devices share: refill the persistent buffers with each set's content, make
+    one `timed_call(args) -> (outputs, ms)`, and keep outputs as `time_round` describes."""
     times: list[float] = []
     kept: list = []
     persistent = None
@@ -177,11 +191,8 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
         if pending is not None:
             kept.append(_keep(torch, pending))
             pending = None
-        sync(torch, device)
-        t0 = _perf_ns()
-        out = model(*persistent)
-        sync(torch, device)
-        times.append((_perf_ns() - t0) / 1e6)
+        out, ms = timed_call(persistent)
+        times.append(ms)
         if keep_outputs:
             pending = plain_outputs(torch, out)
             if not detach_inputs:
@@ -234,35 +245,20 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
         sync()
         empty.append((_perf_ns() - t0) / 1e6)
     empty_ms = min(empty)
-    times: list[float] = []
-    kept: list = []
-    persistent = None
-    pending = None
-    for fresh in sets:
-        persistent = refill(torch, persistent, fresh)
-        if pending is not None:
-            kept.append(_keep(torch, pending))
-            pending = None
+
+    def timed_call(args: list):
         start, end = event(enable_timing=True), event(enable_timing=True)
         sync()
         zero(flush)
         t0 = _perf_ns()
         record(start)
-        out = model(*persistent)
+        out = model(*args)
         record(end)
         sync()
         host_ms = (_perf_ns() - t0) / 1e6
-        times.append(cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms))
-        if keep_outputs:
-            pending = plain_outputs(torch, out)
-            if not detach_inputs:
-                kept.append(_keep(torch, pending))
-                pending = None
-        del out
-    if pending is not None:
-        scramble(torch, persistent)
-        kept.append(_keep(torch, pending))
-    return times, kept
+        return out, cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms)
+
+    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs)
 
 
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
