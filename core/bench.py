@@ -38,6 +38,9 @@ FAST_PS = (0.0, 1.0, 1.5, 2.0)
 RETRIEVAL_MODES = ("value", "similarity", "random")
 #: settings that must match for a rerun into the same folder to count as a resume
 RESUME_KEYS = ("suite", "backend", "model", "draft_steps", "refine_steps", "retrieval", "mode")
+#: the memory ablations must match too; a bench.json written before a key existed ran at its default
+RESUME_DEFAULTS: dict[str, Any] = {"seed": 0, "epsilon": None, "pool_size": None, "k": None, "memory_mode": "shared",
+                                   "order": "curriculum", "budget": None, "refine_norm": False}
 
 
 class BenchError(Exception):
@@ -564,6 +567,8 @@ class BenchFile:
 
 def _check_resume(old: dict[str, Any], new: dict[str, Any], out: Path) -> None:
     diffs = [f"{k} {old.get(k)!r} vs {new.get(k)!r}" for k in RESUME_KEYS if old.get(k) != new.get(k)]
+    diffs += [f"{k} {old.get(k, d)!r} vs {new.get(k, d)!r}" for k, d in RESUME_DEFAULTS.items()
+              if old.get(k, d) != new.get(k, d)]
     if diffs:
         raise BenchError(f"{out} holds a bench with other settings ({'; '.join(diffs)}); "
                          "rerun with those settings to resume, or pick another --out")
@@ -601,6 +606,7 @@ class BenchConfig:
     memory_mode: str = "shared"
     order: str = "curriculum"
     budget: int | None = None  # T: model steps per task shared by draft and refine
+    refine_norm: bool = False  # z-normalised refine rewards (`RetrievalPolicy.refine_norm`)
 
     def __post_init__(self) -> None:
         if self.retrieval not in RETRIEVAL_MODES:
@@ -625,6 +631,8 @@ class BenchConfig:
         from memory import RetrievalPolicy
 
         kw = {k: v for k, v in (("epsilon", self.epsilon), ("pool_size", self.pool_size), ("k", self.k)) if v is not None}
+        if self.refine_norm:
+            kw["refine_norm"] = True
         try:
             return RetrievalPolicy(mode=self.retrieval, seed=self.seed + index, **kw)
         except ValueError as exc:
@@ -636,7 +644,8 @@ class BenchConfig:
             "draft_steps": self.draft_steps, "refine_steps": self.refine_steps, "retrieval": self.retrieval,
             "seed": self.seed, "workers": self.workers, "executor": self.executor, "memory": self.memory,
             "wall_s": self.wall_s, "epsilon": self.epsilon, "pool_size": self.pool_size, "k": self.k,
-            "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget, **self.extra,
+            "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget,
+            "refine_norm": self.refine_norm, **self.extra,
         }
 
 

@@ -170,6 +170,8 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
               help="Task order: by level and suite order, or shuffled by --seed.")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="T: model steps per task shared by draft and refine (instead of --draft-steps/--refine-steps).")
+@click.option("--refine-norm", is_flag=True,
+              help="z-normalise refine rewards with the session's running mean and deviation (the paper's option).")
 @click.option("--memory", "memory_path", default=None, help="Memory bank shared by all tasks (default: the user's bank).")
 @click.option("--fresh-memory", is_flag=True, help="Start from a new seeded bank in OUT/memory.json.")
 @click.option("--workers", type=click.IntRange(1, 1024), default=1, show_default=True,
@@ -193,7 +195,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @options.json_output("Print bench.json instead of the summary table.")
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
-          epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
+          epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
@@ -218,6 +220,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                              verify_config=verify_config(verdict_cache and not replay_dir, compare_compile,
                                                          tolerance, memory_gb, atol, rtol),
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
+                             refine_norm=refine_norm,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
                              extra={"compare_compile": compare_compile, "tolerance": tolerance})
         if replay_dir:

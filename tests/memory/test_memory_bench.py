@@ -132,3 +132,52 @@ def test_cumulative_curves_and_first_round_metrics(tmp_path, models, store):
     assert learning["final"] == {"compile_rate": total["compile_rate"], "correct_rate": total["correct_rate"]}
     compiled = learning["curves"]["compiled"]
     assert all(a <= b for a, b in zip(compiled, compiled[1:], strict=False))
+
+
+def test_refine_norm_reaches_the_sessions_and_bench_json(tmp_path, models, store):
+    data = run(tmp_path, models, store, refine_norm=True)
+    assert data["settings"]["refine_norm"] is True
+    for d in sorted((tmp_path / "out" / "sessions").iterdir()):
+        meta = json.loads((d / "session.json").read_text())
+        assert meta["settings"]["retrieval"]["refine_norm"] is True
+    relu = [ev.data for ev in read_events(tmp_path / "out" / "sessions" / "000-relu")
+            if ev.kind == "reward" and ev.data["stage"] == "refine"]
+    assert relu and all("raw" in r for r in relu)  # normalised rewards keep the raw value beside them
+
+
+def test_resume_refuses_changed_memory_ablations(tmp_path, models, store):
+    run(tmp_path, models, store, refine_norm=True, epsilon=0.2)
+    for kw, key in [({"epsilon": 0.2}, "refine_norm"), ({"refine_norm": True}, "epsilon"),
+                    ({"refine_norm": True, "epsilon": 0.2, "k": 3}, "k"),
+                    ({"refine_norm": True, "epsilon": 0.2, "budget": 2}, "budget")]:
+        with pytest.raises(BenchError, match=f"other settings \\({key} "):
+            run(tmp_path, models, store, **kw)
+    assert run(tmp_path, models, store, refine_norm=True, epsilon=0.2)["complete"]  # the same settings resume
+
+
+def test_resume_of_a_bench_written_before_refine_norm_existed(tmp_path, models, store):
+    run(tmp_path, models, store)
+    path = tmp_path / "out" / "bench.json"
+    data = json.loads(path.read_text())
+    del data["settings"]["refine_norm"]
+    path.write_text(json.dumps(data))
+    assert run(tmp_path, models, store)["complete"]  # an old file ran at the default
+    with pytest.raises(BenchError, match="refine_norm False vs True"):
+        run(tmp_path, models, store, refine_norm=True)
+
+
+def test_refine_norm_flag_from_the_command_line(tmp_path, monkeypatch):
+    import evokernel_tui.commands.bench as bench_cmd
+
+    monkeypatch.setattr(bench_cmd, "JOB", fake_verify)
+    monkeypatch.setattr(bench_cmd, "task_shapes", lambda task: "")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"tasks": SCRIPTS}))
+    out = tmp_path / "cli"
+    args = ["bench", "--tasks", "relu", "--model", f"scripted:{script}", "--draft-steps", "2", "--refine-steps", "2",
+            "--executor", "inprocess", "--fresh-memory", "--out", str(out)]
+    res = CliRunner().invoke(cli, [*args, "--refine-norm"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "bench.json").read_text())["settings"]["refine_norm"] is True
+    res = CliRunner().invoke(cli, args)  # the same folder without the flag is not a resume
+    assert res.exit_code == 1 and "other settings (refine_norm True vs False)" in res.output
