@@ -427,6 +427,11 @@ class BoundedClient:
         self.client, self.slots = client, slots
         self.name = getattr(client, "name", type(client).__name__)
 
+    @property
+    def inner(self) -> Any:
+        """The wrapped client (sessions ask it what kind of model they talk to)."""
+        return self.client
+
     def complete(self, messages: list[dict[str, str]], on_token: Any = None) -> Any:
         with self.slots:
             return self.client.complete(messages, on_token=on_token)

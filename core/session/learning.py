@@ -102,7 +102,10 @@ class Learning:
 
         if self.manual or os.environ.get(LESSONS_ENV, "1").strip() == "0":
             return False
-        return isinstance(self.client, LiteLLMClient)
+        client = self.client
+        while hasattr(client, "inner"):  # a wrapper such as bench's BoundedClient: ask what it wraps
+            client = client.inner
+        return isinstance(client, LiteLLMClient)
 
     def _failure_lesson(self, stage: str, attempt: Attempt, result: VerificationResult) -> str:
         """The model's lesson from a failed attempt, or "" (the rule-based lesson is used then)."""
