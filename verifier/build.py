@@ -241,7 +241,8 @@ def _trampolines(fns: list[str], sigs: list[Signature]) -> str:
 
 
 def _shared_bindings(module: str, sigs: list[Signature]) -> str:
-    """A pybind11 module that binds `evk_fn<i>` under the names `evk_name<i>` chosen at load time."""
+    """A pybind11 module that binds `evk_fn<i>` under the names `evk_name<i>` chosen at load time, with the
+    operations of the tiny Tensor (`verifier.tiny_tensor`) that CUDA kernel TUs may call."""
     externs, defs = [], []
     for i, sig in enumerate(sigs):
         externs.append(f"extern {_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)});")
@@ -249,7 +250,9 @@ def _shared_bindings(module: str, sigs: list[Signature]) -> str:
         args = ", ".join(f"{t} a{j}" for j, t in enumerate(sig.params))
         call = ", ".join(f"a{j}" for j in range(len(sig.params)))
         defs.append(f"  m.def(evk_name{i}, []({args}) {{ return evk_fn{i}({call}); }});")
-    return ("#include <torch/extension.h>\n" + "\n".join(externs) + f"\nPYBIND11_MODULE({module}, m) {{\n"
+    from verifier.tiny_tensor import BRIDGE_SOURCE
+
+    return ("#include <torch/extension.h>\n" + "\n".join(externs) + BRIDGE_SOURCE + f"\nPYBIND11_MODULE({module}, m) {{\n"
             + "\n".join(defs) + "\n}\n")
 
 
@@ -482,7 +485,7 @@ class InlineBuilder:
         functions reuse it. Built concurrently with the kernel; yields (object path, module name) and, on
         leaving the block, waits for the compiler and checks it."""
         bflags = ["-O1"]
-        key = _digest("bind-v2", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
+        key = _digest("bind-v3", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
         module = f"evk_bind_{key[:16]}"
         d = self.root / "bind" / key
         obj = d / "bind.o"

@@ -21,6 +21,7 @@ from verifier.backends.cuda_plan import (
     Toolchain,
     declarations_only,
     factory_text,
+    fallback_chain,
     light_fallback,
     light_shim_files,
     normalise_spec,
@@ -179,7 +180,11 @@ def fake_toolchain(tmp_path: Path) -> Toolchain:
     fake_include.mkdir()
     (fake_include / "cuda.h").write_text("#pragma once\n")
     (fake_include / "cuda_runtime.h").write_text("#pragma once\n")
-    (fake_include / "cuda_runtime_api.h").write_text("#pragma once\nstruct cudaDeviceProp { int major; };\n")
+    (fake_include / "cuda_runtime_api.h").write_text(
+        "#pragma once\nstruct cudaDeviceProp { int major; };\ntypedef struct CUstream_st* cudaStream_t;\n"
+        "typedef int cudaError_t;\nenum { cudaSuccess = 0 };\n"
+        "inline cudaError_t cudaGetLastError() { return 0; }\n"
+        "inline const char* cudaGetErrorString(cudaError_t) { return \"no error\"; }\n")
     nvcc = tmp_path / "nvcc"
     nvcc.write_text(FAKE_NVCC.format(python=sys.executable, fake_include=str(fake_include)))
     nvcc.chmod(0o755)
@@ -318,12 +323,107 @@ def test_the_light_plan_differs_only_in_its_header_directory():
     assert [a for a in argv if a != "/job/shim-light"] == [a for a in full.compile_steps[0].argv if a != "/job/shim"]
 
 
+def test_the_tiny_plan_comes_first_sees_no_torch_headers_and_needs_a_single_tu():
+    spec = spec_of(CANDIDATES / "cuda" / "relu.py")
+    dirs = {"full": "/job/shim", "light": "/job/shim-light", "tiny": "/job/shim-tiny"}
+    chain = fallback_chain(spec, TOOLCHAIN, dirs)
+    assert [p.headers for p in chain] == ["tiny", "light", "full"]
+    tiny, light = chain[0], chain[1]
+    assert tiny.key == light.key and tiny.files == light.files and tiny.link == light.link
+    argv = list(tiny.compile_steps[0].argv)
+    assert "/job/shim-tiny" in argv and "/cuda/include" in argv
+    assert not {"/t/include", "/t/api"} & set(argv), "no torch include path: an unanswered torch header is not found"
+    assert [p.headers for p in fallback_chain(spec, TOOLCHAIN, {"full": "/job/shim"})] == ["full"]
+    with_host = dict(spec, cpp_sources=["torch::Tensor relu(torch::Tensor x) { return relu_cuda(x); }"],
+                     cuda_sources=[spec["cuda_sources"][0] + "\ntorch::Tensor relu_cuda(torch::Tensor x);"],
+                     functions=["relu"])
+    assert [p.headers for p in fallback_chain(with_host, TOOLCHAIN, dirs)] == ["light", "full"], \
+        "a host TU built against real torch cannot call into the tiny Tensor's TU"
+
+
 @pytest.mark.slow
-def test_light_headers_first_then_the_full_shim_then_the_persons_error(tmp_path, shared_build_root, monkeypatch):
+def test_tiny_tensor_behaves_like_torchs_across_the_bindings(tmp_path, shared_build_root):
+    """The tiny Tensor (no torch header in the kernel TU) through the real signature-keyed bindings: values,
+    views, factories, options, dispatch, errors as RuntimeError with torch's wording, reference counts
+    (a leak or a double release would show in use counts or crash the loop)."""
+    import torch
+
+    from verifier.backends.cuda import CudaBuilder
+
+    chain = fake_toolchain(tmp_path)
+    shared = shared_build_root / "shared"
+
+    def trusted_side(kind, spec, wait=True):
+        from verifier.build import build_shared
+
+        if wait != "only":
+            assert build_shared(shared, kind, spec)
+
+    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    cuda = textwrap.dedent("""
+        #include <torch/extension.h>
+        #include <ATen/cuda/CUDAContext.h>
+        torch::Tensor scale(const torch::Tensor& x, double k) {
+            TORCH_CHECK(x.dim() >= 1, "scale needs at least one dimension, got ", x.dim());
+            auto xc = x.contiguous();
+            auto y = torch::empty_like(xc);
+            AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "scale", ([&] {
+                const scalar_t* a = xc.data_ptr<scalar_t>();
+                scalar_t* b = y.data_ptr<scalar_t>();
+                for (int64_t i = 0; i < xc.numel(); ++i) b[i] = static_cast<scalar_t>(k) * a[i];
+            }));
+            return y;
+        }
+        std::vector<torch::Tensor> shapes(torch::Tensor x, int64_t rows) {
+            auto z = torch::zeros({rows, x.size(-1)}, x.options().dtype(torch::kFloat64));
+            auto f = at::full({2}, 3.5, torch::dtype(torch::kFloat32));
+            auto o = torch::ones_like(x, torch::kInt32);
+            torch::Tensor flat = x.view({-1});
+            torch::Tensor moved = std::move(flat);
+            std::vector<int64_t> dims = x.sizes().vec();
+            auto info = torch::empty({6}, torch::TensorOptions().dtype(torch::kInt64));
+            int64_t* p = info.data_ptr<int64_t>();
+            p[0] = static_cast<int64_t>(dims.size()); p[1] = x.stride(0); p[2] = x.element_size();
+            p[3] = x.is_contiguous(); p[4] = x.is_cuda(); p[5] = x.numel();
+            return {z, f, o, moved, x.reshape({x.numel()}), info};
+        }
+        int64_t first_long(torch::Tensor x) { return x.data_ptr<int64_t>()[0]; }
+        """)
+    decl = "torch::Tensor scale(const torch::Tensor& x, double k);\n" \
+           "std::vector<torch::Tensor> shapes(torch::Tensor x, int64_t rows);\nint64_t first_long(torch::Tensor x);"
+    mod = builder.load_inline("evk_tiny", decl, cuda, functions=["scale", "shapes", "first_long"])
+    steps = builder.records[-1].steps
+    assert steps[0].startswith("kernel (tiny headers)") and not any("failed" in s for s in steps), steps
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert torch.equal(mod.scale(x.t(), 2.0), 2 * x.t().contiguous())
+    assert torch.equal(mod.scale(x.double(), 0.5), 0.5 * x.double())
+    z, f, o, flat, flat2, info = mod.shapes(x, 4)
+    assert z.shape == (4, 3) and z.dtype == torch.float64 and not z.any()
+    assert torch.equal(f, torch.full((2,), 3.5)) and o.dtype == torch.int32 and torch.equal(o, torch.ones(2, 3, dtype=torch.int32))
+    assert torch.equal(flat, x.view(-1)) and flat.data_ptr() == x.data_ptr(), "view shares the storage"
+    assert torch.equal(flat2, x.reshape(-1)) and info.tolist() == [2, 3, 4, 1, 0, 6]
+    with pytest.raises(RuntimeError, match="scale needs at least one dimension, got 0"):
+        mod.scale(torch.tensor(1.0), 1.0)
+    assert mod.first_long(torch.tensor([7, 8])) == 7
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Float"):
+        mod.first_long(x)
+    with pytest.raises(RuntimeError, match="\"scale\" not implemented for 'Int'"):
+        mod.scale(torch.ones(3, dtype=torch.int32), 1.0)
+    del z, f, o, flat, flat2, info
+    assert x._use_count() == 1, "every handle the kernel TU took is released"
+    for _ in range(2000):
+        mod.scale(x, 1.0)
+        mod.shapes(x, 2)
+    assert x._use_count() == 1
+
+
+@pytest.mark.slow
+def test_tiny_then_light_headers_then_the_full_shim_then_the_persons_error(tmp_path, shared_build_root, monkeypatch):
     """The executor with the light headers on the CPU (the stand-in nvcc; the c10/cuda headers, which a
-    CPU torch lacks, left out): a kernel that needs only the light headers builds behind them; one that
-    calls an operator they do not declare is rebuilt behind the full shim; a syntax error comes from the
-    light build, at the person's line, without a second build."""
+    CPU torch lacks, left out): a kernel that needs only the tiny Tensor builds behind it; one that calls a
+    Tensor method it lacks is rebuilt behind the light headers; one that calls an operator neither
+    declares, behind the full shim; a syntax error comes from the first build, at the person's line,
+    without a second build."""
     import torch
 
     from verifier.backends import cuda_plan
@@ -360,16 +460,24 @@ def test_light_headers_first_then_the_full_shim_then_the_persons_error(tmp_path,
     mod = builder.load_inline("evk_light", decl, light_ok, functions=["twice"])
     assert torch.equal(mod.twice(x), 2 * x)
     steps = builder.records[-1].steps
-    assert steps[0].startswith("kernel (light headers)") and not any("failed" in s for s in steps), steps
+    assert steps[0].startswith("kernel (tiny headers)") and not any("failed" in s for s in steps), steps
     assert (tmp_path / "job" / "shim-light" / "ATen" / "cuda" / "CUDAContext.h").exists()
+
+    # a Tensor method the tiny Tensor lacks: rebuilt behind the light headers, which declare every method
+    tensor_method = light_ok.replace("return y;", "return y.mul(1.0);")
+    mod = builder.load_inline("evk_light_mul", decl, tensor_method, functions=["twice"])
+    assert torch.equal(mod.twice(x), 2 * x)
+    steps = builder.records[-1].steps
+    assert steps[0].startswith("tiny headers failed") and steps[0].endswith("light headers"), steps
+    assert steps[1].startswith("kernel (light headers)"), steps
 
     # (without CUDAContext.h: torch's own one, which the full shim leaves in place, needs the CUDA libraries' headers)
     needs_aten = light_ok.replace("return y;", "return torch::relu(y);").replace("#include <ATen/cuda/CUDAContext.h>\n", "")
     mod = builder.load_inline("evk_light_relu", decl, needs_aten, functions=["twice"])
     assert torch.equal(mod.twice(-x), torch.zeros_like(x))
     steps = builder.records[-1].steps
-    assert steps[0].startswith("light headers failed") and "full shim" in steps[0], steps
-    assert steps[1].startswith("kernel (full headers)"), steps
+    assert steps[0].startswith("tiny headers failed") and steps[1].startswith("light headers failed"), steps
+    assert steps[1].endswith("full headers") and steps[2].startswith("kernel (full headers)"), steps
 
     tried = []
     compile_ = CudaBuilder._compile
@@ -385,4 +493,4 @@ def test_light_headers_first_then_the_full_shim_then_the_persons_error(tmp_path,
     line = syntax.splitlines().index("    return y") + 1
     assert any(d.startswith(f"cuda_sources:{line + 1}: error:") or d.startswith(f"cuda_sources:{line}: error:")
                for d in exc.value.diagnostics), exc.value.diagnostics
-    assert tried == ["light"], "reported from the light build, without a second one"
+    assert tried == ["tiny"], "reported from the first build, without a second one"

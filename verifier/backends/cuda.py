@@ -187,7 +187,7 @@ class CudaBuilder:
                     extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
                     extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None, **_ignored):
         """Drop-in for `torch.utils.cpp_extension.load_inline`; `build_directory` and `verbose` are ours."""
-        from verifier.backends.cuda_plan import content_key, normalise_spec, plan_cuda_build
+        from verifier.backends.cuda_plan import content_key, fallback_chain, normalise_spec
         from verifier.build import BuildError, BuildRecord, _import_so, _locked
 
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
@@ -197,9 +197,11 @@ class CudaBuilder:
         spec = normalise_spec(name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags,
                               extra_ldflags, extra_include_paths, with_cuda)
         start = time.monotonic()
-        plan = plan_cuda_build(spec, self.toolchain(), str(self.root / "shim"))
-        light = plan_cuda_build(spec, self.toolchain(), str(self.root / "shim-light"), headers="light") \
-            if self.light_headers and plan.layout == "split" else None
+        shim_dirs = {"full": str(self.root / "shim")}
+        if self.light_headers:
+            shim_dirs.update(tiny=str(self.root / "shim-tiny"), light=str(self.root / "shim-light"))
+        chain = fallback_chain(spec, self.toolchain(), shim_dirs)
+        plan = chain[-1]
         steps: list[str] = []
         out_dir = self.root / "cuda" / plan.key
         so_path = out_dir / f"{name}.so"
@@ -210,8 +212,7 @@ class CudaBuilder:
                 hit = so_path.exists()
                 if not hit and plan.layout == "split":
                     try:
-                        steps = self._build_split(light or plan, out_dir, so_path, start + self.timeout_s,
-                                                  fallback=plan if light else None)
+                        steps = self._build_split(chain, out_dir, so_path, start + self.timeout_s)
                     except BuildError as exc:
                         if not _shim_insufficient(exc.log):
                             raise
@@ -229,9 +230,11 @@ class CudaBuilder:
         return _import_so(name, so_path)
 
     def _write_shims(self) -> None:
-        """The ATen shim (`root/shim`) and the light headers (`root/shim-light`), rewritten when stale."""
+        """The ATen shim (`root/shim`), the light headers (`root/shim-light`) and the tiny Tensor
+        (`root/shim-tiny`), rewritten when stale."""
         from verifier.backends.cuda_plan import light_shim_files
-        from verifier.build import SHIM_HEADER
+        from verifier.build import SHIM_HEADER, TORCH_NAMESPACE
+        from verifier.tiny_tensor import tiny_shim_files
 
         files = {self.root / "shim" / "torch" / "extension.h": SHIM_HEADER}
         if self.light_headers:
@@ -243,6 +246,7 @@ class CudaBuilder:
                 return None
 
             files.update({self.root / "shim-light" / rel: text for rel, text in light_shim_files(read).items()})
+            files.update({self.root / "shim-tiny" / rel: text for rel, text in tiny_shim_files(TORCH_NAMESPACE).items()})
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists() or path.read_text() != text:
@@ -282,10 +286,10 @@ class CudaBuilder:
             timings.append(f"{label} {time.monotonic() - t0:.1f} s")
         return timings, None
 
-    def _build_split(self, plan, out_dir: Path, so_path: Path, deadline: float, fallback=None) -> list[str]:
-        """Run the plan: the compile steps in parallel with the bindings (trusted copy, else a local one
-        in this job), then the link. When `plan` uses the light headers and fails for want of a
-        declaration (`light_fallback`), the `fallback` plan (the full ATen shim) compiles instead, the
+    def _build_split(self, chain: list, out_dir: Path, so_path: Path, deadline: float) -> list[str]:
+        """Run the first plan of `chain` (`cuda_plan.fallback_chain`): the compile steps in parallel with
+        the bindings (trusted copy, else a local one in this job), then the link. When a plan with lighter
+        headers fails for want of a declaration (`light_fallback`), the next plan compiles instead, the
         bindings still building meanwhile. Returns a line per step with its seconds."""
         from verifier.backends.cuda_plan import BIND_OBJECT, light_fallback
         from verifier.build import BuildError, InlineBuilder, _kill_compiler
@@ -298,15 +302,17 @@ class CudaBuilder:
         procs: list = []
         try:
             binder = InlineBuilder(self.root, timeout_s=self.timeout_s, shared=self.shared, request=self.request)
-            with binder._binding_object(plan.signatures, deadline) as (bind_obj, module):
-                timings, failed = self._compile(plan, tmp_dir, deadline, t0, procs)
-                if failed is not None and fallback is not None and light_fallback(failed):
-                    first = next((ln for ln in failed.splitlines() if "error" in ln), "")
-                    timings.append(f"light headers failed {time.monotonic() - t0:.1f} s ({first.strip()[:160]}): "
-                                   "full shim")
-                    (tmp_dir / "light.log").write_text(failed)
-                    more, failed = self._compile(fallback, tmp_dir, deadline, t0, procs)
+            with binder._binding_object(chain[0].signatures, deadline) as (bind_obj, module):
+                timings: list[str] = []
+                for plan, after in zip(chain, [*chain[1:], None], strict=True):
+                    more, failed = self._compile(plan, tmp_dir, deadline, t0, procs)
                     timings += more
+                    if failed is None or after is None or not light_fallback(failed):
+                        break
+                    first = next((ln for ln in failed.splitlines() if "error" in ln), "")
+                    timings.append(f"{plan.headers} headers failed {time.monotonic() - t0:.1f} s "
+                                   f"({first.strip()[:160]}): {after.headers} headers")
+                    (tmp_dir / f"{plan.headers}.log").write_text(failed)
                 if failed is not None:
                     message, diags = build_failure(failed)
                     raise BuildError(message, diags, failed)

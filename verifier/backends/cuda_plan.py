@@ -5,14 +5,15 @@ Torch's own `load_inline` compiles two heavy translation units on every change: 
 torch C++ API and pybind11) and `cuda.cu` (`torch/types.h` through nvcc), 25-70 s cold. The split
 layout, as the CPU backend does it (`verifier.build`):
 
-* **kernel TU** `cuda.cu`: the person's `cuda_sources` behind the light ATen shim (`#include
-  <torch/extension.h>` resolves to it), plus hidden entry points (`evk_fn<i>`, `evk_name<i>`) for
-  the bound functions. Built by nvcc inside the candidate's sandbox: it is candidate-controlled
-  and never leaves that job.
+* **kernel TU** `cuda.cu`: the person's `cuda_sources` behind the lightest torch headers that compile
+  it (`fallback_chain`: the tiny Tensor of `verifier.tiny_tensor`, ~1.5 s of nvcc, then the light
+  headers, ~16 s, then the full ATen shim; `#include <torch/extension.h>` resolves to each in
+  turn), plus hidden entry points (`evk_fn<i>`, `evk_name<i>`) for the bound functions. Built by
+  nvcc inside the candidate's sandbox: it is candidate-controlled and never leaves that job.
 * **host TU** `main.cpp`, only when `cpp_sources` holds more than declarations: built by g++ with
   the same shim, in the sandbox.
 * **bindings** `bind.o`: the pybind11 module keyed by the bound functions' *types* only (the CPU
-  backend's `bind-v2` object, byte-for-byte the same artefact). The sandbox never builds a shared
+  backend's `bind-v3` object, byte-for-byte the same artefact, which also holds the tiny Tensor's bridge). The sandbox never builds a shared
   one: it asks the trusted side with a `need` request (`kind="bind"`), exactly like the CPU backend,
   and only a copy in its own job directory is built locally when the trusted side refuses.
 * **link**: g++ `-shared` over those objects (the bindings object's path put in by the executor) with
@@ -57,7 +58,7 @@ LIGHT_SHADOWED = ("torch/extension.h", "torch/types.h", "ATen/ATen.h", "ATen/cud
 _LIGHT_MISSES = re.compile(r"is undefined|has no member|was not declared|not declared in this scope|no instance of"
                            r"|no matching function|incomplete type|cannot open source file|No such file|"
                            r"is not a member|not a class or namespace|has not been declared|is not a template"
-                           r"|no suitable|does not name a type|explicit type is missing|undefined reference")
+                           r"|no suitable|does not name a type|explicit type is missing|undefined reference|no operator")
 BIND_OBJECT = "@bind.o@"  # replaced by the bindings object's path (before the libraries: --as-needed)
 _HIDDEN = '__attribute__((visibility("hidden")))'
 _DECL_ONLY = re.compile(r"^\s*(#\s*include\s*[<\"][^>\"]*[>\"]|#\s*pragma\s+once|[\w:<>,\s\*&]+\([^;{}]*\)\s*;)?\s*$")
@@ -113,7 +114,7 @@ class CudaPlan:
     key: str
     name: str
     reason: str = ""  # why the single layout
-    headers: str = "full"  # the kernel TU's torch headers: "light" (light_shim_files) or "full" (the ATen shim)
+    headers: str = "full"  # the kernel TU's torch headers: "tiny", "light" (light_shim_files) or "full" (ATen shim)
     signatures: list[Signature] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # file name -> text, written before the steps
     compile_steps: list[Step] = field(default_factory=list)  # independent: run in parallel
@@ -237,6 +238,24 @@ def light_shim_files(read) -> dict[str, str]:
     return out
 
 
+def fallback_chain(spec: dict, toolchain: Toolchain, shim_dirs: dict[str, str]) -> list[CudaPlan]:
+    """The plans a split build tries in order, lightest headers first: the tiny Tensor (only when the
+    kernel TU is the only TU: a host TU compiled against real torch could not call into it), the light
+    headers, the full ATen shim; just the one plan for the single layout. `shim_dirs` maps each header
+    kind present to its directory ("full" is required)."""
+    full = plan_cuda_build(spec, toolchain, shim_dirs["full"])
+    if full.layout != "split":
+        return [full]
+    chain = []
+    for kind in ("tiny", "light"):
+        if kind in shim_dirs:
+            plan = plan_cuda_build(spec, toolchain, shim_dirs[kind], headers=kind)
+            if kind == "tiny" and any(step.name == "host" for step in plan.compile_steps):
+                continue
+            chain.append(plan)
+    return [*chain, full]
+
+
 def light_fallback(log: str) -> bool:
     """True when a failed light-header build may have failed for want of a declaration the full shim
     has (judged on the error lines only: nvcc echoes the person's source line after each)."""
@@ -244,11 +263,13 @@ def light_fallback(log: str) -> bool:
     return not errors or any(_LIGHT_MISSES.search(ln) for ln in errors)
 
 
-def _includes(toolchain: Toolchain, shim_dir: str, user_includes: list[str]) -> list[str]:
+def _includes(toolchain: Toolchain, shim_dir: str, user_includes: list[str], torch: bool = True) -> list[str]:
+    """Include flags: the shim first; the tiny headers get no torch include path at all, so a torch header
+    they do not answer for is not found (and the build falls back) instead of clashing with them."""
     flags = ["-I", shim_dir]
     for inc in user_includes:
         flags += ["-I", inc]
-    for inc in (*toolchain.torch_includes, toolchain.cuda_include):
+    for inc in (*(toolchain.torch_includes if torch else ()), toolchain.cuda_include):
         flags += ["-isystem", inc]
     return flags
 
@@ -270,9 +291,10 @@ def single_reason(spec: dict) -> str:
 
 def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str, headers: str = "full") -> CudaPlan:
     """The build for one normalised `load_inline` call (`normalise_spec`). `shim_dir` holds the
-    `torch/extension.h` the kernel TU sees: the ATen shim (verifier.build.SHIM_HEADER, `headers="full"`)
-    or the light one (`light_shim_files`, `headers="light"`). Both plans share the content key and
-    the person's line numbers."""
+    `torch/extension.h` the kernel TU sees: the ATen shim (verifier.build.SHIM_HEADER, `headers="full"`),
+    the light one (`light_shim_files`, `headers="light"`) or the tiny Tensor (`verifier.tiny_tensor`,
+    `headers="tiny"`, no torch include path). All plans share the content key and the person's line
+    numbers."""
     name = spec["name"]
     reason = single_reason(spec)
     found = None
@@ -290,7 +312,7 @@ def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str, headers: st
     cuda_entries = [(i, fn, s) for i, (fn, s, w) in enumerate(zip(fns, sigs, where, strict=True)) if w == "cuda"]
     host_entries = [(i, fn, s) for i, (fn, s, w) in enumerate(zip(fns, sigs, where, strict=True)) if w == "host"]
     files = {"cuda.cu": CUDA_PRELUDE + cuda_text + "\n" + trampolines(cuda_entries)}
-    includes = _includes(toolchain, shim_dir, spec["extra_include_paths"])
+    includes = _includes(toolchain, shim_dir, spec["extra_include_paths"], torch=headers != "tiny")
     defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={name}"]
     nvcc = [toolchain.nvcc, *toolchain.arch_flags(spec["extra_cuda_cflags"]), *includes, *defines,
             *COMMON_NVCC_FLAGS, "-Xcompiler", "-fPIC", *spec["extra_cuda_cflags"]]
