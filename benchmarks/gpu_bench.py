@@ -178,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"Before the first row the trusted side built the bindings of the two commonest signatures, as "
                 f"the app's start-up prewarm does: {prewarm_s:.1f} s. 'cold' is a kernel source never built before "
                 "(nothing of it cached), in a fresh sandbox.", "",
-                "| kernel | compile s | full verdict s | gates s | layout | steps | outcome | target |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- |")
+                "| kernel | compile s | full verdict s | gates s | phases s | layout | steps | outcome | target |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         record["prewarm_s"] = prewarm_s
         src = (CANDIDATES / "cuda" / "relu.py").read_text()
         versions = [("cold (bindings prewarmed by the trusted side)", src, COLD_TARGET_S),
@@ -191,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             build = (comp.detail.get("builds") or [{}])[0]
             ok = res.seconds <= target
             per_gate = ", ".join(f"{g.name[:4]} {g.seconds:.1f}" for g in res.gates if g.status != "skip")
-            rep.add(f"| relu, {label} | {comp.seconds:.1f} | {res.seconds:.1f} | {per_gate} | {build.get('layout', '-')} | "
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in res.phases.items())
+            rep.add(f"| relu, {label} | {comp.seconds:.1f} | {res.seconds:.1f} | {per_gate} | {phases} | "
+                    f"{build.get('layout', '-')} | "
                     f"{'; '.join(build.get('steps', []))} | {res.outcome} | ≤ {target:.0f} s: {'yes' if ok else 'NO'} |")
             record["build"].append({"label": label, "compile_s": comp.seconds, "verdict_s": res.seconds,
+                                    "phases": res.phases,
                                     "gates_s": {g.name: g.seconds for g in res.gates},
                                     "build": build, "outcome": res.outcome, "failed": _failed(res)})
         rep.add("")

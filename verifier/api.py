@@ -298,6 +298,8 @@ def verify(
                             "check free space in /dev/shm and the build root (EVOKERNEL_BUILD_DIR)") from None
     finally:
         run.close()
+        run.lap("checks and close")
+    result.phases = {k: round(v, 3) for k, v in run.phases.items()}
     result.device = run.reference.get("device_name", "")
     result.compiled_ms = _median(run.reference.get("compiled_times_ms"))
     lat = next((g for g in gates if g.name == "latency" and g.passed), None)
@@ -423,6 +425,14 @@ class _Run:
         self.timing_violation: str | None = None
         self.timed_mismatch: dict | None = None  # a sampled timed call whose output was wrong
         self.prepare_pending = False  # a prepare command is out at the reference worker
+        self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
+        self._lap_at = time.monotonic()
+
+    def lap(self, phase: str) -> None:
+        """Close `phase`: the seconds since the previous lap are added to it."""
+        now = time.monotonic()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._lap_at
+        self._lap_at = now
 
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
@@ -430,9 +440,11 @@ class _Run:
     # phases -----------------------------------------------------------------------------------------
     def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
         self.start_candidate()
+        self.lap("start")
         self.send_prepare()  # the trusted reference prepares while the candidate builds
         self.notify("compile", "running")
         ready = self.build_candidate()
+        self.lap("construct")
         gates = [static]
         if ready is None:
             if self.candidate.get("phase") != "error":
@@ -444,14 +456,18 @@ class _Run:
             return gates
         self.notify("compile", PASS)
         self.audit()
+        self.lap("audit")
         self.notify("correctness", "running")
         correct = self.correctness()
+        self.lap("correctness")
         compile_gate = CompileGate().evaluate(self.evidence())
         gates.append(compile_gate)
         profiled = correct.passed and self.profile()
+        self.lap("profile")
         if correct.passed and self.config.time_kernels:
             self.notify("latency", "running")
         latency = self.latency() if correct.passed and self.config.time_kernels and profiled else None
+        self.lap("latency")
         if self.timed_mismatch is not None:
             detail = {k: v for k, v in self.timed_mismatch.items() if k != "fail"}
             correct = GateResult("correctness", FAIL, correct.seconds, self.timed_mismatch["fail"],
@@ -459,6 +475,7 @@ class _Run:
             latency = None
         self.audit()
         self.finish_candidate()
+        self.lap("finish")
         ev = self.evidence()
         if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
             gates[1] = compile_gate = CompileGate().evaluate(ev)
@@ -568,10 +585,12 @@ class _Run:
         if not self.job.send({"cmd": "go"}):
             return None
         mark = self.job.expect({"imported", "report"}, self.config.build_timeout_s, on_other=self._serve_request)
+        self.lap("build")
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             return None
         self.await_reference()
+        self.lap("reference wait")
         assert self.trusted_dir is not None
         dirs = {}
         for sub in ("init", "weights"):
@@ -909,10 +928,10 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     if ncu is None:
         result.notes.append("ncu summary skipped: ncu (Nsight Compute) is not on PATH")
         return
-    job_dir = work / "ncu"
+    job_dir = work / "ncu"  # the run's control files; the harness reads the job from `work`
     job_dir.mkdir()
     job = json.loads((work / "job.json").read_text())
-    (job_dir / "job.json").write_text(json.dumps({**job, "profile_once": True}))
+    (work / "job.json").write_text(json.dumps({**job, "profile_once": True}))
     log = job_dir / "ncu.csv"
     argv = ncu_argv(ncu, log, [sys.executable, "-m", "verifier.harness", str(work)])
     spec = None

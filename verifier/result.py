@@ -67,6 +67,9 @@ class VerificationResult:
     tolerance: str = ""
     #: trivial answers that pass the task at that tolerance ("zeros", "a constant", ...): [] for a sound task
     degenerate: list[str] = field(default_factory=list)
+    #: seconds spent in each phase of a fresh verification (start, build, reference wait, construct, ...):
+    #: where a verdict's time goes, for the speed benchmarks (a cached verdict keeps its measuring run's)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def noisy(self) -> bool:
@@ -179,4 +182,5 @@ class VerificationResult:
             measured_at=d.get("measured_at"),
             tolerance=d.get("tolerance", ""),
             degenerate=list(d.get("degenerate", [])),
+            phases=dict(d.get("phases") or {}),
         )

@@ -195,7 +195,7 @@ def fake_toolchain(tmp_path: Path) -> Toolchain:
 
 
 @pytest.mark.slow
-def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_build_root):
+def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_build_root, monkeypatch):
     """The executor end to end: nvcc (a stand-in) and the bindings in parallel, the trusted copy of the
     bindings used when it exists, the link, the import under the bindings' module, the record's steps;
     a second call is a content-cache hit; an error in the kernel TU maps to the person's line."""
@@ -204,6 +204,7 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
     from verifier.backends.cuda import CudaBuilder
     from verifier.build import BuildError
 
+    monkeypatch.delenv("CXX", raising=False)  # as in the sandbox: the job's `c++`, not a machine-wide CXX
     chain = fake_toolchain(tmp_path)
     cuda = textwrap.dedent("""
         #include <torch/extension.h>
