@@ -230,7 +230,8 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
     job_dir.mkdir(mode=0o700)
     (config.root() / "shared").mkdir(parents=True, exist_ok=True)
     spec = _sandbox_spec(job_dir, config, be) if isolated else None
-    argv = [sys.executable, "-m", "verifier.harness", str(job_dir), *(["--wait"] if wait else [])]
+    argv = [sys.executable, "-m", "verifier.harness", str(job_dir), *(["--wait"] if wait else []),
+            *(["--warm-cuda"] if wait and be.device == "cuda" else [])]
     env = _clean_env(be.child_env()) if isolated else {**_trusted_env(), **be.child_env()}
     wall = config.build_timeout_s + config.run_timeout_s + (3600 if wait else 0)
     return LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec), job_dir
@@ -941,7 +942,7 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     env = _clean_env(be.child_env()) if spec is not None else {**_trusted_env(), **be.child_env()}
     job = LiveJob(argv, job_dir, _limits(config, config.run_timeout_s, be), env, spec=spec)
     job.send({"cmd": "go"})
-    job.expect({"report"}, config.run_timeout_s)
+    mark = job.expect({"report"}, config.run_timeout_s) or {}
     outcome = job.finish(timeout=5)
     text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir.parent / f"{job_dir.name}.stderr") if f.exists())
     rows = [k.to_dict() for k in parse_ncu_csv(text)]
@@ -949,9 +950,14 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     if rows:
         profile.detail["ncu"] = rows
         return
+    report = mark.get("report") if isinstance(mark.get("report"), dict) else {}
     error = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
+    if not error and report.get("error"):
+        error = f"{report.get('failed_phase', '?')}: {report.get('error_type')}: {report.get('error')}"
+    if not error:
+        error = " | ".join(ln.strip() for ln in text.splitlines()[-3:] if ln.strip())
     result.notes.append(f"ncu summary skipped: the profiling run {outcome.describe()} and reported no kernels"
-                        + (f" ({error[:200]})" if error else ""))
+                        + (f" ({error[:300]})" if error else ""))
 
 
 def _timed_rounds(owner: _Run, sides: list[_Run], estimate):

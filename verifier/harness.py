@@ -361,6 +361,24 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     report["phase"] = "done"
 
 
+def _warm_cuda() -> None:
+    """What every CUDA job does before its candidate is imported, done while a spare worker waits for its
+    job: the CUDA context (1-2 s), torch._dynamo (which the CUDA profiler imports) and the extension
+    builder's modules. A failure here is left for the job itself to meet and report."""
+    try:
+        import torch
+        import torch._dynamo  # noqa: F401
+        import torch.utils.cpp_extension  # noqa: F401
+
+        import verifier.backends.cuda  # noqa: F401
+        import verifier.gpu_timing  # noqa: F401
+
+        if torch.cuda.is_available():
+            torch.cuda.init()
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
+
+
 def main() -> int:
     from verifier.channel import Channel
 
@@ -371,6 +389,8 @@ def main() -> int:
 
     import verifier.runner  # noqa: F401
 
+    if "--warm-cuda" in sys.argv[2:]:
+        _warm_cuda()
     if "--wait" in sys.argv[2:] and channel.recv().get("cmd") != "go":
         return 0
     report: dict = {}
