@@ -919,8 +919,8 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     """Per-kernel ncu rows into the profile gate's detail (`ncu`), or a note saying why there are none.
 
     One forward on the profile inputs (`profile_once`), under the same isolation as the candidate's run,
-    with Nsight Compute's own directory visible read-only."""
-    from verifier.ncu import ncu_argv, ncu_path, parse_ncu_csv
+    with Nsight Compute's toolkit and installation visible read-only (`ncu_install_dirs`)."""
+    from verifier.ncu import ncu_argv, ncu_install_dirs, ncu_path, parse_ncu_csv
 
     ncu = ncu_path()
     if be.device != "cuda":
@@ -938,7 +938,7 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     spec = None
     if config.isolate:
         spec = _sandbox_spec(work, config, be)
-        spec.readonly.append(Path(ncu).resolve().parent.parent)
+        spec.readonly.extend(ncu_install_dirs(ncu))
     env = _clean_env(be.child_env()) if spec is not None else {**_trusted_env(), **be.child_env()}
     job = LiveJob(argv, job_dir, _limits(config, config.run_timeout_s, be), env, spec=spec)
     job.send({"cmd": "go"})

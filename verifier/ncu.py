@@ -40,6 +40,22 @@ def ncu_path() -> str | None:
     return shutil.which("ncu")
 
 
+def ncu_install_dirs(ncu: str, opt: Path = Path("/opt/nvidia")) -> list[Path]:
+    """What a sandboxed ncu must see, read-only: the CUDA toolkit its wrapper script lives in, and the
+    Nsight Compute installation the wrapper looks for (`<toolkit>/nsight-compute-*`, often a link to
+    `/opt/nvidia/nsight-compute/<version>`, or `/opt/nvidia` itself), each resolved to its real place."""
+    toolkit = Path(ncu).resolve().parent.parent
+    found = [toolkit]
+    for candidate in (*sorted(toolkit.glob("nsight-compute*")), opt):
+        if candidate.exists():
+            found.append(candidate.resolve())
+    unique: list[Path] = []
+    for d in found:
+        if not any(d == u or d.is_relative_to(u) for u in unique):
+            unique = [u for u in unique if not u.is_relative_to(d)] + [d]
+    return unique
+
+
 def ncu_argv(ncu: str, log_path: Path, argv: list[str]) -> list[str]:
     """`argv` under ncu: only our three metrics, CSV into `log_path`, clocks left as they are."""
     return [ncu, "--metrics", ",".join(METRICS), "--csv", "--clock-control", "none", "--launch-count",

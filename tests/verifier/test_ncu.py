@@ -110,10 +110,12 @@ def _attach(tmp_path: Path, monkeypatch, device: str = "cuda") -> tuple[GateResu
 
 def test_profile_once_job_runs_under_ncu_and_its_rows_reach_the_profile_gate(tmp_path, monkeypatch):
     (tmp_path / "sample.csv").write_text(SAMPLE)
-    # The fake ncu checks it was given a profile-once job, then writes the sample CSV to --log-file.
-    _fake_ncu(tmp_path / "bin", f'''while [ "$1" != "--log-file" ]; do shift; done
-log="$2"; job="$(dirname "$log")/job.json"
-grep -q '"profile_once": true' "$job" || exit 7
+    # The fake ncu checks that the job the harness will read (its last argument: the work directory) is a
+    # profile-once job, then writes the sample CSV to --log-file.
+    _fake_ncu(tmp_path / "bin", f'''for last; do :; done
+while [ "$1" != "--log-file" ]; do shift; done
+log="$2"
+grep -q '"profile_once": true' "$last/job.json" || exit 7
 cp {tmp_path / "sample.csv"} "$log"
 ''')
     prof, res = _attach(tmp_path, monkeypatch)
@@ -137,3 +139,24 @@ def test_without_ncu_or_on_the_cpu_the_summary_is_skipped_with_a_note(tmp_path, 
     (tmp_path / "cpu").mkdir()
     prof, res = _attach(tmp_path / "cpu", monkeypatch, device="cpu")
     assert res.notes == ["ncu summary skipped: it needs a GPU backend on a GPU"]
+
+
+def test_a_sandboxed_ncu_sees_its_toolkit_and_the_install_its_wrapper_links_to(tmp_path):
+    """The H100 image's ncu is a wrapper in the CUDA toolkit whose Nsight Compute directory lies outside
+    it (`nsight-compute directory is not found ...` inside the sandbox when only the toolkit was bound)."""
+    from verifier.ncu import ncu_install_dirs
+
+    toolkit, opt = tmp_path / "cuda-13.0", tmp_path / "opt" / "nvidia"
+    (toolkit / "bin").mkdir(parents=True)
+    (opt / "nsight-compute" / "2025.3.1").mkdir(parents=True)
+    (toolkit / "bin" / "ncu").write_text("#!/bin/sh\n")
+    (toolkit / "nsight-compute-2025.3.1").symlink_to(opt / "nsight-compute" / "2025.3.1")
+    link = tmp_path / "cuda"
+    link.symlink_to(toolkit)
+    dirs = ncu_install_dirs(str(link / "bin" / "ncu"), opt=opt)
+    assert dirs == [toolkit, opt], "the link's target is inside /opt/nvidia, which is bound once"
+    assert ncu_install_dirs(str(link / "bin" / "ncu"), opt=tmp_path / "none") == [toolkit, opt / "nsight-compute" / "2025.3.1"]
+    inside = tmp_path / "cuda-12"
+    (inside / "bin").mkdir(parents=True)
+    (inside / "nsight-compute-2024").mkdir()
+    assert ncu_install_dirs(str(inside / "bin" / "ncu"), opt=tmp_path / "none") == [inside]
