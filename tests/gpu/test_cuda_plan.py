@@ -194,6 +194,22 @@ def fake_toolchain(tmp_path: Path) -> Toolchain:
                      env_key=("cpu-test",), libs=("-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"))
 
 
+def cpu_cuda_builder(tmp_path: Path, shared_build_root: Path):
+    """A CudaBuilder on the CPU (the stand-in nvcc) whose shared artefacts the trusted side builds on request."""
+    from verifier.backends.cuda import CudaBuilder
+
+    shared = shared_build_root / "shared"
+
+    def trusted_side(kind, spec, wait=True):
+        from verifier.build import build_shared
+
+        if wait != "only":
+            assert build_shared(shared, kind, spec)
+
+    return CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side,
+                       toolchain=fake_toolchain(tmp_path))
+
+
 @pytest.mark.slow
 def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_build_root, monkeypatch):
     """The executor end to end: nvcc (a stand-in) and the bindings in parallel, the trusted copy of the
@@ -349,18 +365,8 @@ def test_tiny_tensor_behaves_like_torchs_across_the_bindings(tmp_path, shared_bu
     (a leak or a double release would show in use counts or crash the loop)."""
     import torch
 
-    from verifier.backends.cuda import CudaBuilder
 
-    chain = fake_toolchain(tmp_path)
-    shared = shared_build_root / "shared"
-
-    def trusted_side(kind, spec, wait=True):
-        from verifier.build import build_shared
-
-        if wait != "only":
-            assert build_shared(shared, kind, spec)
-
-    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    builder = cpu_cuda_builder(tmp_path, shared_build_root)
     cuda = textwrap.dedent("""
         #include <torch/extension.h>
         #include <ATen/cuda/CUDAContext.h>
@@ -432,16 +438,7 @@ def test_tiny_then_light_headers_then_the_full_shim_then_the_persons_error(tmp_p
     from verifier.build import BuildError
 
     monkeypatch.setattr(cuda_plan, "LIGHT_INCLUDES", tuple(h for h in cuda_plan.LIGHT_INCLUDES if "c10/cuda" not in h))
-    chain = fake_toolchain(tmp_path)
-    shared = shared_build_root / "shared"
-
-    def trusted_side(kind, spec, wait=True):
-        from verifier.build import build_shared
-
-        if wait != "only":
-            assert build_shared(shared, kind, spec)
-
-    builder = CudaBuilder(tmp_path / "job", timeout_s=300, shared=shared, request=trusted_side, toolchain=chain)
+    builder = cpu_cuda_builder(tmp_path, shared_build_root)
     decl = "torch::Tensor twice(torch::Tensor x);"
     light_ok = textwrap.dedent("""
         #include <torch/extension.h>
