@@ -232,7 +232,7 @@ def method_policy(method: str, seed: int, params: dict[str, Any] | None = None) 
     # Baselines see the same pool (K items) as the value method.
     if method == "bandit":
         ucb = {"ucb_c": params.pop("ucb_c", 0.5)}
-        return RetrievalPolicy(mode="value", seed=seed, rules=False, exploration="ucb", **ucb, **{
+        return RetrievalPolicy(mode="value", seed=seed, rules=False, exploration="ucb", seed_ties=False, **ucb, **{
             k: v for k, v in params.items() if k in ("k", "pool_factor", "pool_size")}), {"schedule": "mean", "alpha": 0.01}
     if method in ("similarity", "random"):
         return RetrievalPolicy(mode=method, seed=seed, rules=False, **{

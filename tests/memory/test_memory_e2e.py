@@ -23,15 +23,16 @@ def _quiet(monkeypatch):
 
 
 def test_value_retrieval_learns_to_show_the_helpful_memories_through_bench(tmp_path):
-    """A seeded run (retrieval seed 8, fixed model luck): value retrieval is shown the helpful seeds
-    more and more as the run goes on and gets more good replies than similarity, whose top 5 never
-    holds them; every prompt showed what was retrieved, every reward credited exactly what was
+    """A seeded run (retrieval seed 8, fixed model luck): value retrieval finds the helpful seeds
+    early (equal Q goes to the less-visited seed, so untried seeds get their turn after a failed
+    context) and keeps showing them in most prompts of both halves, with more good replies than
+    similarity, whose top 5 never holds them; every prompt showed what was retrieved, every reward credited exactly what was
     shown (and the start point refined), and every credit reached the bank."""
     value = one("value", 8, TASKS, tmp_path)
     similarity = one("similarity", 8, TASKS, tmp_path)
     assert value.problems == [] and similarity.problems == []
     first, second = value.halves("shown")
-    assert second >= 0.5 and second > first + 0.2
+    assert first >= 0.5 and second >= 0.5  # before the seed tie-break: 0.13 and 0.97 on this run
     assert similarity.share("shown") == 0.0
     assert value.share("good") > similarity.share("good")
     assert value.correct_rate >= similarity.correct_rate

@@ -216,3 +216,37 @@ def test_backend_boost_applies_to_items_added_after_the_index_was_built(tmp_path
     plain = dict((i.id, s) for i, s in store.recall("softmax note x y", 10, backend="cuda", backend_boost=0.0))
     assert sims["i10"] == pytest.approx(plain["i10"] / 2)  # triton item: no boost, rescaled by 1 / (1 + 1)
     assert sims["i11"] == pytest.approx((plain["i11"] + 1) / 2)  # no backend: applies to every backend
+
+
+def _seed(i, text):
+    return MemoryItem(id=f"s{i}", kind="seed", backends=["cuda"], category="softmax", title=text, text=text)
+
+
+def test_after_a_failed_context_an_untried_seed_is_shown_before_the_failed_ones(tmp_path):
+    """Every shown item failed once (Q1 = -1), so untried items rank at the same -1 (the tried items'
+    mean): the tie goes to the untried seed, not to similarity, and an untried trajectory (a fresh one
+    appears after every attempt) is not favoured, even as the most similar candidate."""
+    from memory.retrieval import tie_rank
+
+    s = MemoryStore(tmp_path / "t.json", seed=False, fsync=False)
+    s.add_many([_seed(i, f"softmax rows row softmax note {i}") for i in range(5)])
+    s.add_many([
+        _seed(5, "softmax warp reduce"),
+        MemoryItem(id="t0", kind="trajectory", backends=["cuda"], category="softmax", title="draft failed: softmax_rows",
+                   text="softmax_rows softmax rows row softmax cuda 256x4096", data={"task": "softmax_rows", "stage": "draft",
+                                                                                    "outcome": "incorrect"}),
+    ])
+    s.credit([f"s{i}" for i in range(5)], "draft", -1.0, alpha=1.0)
+    old = RetrievalPolicy(k=5, pool_size=7, epsilon=0.0, seed_ties=False).select(s, SIG, "draft")
+    sim = {p["id"]: p["similarity"] for p in old.pool}
+    assert sim["t0"] == max(sim.values()) and sim["s5"] == min(sim.values())  # the setting this test needs
+    assert "s5" not in [h.item.id for h in old.hits]  # similarity alone: the failed seeds again
+
+    new = RetrievalPolicy(k=5, pool_size=7, epsilon=0.0).select(s, SIG, "draft")
+    ids = [h.item.id for h in new.hits]
+    assert ids[0] == "s5" and "t0" not in ids
+    assert len({h.value for h in new.hits}) == 1 and s.get("s0").q1 == -1.0  # a tie on value, broken by tie_rank
+    assert tie_rank(s.get("s5"), "draft") < tie_rank(s.get("s0"), "draft") < tie_rank(s.get("t0"), "draft")
+    assert tie_rank(s.get("s0"), "refine") == tie_rank(s.get("s5"), "refine")  # per stage: no refine visits yet
+    assert RetrievalPolicy().settings()["seed_ties"] is True
+    assert RetrievalPolicy(**RetrievalPolicy(seed_ties=False).settings()).seed_ties is False
