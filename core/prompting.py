@@ -39,10 +39,17 @@ class PromptContext:
     memories: list[Any] = field(default_factory=list)  # memory.Retrieved (or anything with .item)
     feedback: str = ""
     previous_source: str = ""
+    #: refine: the kernel to refine (the start point, else the session best) and its own evidence:
+    #: latency, the reference time paired with it, and its profile
     best_source: str = ""
     best_latency_ms: float | None = None
     reference_ms: float | None = None
     profile: list[dict[str, Any]] = field(default_factory=list)
+    refine_version: int | None = None
+    #: refine: the session's best kernel, the target to beat (it may differ from the kernel to refine)
+    session_best_version: int | None = None
+    session_best_ms: float | None = None
+    session_best_reference_ms: float | None = None
     tried: list[Tried] = field(default_factory=list)
     #: the correctness rule the kernel will be checked at (`core.verifying.tolerance_text`)
     tolerance: str = DEFAULT_TOLERANCE
@@ -82,6 +89,7 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
         "best_latency": _ms(ctx.best_latency_ms),
         "best_speedup": _speedup(ctx.reference_ms, ctx.best_latency_ms),
         "profile": render_profile(ctx.profile),
+        "session_best": render_session_best(ctx),
         "tried": render_tried(ctx.tried),
     }
     user = template(stage, ctx.backend).safe_substitute(values)
@@ -126,6 +134,17 @@ def render_profile(profile: list[dict[str, Any]]) -> str:
         return "(no profile recorded)"
     rows = [f"- {r.get('name')}: {float(r.get('self_ms', 0)):.4f} ms self, {r.get('calls', 1)} call(s)" for r in profile[:8]]
     return "\n".join(rows)
+
+
+def render_session_best(ctx: PromptContext) -> str:
+    """One line naming the session's best kernel, the target to beat ("" when none is known)."""
+    if ctx.session_best_version is None and ctx.session_best_ms is None:
+        return ""
+    if ctx.refine_version is not None and ctx.refine_version == ctx.session_best_version:
+        return "This is the session's best kernel so far; the new one must beat its latency.\n\n"
+    version = f" (v{ctx.session_best_version})" if ctx.session_best_version is not None else ""
+    return (f"Not the session's best: the best so far{version} runs at {_ms(ctx.session_best_ms)}, "
+            f"{_speedup(ctx.session_best_reference_ms, ctx.session_best_ms)}; the new one must beat that.\n\n")
 
 
 def render_tried(tried: list[Tried]) -> str:

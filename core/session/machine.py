@@ -558,13 +558,20 @@ class Session(Learning):
             tolerance=tolerance_text(self.verify_config),
         )
         if stage == "refine" and best is not None:
+            # The kernel to refine is the start point Q2 chose (else the best): its source, latency,
+            # speedup and profile all come from that kernel's own result, never from another's.
             start = self.start_point.attempt(self.history) if getattr(self, "start_point", None) else None
-            ctx.best_source = (start or best).source
-            ctx.best_latency_ms = (start or best).latency_ms
-            ctx.reference_ms = best.result.reference_ms if best.result else None
-            ctx.profile = best.result.profile if best.result else []
+            shown = start if start is not None and start.result is not None else best
+            ctx.best_source = shown.source
+            ctx.best_latency_ms = shown.latency_ms
+            ctx.reference_ms = shown.result.reference_ms if shown.result else None
+            ctx.profile = shown.result.profile if shown.result else []
+            ctx.refine_version = shown.version
+            ctx.session_best_version = best.version
+            ctx.session_best_ms = best.latency_ms
+            ctx.session_best_reference_ms = best.result.reference_ms if best.result else None
             ctx.tried = [Tried(a.version, a.outcome, a.latency_ms, _failed_reason(a))
-                         for a in self.history if a.stage == "refine" and a is not best]
+                         for a in self.history if a.stage == "refine" and a is not shown]
             ctx.feedback = self.feedback if last is not None and not last.feasible else ""
         return ctx
 

@@ -6,7 +6,7 @@ judged by its prompt: when the prompt shows one of the `helpful` memories (a `##
 as `core.prompting.render_memories` writes it) the reply is a good kernel with probability
 `p_good`, otherwise with probability `p_base`; the rest fail. Kernels carry their verdict for
 `tests.fakes.verdicts.fake_verify`: a good draft is feasible at `draft_ms`; a good refinement is
-feasible at `gain` times the latency of the prompt's current best kernel. Lesson and insight
+feasible at `gain` times the latency of the prompt's kernel to refine. Lesson and insight
 requests get plain prose that names no memory.
 
 The draw for a task's n-th kernel request depends only on (seed, task, n), so two retrieval modes
@@ -33,7 +33,7 @@ HELPFUL_TITLES = ("Loop unrolling and instruction-level parallelism", "CPU build
 HELPFUL_IDS = ("seed-opt-loop-unrolling", "seed-cpu-build-flags")
 
 _TASK = re.compile(r"^# Task: (?:make )?(\S+)", re.M)
-_BEST = re.compile(r"## Current best kernel.*?# verdict: feasible ([\d.]+)", re.S)
+_BEST = re.compile(r"## Kernel to refine.*?# verdict: feasible ([\d.]+)", re.S)
 
 
 @dataclass
@@ -86,7 +86,7 @@ class MemoryAwareModel:
                     "once removes redundant memory traffic from the inner loop of the kernel.")
         m = _TASK.search(text)
         task = m.group(1) if m else "?"
-        stage = "refine" if "## Current best kernel" in text else "draft"
+        stage = "refine" if "## Kernel to refine" in text else "draft"
         shown = [t for t in self.helpful if f"### {t}\n" in text]
         with self._lock:
             n = self.calls.get(task, 0)
