@@ -294,10 +294,13 @@ class RetrievalPolicy:
             if self.exploration == "ucb":
                 bonus = self.ucb_c * math.sqrt(math.log(total + 1) / (item.visits(stage) + 1))
             scored.append(Retrieved(item, sim, value, bonus, w * value + (1 - w) * sim + bonus, "value"))
+        # Last tie-break: the pool's order (similarity, then the bank's insertion order), never the id:
+        # trajectory and insight ids are random (uuid4), so ordering by them made runs differ.
+        pos = {id(r): n for n, r in enumerate(scored)}
         if self.seed_ties:
-            scored.sort(key=lambda r: (-r.score, tie_rank(r.item, stage), -r.similarity, r.item.id))
+            scored.sort(key=lambda r: (-r.score, tie_rank(r.item, stage), -r.similarity, pos[id(r)]))
         else:
-            scored.sort(key=lambda r: (-r.score, -r.similarity, r.item.id))
+            scored.sort(key=lambda r: (-r.score, -r.similarity, pos[id(r)]))
         if self.exploration == "screen":
             return self._screen(scored, total / len(scored) if scored else 0.0)
         if self.exploration != "epsilon":
@@ -320,7 +323,8 @@ class RetrievalPolicy:
         tail = self._rng.sample(rest, min(self.k - len(head), len(rest)))
         for r in tail:
             r.exploration, r.chosen_by = 1.0, "explore"
-        return head + sorted(tail, key=lambda r: (-r.score, -r.similarity, r.item.id))
+        pos = {id(r): n for n, r in enumerate(rest)}
+        return head + sorted(tail, key=lambda r: (-r.score, -r.similarity, pos[id(r)]))
 
     # ----------------------------------------------------------------- start points
 

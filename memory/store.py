@@ -86,7 +86,10 @@ class _Tally:
     new trajectory costs no scan of the bank (built on first use: loading a bank does not pay for it)."""
 
     def __init__(self, items: Iterable[MemoryItem] = ()) -> None:
-        self.groups: dict[tuple[str, str, str], set[str]] = {}
+        # Ids per group in the order they joined the bank (a dict as an ordered set; `replace` keeps an
+        # item's place): a set of ids would iterate in an order set by the ids' hashes, and
+        # `add_trajectory` breaks ties (merge target, which items the cap drops) by this order.
+        self.groups: dict[tuple[str, str, str], dict[str, None]] = {}
         self.sums = {"draft": [0.0, 0], "refine": [0.0, 0]}
         for item in items:
             self.add(item)
@@ -94,22 +97,32 @@ class _Tally:
     def add(self, item: MemoryItem) -> None:
         key = item.duplicate_key()
         if key is not None:
-            self.groups.setdefault(key, set()).add(item.id)
-        for stage, q, n in (("draft", item.q1, item.visits1), ("refine", item.q2, item.visits2)):
-            if n:
-                self.sums[stage][0] += q
-                self.sums[stage][1] += 1
+            self.groups.setdefault(key, {})[item.id] = None
+        self.count(item, 1)
 
     def remove(self, item: MemoryItem) -> None:
         key = item.duplicate_key()
         if key is not None and key in self.groups:
-            self.groups[key].discard(item.id)
+            self.groups[key].pop(item.id, None)
             if not self.groups[key]:
                 del self.groups[key]
+        self.count(item, -1)
+
+    def replace(self, old: MemoryItem, new: MemoryItem) -> None:
+        """`old` became `new` (same id): its values change, its place in its group stays."""
+        if old.duplicate_key() != new.duplicate_key():
+            self.remove(old)
+            self.add(new)
+            return
+        self.count(old, -1)
+        self.count(new, 1)
+
+    def count(self, item: MemoryItem, sign: int) -> None:
+        """Add (sign 1) or take away (-1) the item's visited values in the sums behind the mean."""
         for stage, q, n in (("draft", item.q1, item.visits1), ("refine", item.q2, item.visits2)):
             if n:
-                self.sums[stage][0] -= q
-                self.sums[stage][1] -= 1
+                self.sums[stage][0] += sign * q
+                self.sums[stage][1] += sign
 
     def mean(self, stage: str, default: float) -> float:
         total, n = self.sums[stage]
@@ -303,8 +316,9 @@ class MemoryStore:
                 old_item = self._items.get(item.id)
                 if self._tally is not None:
                     if old_item is not None:
-                        self._tally.remove(old_item)
-                    self._tally.add(item)
+                        self._tally.replace(old_item, item)
+                    else:
+                        self._tally.add(item)
                 self._items[item.id] = item
                 self._index.put(item.id, item.lexical_text(), item.backends)
         elif op == "remove":
@@ -324,10 +338,10 @@ class MemoryStore:
                 old, visits = item.q(stage), item.visits(stage) + 1
                 new = mc_update(old, reward, step_size(alpha, visits, schedule))
                 if self._tally is not None:
-                    self._tally.remove(item)
+                    self._tally.count(item, -1)  # only its values change: its place in its group stays
                 item.set_value(stage, new, visits, when)
                 if self._tally is not None:
-                    self._tally.add(item)
+                    self._tally.count(item, 1)
                 changes.append(ValueChange(item_id, stage, old, new, item.visits(stage)))
         else:
             raise MemoryCorrupt(f"{self._journal.path} has an unknown operation {op!r}")
