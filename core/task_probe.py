@@ -261,8 +261,13 @@ def _estimate_batch(payload: str) -> None:
 
 
 def _compare_module():
-    path = Path(__file__).resolve().parents[1] / "verifier" / "compare.py"
-    spec = importlib.util.spec_from_file_location("_evokernel_compare", path)
+    return _verifier_module("compare")
+
+
+def _verifier_module(name: str):
+    """verifier/NAME.py loaded by path (the probe runs under `-I` and imports nothing of ours by name)."""
+    path = Path(__file__).resolve().parents[1] / "verifier" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_evokernel_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -276,9 +281,14 @@ def _outputs_np(out) -> list:
             for t in _tensors(out) if isinstance(t, torch.Tensor)]
 
 
-def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] = (1, 2, 3)) -> list[str]:
-    """Which trivial answers pass for this task under `preset`: reference outputs on several inputs, and on
-    the first inputs with weights drawn from another seed."""
+SEPARATING = ("normal", "uniform")  # distributions tried when an input passed through passes the task's own
+
+
+def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] = (1, 2, 3)) -> tuple[list[str], list[str]]:
+    """Which trivial answers pass for this task under `preset` (reference outputs on several inputs, and on
+    the first inputs with weights drawn from another seed), and, when an input handed back unchanged
+    passes, the input distributions under which none does (with finite reference outputs): the verifier
+    adds those to its trials so a copy of the input fails there."""
     import torch
 
     namespace = _exec_task(source, filename)
@@ -286,20 +296,40 @@ def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] 
     init_args = namespace["get_init_inputs"]()
     torch.manual_seed(0)
     model = namespace["Model"](*init_args)
-    trials, dtypes, first_inputs = [], None, None
-    with torch.no_grad():
+    atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
+
+    def run(draw) -> tuple[list, list, list]:
+        trials, ins, dtypes = [], [], []
         for seed in seeds:
-            torch.manual_seed(seed)
-            inputs = namespace["get_inputs"]()
-            first_inputs = first_inputs if first_inputs is not None else inputs
+            inputs = draw(seed)
             out = model(*inputs)
             dtypes = dtypes or [str(t.dtype).removeprefix("torch.") for t in _tensors(out)]
             trials.append(_outputs_np(out))
+            ins.append(_outputs_np(inputs))
+        return trials, ins, dtypes
+
+    def task_draw(seed: int) -> list:
+        torch.manual_seed(seed)
+        return list(namespace["get_inputs"]())
+
+    with torch.no_grad():
+        trials, inputs, dtypes = run(task_draw)
         torch.manual_seed(12345)
         other = namespace["Model"](*init_args)
-        reweighted = _outputs_np(other(*first_inputs)) if list(other.parameters()) else None
-    atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
-    return compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted)
+        first = task_draw(seeds[0])
+        reweighted = _outputs_np(other(*first)) if list(other.parameters()) else None
+        found = compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted, inputs=inputs)
+        separating = []
+        if any(compare.is_pass_through(f) for f in found):
+            draw_inputs = _verifier_module("reference_worker").draw_inputs
+            task = type("Task", (), {"get_inputs": staticmethod(namespace["get_inputs"])})
+            for dist in SEPARATING:
+                d_trials, d_inputs, d_dtypes = run(lambda seed, d=dist: draw_inputs(torch, task, seed, d, "cpu"))
+                finite = all(bool(torch.isfinite(torch.as_tensor(o)).all()) for t in d_trials for o in t
+                             if o.dtype.kind == "f")
+                if finite and not compare.pass_throughs(d_trials, d_inputs, d_dtypes, atol=atol, rtol=rtol):
+                    separating.append(dist)
+    return found, separating
 
 
 def main() -> None:
@@ -316,7 +346,7 @@ def main() -> None:
             result = _probe(source, filename)
             if "--degenerate" in args:
                 preset = args[args.index("--degenerate") + 1] if len(args) > args.index("--degenerate") + 1 else "kernelbench"
-                result["degenerate"] = _degenerate(source, filename, preset)
+                result["degenerate"], result["separating"] = _degenerate(source, filename, preset)
     except ProbeError as exc:
         result = {"ok": False, "error": str(exc)}
     except SyntaxError as exc:

@@ -89,6 +89,7 @@ class TaskInfo:
     reference_ms: float | None = None
     parameters: int = 0
     degenerate: list[str] = field(default_factory=list)
+    separating: list[str] = field(default_factory=list)  # input distributions where no input passes through
 
     @property
     def output_shape(self) -> list[int]:
@@ -106,6 +107,7 @@ class TaskInfo:
             reference_ms=data.get("reference_ms"),
             parameters=int(data.get("parameters", 0)),
             degenerate=list(data.get("degenerate", [])),
+            separating=list(data.get("separating", [])),
         )
 
 
@@ -385,6 +387,7 @@ def validate_task(task: Task, timeout_s: float = 60, *, memory_gb: float | None 
         reference_ms=result["reference_ms"],
         parameters=result["parameters"],
         degenerate=list(result.get("degenerate", [])),
+        separating=list(result.get("separating", [])),
     )
 
 
@@ -547,24 +550,34 @@ def is_builtin(task: Task) -> bool:
     return bool(task.path) and Path(task.path).resolve().parent == BUILTIN_DIR.resolve()
 
 
+@dataclass(frozen=True)
+class Degeneracy:
+    """What the probe found trivial about a task: the answers that pass (`found`), and the input
+    distributions under which no input handed back unchanged passes (`separating`)."""
+
+    found: list[str]
+    separating: list[str]
+
+
 def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
-                    timeout_s: float = 120, use_cache: bool = True) -> list[str] | None:
+                    timeout_s: float = 120, use_cache: bool = True) -> Degeneracy | None:
     """Which trivial answers (zeros, a constant, a broadcast mean, outputs that ignore the inputs or the
-    weights) would pass this task under `preset`; [] for a sound task, None when the reference could not
-    be run. Runs the reference in the probe (under `memory_gb`); cached per task source and preset."""
-    key = hashlib.sha256(f"degenerate\0{preset}\0{task.source}".encode()).hexdigest()[:32]
+    weights, an input passed through) would pass this task under `preset`; empty for a sound task, None
+    when the reference could not be run. Runs the reference in the probe (under `memory_gb`); cached per
+    task source and preset."""
+    key = hashlib.sha256(f"degenerate-v2\0{preset}\0{task.source}".encode()).hexdigest()[:32]
     from verifier.config import default_build_root
 
     cache = default_build_root() / "task_estimates" / f"{key}.degenerate.json"
     cached = _read_cache(cache) if use_cache else None
-    if isinstance(cached, list):
-        return [str(found) for found in cached]
+    if isinstance(cached, dict) and isinstance(cached.get("found"), list):
+        return Degeneracy([str(f) for f in cached["found"]], [str(d) for d in cached.get("separating") or []])
     try:
-        found = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset).degenerate
+        info = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset)
     except TaskError:
         return None
-    _write_cache(cache, found)
-    return found
+    _write_cache(cache, {"found": info.degenerate, "separating": info.separating})
+    return Degeneracy(info.degenerate, info.separating)
 
 
 def task_signature_text(task: Task, info: TaskInfo) -> str:

@@ -30,7 +30,7 @@ def verify_task(
         raise VerifyError(str(exc)) from None
     result.tolerance = result.tolerance or tolerance_text(config, degenerate=False)
     if config is not None and not result.degenerate:
-        result.degenerate = list(config.extra.get("degenerate") or [])
+        result.degenerate = [*(config.extra.get("degenerate") or []), *(config.extra.get("pass_through") or [])]
     return result
 
 
@@ -72,9 +72,26 @@ def mark_degenerate(task: Task, config: VerifyConfig | None) -> VerifyConfig:
     config = config if config is not None else VerifyConfig()
     if is_builtin(task) or "degenerate" in config.extra:
         return config
-    found = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb)
-    if found is not None:
-        config.extra["degenerate"] = list(found)
+    probed = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb)
+    if probed is not None:
+        return with_degeneracy(config, probed.found, probed.separating)
+    return config
+
+
+def with_degeneracy(config: VerifyConfig, found: list[str], separating: list[str]) -> VerifyConfig:
+    """`config` told what the probe found. An input passed through (ReLU on inputs in [0, 1) is the
+    identity) is not a tolerance matter: the trials add the distributions that separate it (normal inputs
+    for that ReLU), unless the person chose the distributions; the other trivial answers make the
+    correctness gate judge on the output's spread (`extra["degenerate"]`)."""
+    from verifier.compare import is_pass_through
+
+    config.extra["degenerate"] = [f for f in found if not is_pass_through(f)]
+    through = [f for f in found if is_pass_through(f)]
+    if through:
+        config.extra["pass_through"] = through
+        if list(config.input_distributions) == ["task"] and separating:
+            config.input_distributions = ["task", *separating]
+            config.extra["separated_by"] = list(separating)
     return config
 
 

@@ -114,16 +114,51 @@ def _passes_everywhere(answers: Sequence[Sequence[np.ndarray]], trials: Sequence
     return True
 
 
+PASS_THROUGH = "passed through"  # the label's ending for an output that is one of the call's inputs
+
+
+def is_pass_through(label: str) -> bool:
+    """Whether a `degenerate_answers` label is an input handed back as the output (`input 0 passed through`)."""
+    return label.startswith("input ") and label.endswith(PASS_THROUGH)
+
+
+def pass_throughs(trials: Sequence[Sequence[np.ndarray]], inputs: Sequence[Sequence[np.ndarray]],
+                  dtypes: Sequence[str] | None = None, *, atol: float | None = None,
+                  rtol: float | None = None) -> list[str]:
+    """Inputs that, handed back unchanged as an output of the same shape, pass for these reference outputs
+    (`trials[t]` computed from `inputs[t]`): ReLU on inputs drawn in [0, 1) is the identity, so a copy of
+    the input is right there. Labels: `input 0 passed through`."""
+    trials = [[np.asarray(o) for o in t] for t in trials]
+    inputs = [[np.asarray(a) for a in t] for t in inputs]
+    if not trials or not trials[0] or len(inputs) != len(trials):
+        return []
+    dtypes = list(dtypes) if dtypes is not None else [str(o.dtype) for o in trials[0]]
+    found = []
+    for i, first in enumerate(inputs[0]):
+        if first.dtype.kind not in "fiub" or not all(len(t) > i for t in inputs):
+            continue
+        answers = []
+        for outs, ins in zip(trials, inputs, strict=True):
+            if any(o.shape != ins[i].shape for o in outs):
+                break
+            answers.append([ins[i].astype(o.dtype, copy=False) for o in outs])
+        else:
+            if _passes_everywhere(answers, trials, dtypes, atol, rtol):
+                found.append(f"input {i} {PASS_THROUGH}")
+    return found
+
+
 def degenerate_answers(trials: Sequence[Sequence[np.ndarray]], dtypes: Sequence[str] | None = None, *,
                        atol: float | None = None, rtol: float | None = None,
-                       reweighted: Sequence[np.ndarray] | None = None) -> list[str]:
+                       reweighted: Sequence[np.ndarray] | None = None,
+                       inputs: Sequence[Sequence[np.ndarray]] | None = None) -> list[str]:
     """Trivial answers that would pass the ordinary comparison for these reference outputs.
 
     `trials`: for each trial (different inputs), the reference's outputs. `reweighted`: the outputs of
     trial 0's inputs with the model's weights drawn from another seed, if measured. The checks are the
     ones used to filter KernelBench (robust-kbench, METR): all zeros, one constant (the mean), the mean
-    broadcast along an axis, the outputs of other inputs, the outputs with other weights. An empty list
-    means the task is not degenerate.
+    broadcast along an axis, the outputs of other inputs, the outputs with other weights, and (given the
+    trials' `inputs`) an input passed through unchanged. An empty list means the task is not degenerate.
     """
     trials = [[np.asarray(o) for o in t] for t in trials]
     if not trials or not trials[0]:
@@ -142,6 +177,8 @@ def degenerate_answers(trials: Sequence[Sequence[np.ndarray]], dtypes: Sequence[
         found.append("outputs that ignore the inputs")
     if reweighted is not None and _passes_everywhere([list(reweighted)], [trials[0]], dtypes, atol, rtol):
         found.append("outputs that ignore the weights")
+    if inputs is not None:
+        found += pass_throughs(trials, inputs, dtypes, atol=atol, rtol=rtol)
     return found
 
 
@@ -160,8 +197,12 @@ def describe_degenerate(found: Sequence[str]) -> str:
     """`degenerate: zeros pass, a constant passes`; empty when nothing trivial passes."""
     if not found:
         return ""
-    return "degenerate: " + ", ".join(f"{f} {'passes' if f.startswith('a ') or f.startswith('the ') else 'pass'}"
-                                      for f in found)
+    def said(f: str) -> str:
+        if is_pass_through(f):
+            return f"a copy of {f.removesuffix(' ' + PASS_THROUGH)} passes"
+        return f"{f} {'passes' if f.startswith('a ') or f.startswith('the ') else 'pass'}"
+
+    return "degenerate: " + ", ".join(said(f) for f in found)
 
 
 def resolve_tolerance(preset: str = "kernelbench", atol: float | None = None,

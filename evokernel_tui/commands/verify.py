@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
 
-from core.tasks import Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
+from core.tasks import Degeneracy, Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
 from verifier.compare import describe_tolerance
@@ -48,15 +48,15 @@ def resolve_args(args: tuple[str, ...], kernelbench: str | None, level: int | No
     return load_task(args[0]), args[1]
 
 
-def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool) -> list[str]:
+def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool) -> Degeneracy:
     """Refuse a problem too big for the memory limit (TaskError); find out whether a trivial answer passes it.
 
     Built-in tasks are small and not degenerate (tests check both), so they cost nothing here."""
     if is_builtin(task):
-        return []
+        return Degeneracy([], [])
     check_task_memory(task, memory_gb)
     found = task_degeneracy(task, preset, memory_gb=memory_gb) if check_degenerate else None
-    return found or []
+    return found or Degeneracy([], [])
 
 
 def _distributions(text: str) -> list[str]:
@@ -94,7 +94,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
 
     Exit status 0 only when the kernel is feasible (anti-hacking, compile and correctness pass).
     """
-    from core.verifying import VerifyError, make_config, verify_task
+    from core.verifying import VerifyError, make_config, verify_task, with_degeneracy
 
     with one_line_errors(TaskError):
         the_task, candidate = resolve_args(args, kernelbench, level, problem)
@@ -106,12 +106,12 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
     with one_line_errors(TaskError):
-        degenerate = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
+        probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
                          threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
-    if degenerate:
-        config.extra["degenerate"] = degenerate
+    with_degeneracy(config, probed.found, probed.separating)
+    degenerate = probed.found
     tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
     console = Console(stderr=as_json)
     states: dict[str, str] = {}
@@ -141,6 +141,9 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
 
             out.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} under this "
                       "tolerance; a trivial answer can look correct[/]", highlight=False)
+            if config.extra.get("separated_by"):
+                out.print(f"[yellow]the trials also draw {' and '.join(config.extra['separated_by'])} inputs, "
+                          "where a copy of the input fails[/]", highlight=False)
         for note in result.notes:
             out.print(f"[dim]{note}[/]")
     sys.exit(0 if result.feasible else 1)

@@ -77,3 +77,16 @@ def test_scalar_output_and_the_tolerance_presets(build_root):
     assert "tolerance: v0: atol=rtol=0.01" in loose.stdout
     # at 1e-2 the loss of any two random inputs is close enough to any other: the task is flagged
     assert "degenerate: outputs that ignore the inputs pass" in loose.stdout
+
+
+def test_a_copy_of_the_input_fails_where_relu_is_the_identity(build_root):
+    """KernelBench head's ReLU draws torch.rand (ReLU is the identity there): the probe finds that a copy of the
+    input passes, the trials add normal and uniform inputs, and the copy kernel fails on them (issue 22)."""
+    task = CANDIDATES / "kernelbench_head" / "19_ReLU_rand01.py"
+    proc = _verify([str(task), str(CANDIDATES / "hostile_dynamic" / "cpp_copy_input.py"), "--json", "--no-cache",
+                    "--trials", "3"], build_root)
+    assert proc.returncode == 1, proc.stderr
+    verdict = json.loads(proc.stdout)
+    failed = next(g for g in verdict["gates"] if g["status"] == "fail")
+    assert failed["name"] == "correctness" and "normal inputs" in failed["reason"], failed
+    assert "input 0 passed through" in verdict["degenerate"]
