@@ -1,0 +1,50 @@
+"""Input recipes (issue 22): a task's `get_inputs()` read once on the meta device, then drawn anew from a seed
+on either side, bit-identical, with nothing full-size drawn on the CPU or written to a file."""
+
+from __future__ import annotations
+
+import torch
+
+from verifier.input_recipe import capture, describe, draw, input_bytes
+
+
+def test_factories_are_recorded_without_allocating():
+    # a 6.4 GB input (KernelBench head's ReLU) is read as a recipe in no time and no memory
+    recipe = capture(torch, lambda: [torch.rand(4096, 393216)])
+    assert recipe == [{"kind": "rand", "shape": [4096, 393216], "dtype": "float32"}]
+    assert input_bytes(torch, recipe) == 4096 * 393216 * 4
+    assert describe(recipe, ["x"]) == "x: rand 4096x393216 f32"
+
+
+def test_mixed_arguments():
+    recipe = capture(torch, lambda: [torch.randn(8, 16, dtype=torch.float16), torch.randint(0, 10, (8,)), 3,
+                                     torch.randint(5, (4,)), torch.ones(2)])
+    assert [e["kind"] for e in recipe] == ["randn", "randint", "value", "randint", "ones"]
+    assert recipe[0]["dtype"] == "float16" and (recipe[1]["low"], recipe[1]["high"]) == (0, 10)
+    assert (recipe[3]["low"], recipe[3]["high"]) == (0, 5) and recipe[2]["value"] == 3
+
+
+def test_transformed_or_data_built_inputs_keep_the_file_path():
+    assert capture(torch, lambda: [torch.rand(4, 4) * 2 - 1]) is None
+    assert capture(torch, lambda: [torch.tensor([1.0, 2.0])]) is None
+    assert capture(torch, lambda: [torch.rand(4, 4).numpy()]) is None
+    assert capture(torch, lambda: [object()]) is None
+
+
+def test_both_sides_draw_the_same_tensors_and_other_seeds_differ():
+    recipe = capture(torch, lambda: [torch.rand(64, 32), torch.randint(0, 7, (64,)), 2.5])
+    a, b = draw(torch, recipe, 123, "task", "cpu"), draw(torch, recipe, 123, "task", "cpu")
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and a[2] == 2.5
+    assert float(a[0].min()) >= 0 and float(a[0].max()) < 1 and int(a[1].max()) < 7
+    c = draw(torch, recipe, 124, "task", "cpu")
+    assert not torch.equal(a[0], c[0])
+
+
+def test_other_distributions_separate_what_the_task_distribution_hides():
+    recipe = capture(torch, lambda: [torch.rand(256, 64)])
+    normal = draw(torch, recipe, 5, "normal", "cpu")[0]
+    uniform = draw(torch, recipe, 5, "uniform", "cpu")[0]
+    heavy = draw(torch, recipe, 5, "heavy", "cpu")[0]
+    assert float(normal.min()) < 0 and float(uniform.min()) < 0 and float(uniform.max()) < 1
+    assert float(heavy.abs().max()) <= 40 and float(heavy.abs().max()) > 5
+    assert normal.dtype == uniform.dtype == heavy.dtype == torch.float32
