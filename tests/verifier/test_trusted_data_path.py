@@ -61,6 +61,13 @@ class ModelNew(nn.Module):
         return _ext.kernel_forward(x)
 '''
 
+# calls the kernel, then overwrites its answer: garbage in every call
+FAKE_ALWAYS = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.kernel_forward(x).fill_(7.0)
+'''
+
 HONEST_MODEL = '''
 class ModelNew(nn.Module):
     def forward(self, x):
@@ -177,8 +184,8 @@ def test_a_directory_swapped_for_a_link_to_the_reference_is_not_followed(where, 
     links the name to the reference's directory. The old parent resolved the link and compared the
     reference's files with themselves (the round variant passed with garbage outputs); now every read
     goes through the descriptor held since the directory was made, which sees the garbage."""
-    body = SWAP_FOR_LINK.format(trial=where == "trial")
-    model = FAKE_WHEN_TIMING if where == "round" else FAKE_WHEN_TIMING.replace('STATE["timing"]', "True")
+    body = SWAP_FOR_LINK.replace("{trial!r}", repr(where == "trial"))
+    model = FAKE_WHEN_TIMING if where == "round" else FAKE_ALWAYS
     res = _verify_or_hang(task_source("relu"), candidate(body, model), config=hostile_config())
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
@@ -192,7 +199,7 @@ def test_a_directory_swapped_for_a_link_to_the_reference_is_not_followed(where, 
 def test_a_result_file_that_is_not_a_regular_file_fails_without_hanging(name, kind, task_source, hostile_config):
     """`after.json` (or an output) swapped for a FIFO once the harness wrote it: the old parent's open()
     waited for a writer forever. Reads are now opened non-blocking and must be regular files."""
-    body = REPLACE_FILE.format(kind=kind, name=name)
+    body = REPLACE_FILE.replace("{kind!r}", repr(kind)).replace("{name!r}", repr(name))
     res = _verify_or_hang(task_source("relu"), candidate(body, HONEST_MODEL), config=hostile_config(), timeout=300)
     assert not res.feasible, res.feedback()
     assert res.failed_gate.name == "correctness", res.feedback()
