@@ -977,7 +977,7 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     job.send({"cmd": "go"})
     mark = job.expect({"report"}, config.run_timeout_s) or {}
     outcome = job.finish(timeout=5)
-    text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir.parent / f"{job_dir.name}.stderr") if f.exists())
+    text = "\n".join(_read_job_text(d, name) for d, name in ((job_dir, log.name), (work, f"{job_dir.name}.stderr")))
     rows = [k.to_dict() for k in parse_ncu_csv(text)]
     profile.detail["ncu_seconds"] = outcome.seconds
     if rows:
@@ -991,6 +991,23 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
         error = " | ".join(ln.strip() for ln in text.splitlines()[-3:] if ln.strip())
     result.notes.append(f"ncu summary skipped: the profiling run {outcome.describe()} and reported no kernels"
                         + (f" ({error[:300]})" if error else ""))
+
+
+def _read_job_text(directory: Path, name: str, max_bytes: int = 16 * 1024 * 1024) -> str:
+    """A text file the sandbox could have replaced (Nsight's CSV, the stderr tail), read as
+    `jobfiles.open_regular` allows: a link, FIFO or socket in its place reads as nothing, never blocks."""
+    from verifier.jobfiles import read_bytes
+
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        return read_bytes(fd, name, max_bytes).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
