@@ -36,6 +36,7 @@ from verifier.gates import (
     ProfileGate,
     compare_files,
 )
+from verifier.jobfiles import HeldDir, create_held, discard, empty_dir
 from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
 from verifier.sandbox import Limits, LiveJob
 
@@ -208,7 +209,7 @@ class _Spares:
             spare, self._spare = self._spare, None
         if spare is not None:
             spare[1].kill()
-            shutil.rmtree(spare[2].parent, ignore_errors=True)
+            discard(spare[2].parent, spare[2].parent.parent.parent / "trash")
 
 
 _SPARES = _Spares()
@@ -373,7 +374,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
             est = paired_speedup(means[1], means[2], rng_seed=0, noisy_halfwidth=config.noise_halfwidth)
         out = est.to_dict()
         out.update(a_ms=est.ref_ms, b_ms=est.cand_ms, rounds=len(means[0]), calls_per_round=count,
-                   threads=_threads(config), sampled_checks=checked, isolated=isolated,
+                   threads=_threads(config), checked_calls=checked, sampled_checks=checked, isolated=isolated,
                    reference_ms=_median(means[0]))
         return out
     except JobTampered as exc:
@@ -424,7 +425,7 @@ class _Run:
         self.audit_findings: list = []
         self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
         self.timing_violation: str | None = None
-        self.timed_mismatch: dict | None = None  # a sampled timed call whose output was wrong
+        self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
         self.prepare_pending = False  # a prepare command is out at the reference worker
         self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
         self._lap_at = time.monotonic()
@@ -654,13 +655,21 @@ class _Run:
                     if k in report}
             self.candidate.update(keep)
 
-    def _job_subdir(self, prefix: str) -> Path:
+    def _job_subdir(self, prefix: str) -> HeldDir:
+        """A fresh directory in the job, made in the run's hidden `stage` area, opened there and only
+        then renamed into the job (`jobfiles.create_held`): the descriptor it returns is what every
+        later write and read of it uses, whatever the candidate renames or links meanwhile. Closed by
+        `close`."""
         assert self.job_dir is not None
-        d = self.job_dir / f"{prefix}-{secrets.token_hex(8)}"
-        d.mkdir(mode=0o700)
-        return d
+        name = f"{prefix}-{secrets.token_hex(8)}"
+        try:
+            held = create_held(self.job_dir.parent / "stage", self.job_dir, name)
+        except OSError as exc:
+            raise JobTampered(f"{name} could not be placed in the job ({exc.strerror or exc})") from None
+        self.__dict__.setdefault("held_dirs", []).append(held)
+        return held
 
-    def _hand_over(self, src: Path, dst: Path, prefix: str, move: bool = True) -> None:
+    def _hand_over(self, src: Path, dst: Path | HeldDir, prefix: str, move: bool = True) -> None:
         """Files written by the trusted side (one call's inputs: `prefix`.json and `prefix`*.npy; every
         file when `prefix` is empty) into a fresh directory of the job, just before they are needed:
         moved (a rename, no copy) when no one else needs them, copied otherwise. The candidate can
@@ -670,10 +679,13 @@ class _Run:
         digests, never these files."""
         names = ([f.name for f in src.iterdir() if f.is_file()] if not prefix
                  else [f"{prefix}.json", *(f.name for f in src.glob(f"{prefix}*.npy"))])
-        try:
-            fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise JobTampered(f"{dst.name} was replaced while the verifier handed inputs over ({exc.strerror})") from None
+        if isinstance(dst, HeldDir):  # the descriptor held since creation: nothing to look up by name
+            fd = os.dup(dst.fd)
+        else:
+            try:
+                fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError as exc:
+                raise JobTampered(f"{dst.name} was replaced while the verifier handed inputs over ({exc.strerror})") from None
         try:
             for name in names:
                 if move:
@@ -687,6 +699,21 @@ class _Run:
                     shutil.copyfileobj(fin, fout, 1 << 20)
         finally:
             os.close(fd)
+
+    def _check_held(self, held: HeldDir, trusted: Path) -> None:
+        """Belt and braces: the held descriptor is never a trusted directory (it cannot be, since the
+        trusted side made it; a failure here means a bug or a tampered scratch)."""
+        mine, theirs = os.fstat(held.fd), os.stat(trusted)
+        for st in (theirs, os.stat(self.trusted_dir) if self.trusted_dir is not None else None):
+            if st is not None and (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
+                raise JobTampered(f"{held.name} is the verifier's own trusted directory")
+
+    def _drop_held(self, held: HeldDir) -> None:
+        """Empty a finished hand-over directory through its descriptor (its files are RAM on tmpfs),
+        then close it; its now empty entry goes with the run directory."""
+        with contextlib.suppress(OSError):
+            empty_dir(held.fd, time.monotonic() + 30)
+        held.close()
 
     def correctness(self) -> GateResult:
         assert self.job is not None and self.trusted_dir is not None
@@ -710,6 +737,7 @@ class _Run:
                 self.candidate.setdefault("gpu_probes", []).append(
                     {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
+            self._check_held(d, self.trusted_dir / rt["dir"])
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                     atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",
                                     after_digests=rt.get("after_digests"))
@@ -757,7 +785,7 @@ class _Run:
         detail = est.to_dict()
         detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
-                      sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200],
+                      checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200],
                       wall_floor_lifted=lifted)
         moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
@@ -771,8 +799,9 @@ class _Run:
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
     def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int]) -> list[float] | None:
-        """This candidate's timed round on the input sets in `rdir`, then a sampled check of its outputs
-        against the reference's; None (with `timing_violation` or the report set) when it fails."""
+        """This candidate's timed round on the input sets in `rdir`, then a check of every call's outputs
+        (`sample` lists them all) against the reference's, read through the round directory's held
+        descriptor; None (with `timing_violation` or the report set) when it fails."""
         assert self.job is not None
         d = self._job_subdir(f"r{r}")
         for k in range(count):
@@ -794,7 +823,7 @@ class _Run:
         if wall_ms > 50 and sum(times) > wall_ms * 1.05:
             self.timing_violation = f"round {r + 1} reported {sum(times):.1f} ms in {wall_ms:.1f} ms of wall time"
             return None
-        self.job.send({"cmd": "save", "dir": d.name, "indices": sample})
+        self.job.send({"cmd": "save", "dir": d.name, "indices": list(range(count))})  # every call, see `_timed_rounds`
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
             self._take_report(smark)
@@ -804,19 +833,21 @@ class _Run:
 
             floor = wall_floor_ms((time.monotonic() - wall0) * 1000.0, ref_mark.get("overhead_ms"))
             self.__dict__.setdefault("round_floors", []).append(floor / count)
-        for k in sample:
-            metas = (smark.get("outputs") or {}).get(str(k))
+        self._check_held(d, rdir)
+        saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
+        for k in range(count):
+            metas = saved.get(str(k))
             want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(ref_mark["outputs"][k])]
             verdict = compare_files(d, rdir, metas, want, self.config.atol, self.config.rtol, self.config,
                                     label=f"timed call {k + 1} of round {r + 1}")
-            self.sampled_checks = getattr(self, "sampled_checks", 0) + 1
+            self.checked_calls = getattr(self, "checked_calls", 0) + 1
             if verdict.get("fail"):
                 self.timed_mismatch = verdict
                 self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
                                                "its outputs afresh (a cached or stale result, or a view of "
                                                "its inputs?)")
                 return None
-        shutil.rmtree(d, ignore_errors=True)
+        self._drop_held(d)
         return times
 
     def ncu_job(self) -> Path:
@@ -893,6 +924,8 @@ class _Run:
         if self.job is not None and getattr(self, "outcome", None) is None:
             with contextlib.suppress(Exception):
                 self.outcome = self.job.finish(timeout=1)
+        for held in self.__dict__.pop("held_dirs", []):
+            held.close()
         if self.ref_held is not None and self.prepare_pending:
             # The candidate failed before its reference was needed: the worker goes back once its answer
             # is in (in the background, so a compile error is not held up by the reference).
@@ -905,14 +938,14 @@ class _Run:
                     held[0].kill()
                 _REFERENCE.give_back(self.reference_source, self.be, config, held)
                 if run_dir is not None:
-                    shutil.rmtree(run_dir, ignore_errors=True)
+                    discard(run_dir, run_dir.parent.parent / "trash")
 
             threading.Thread(target=drain, name="evokernel-reference-drain", daemon=True).start()
             return
         if self.ref_held is not None:
             _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
-        if self.job_dir is not None:
-            shutil.rmtree(self.job_dir.parent, ignore_errors=True)
+        if self.job_dir is not None:  # never recursive, never stopped by what the candidate left (see jobfiles)
+            discard(self.job_dir.parent, self.job_dir.parent.parent.parent / "trash")
 
 
 def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, config: VerifyConfig, work: Path) -> None:
@@ -944,7 +977,7 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     job.send({"cmd": "go"})
     mark = job.expect({"report"}, config.run_timeout_s) or {}
     outcome = job.finish(timeout=5)
-    text = "\n".join(f.read_text(errors="replace") for f in (log, job_dir.parent / f"{job_dir.name}.stderr") if f.exists())
+    text = "\n".join(_read_job_text(d, name) for d, name in ((job_dir, log.name), (work, f"{job_dir.name}.stderr")))
     rows = [k.to_dict() for k in parse_ncu_csv(text)]
     profile.detail["ncu_seconds"] = outcome.seconds
     if rows:
@@ -960,10 +993,29 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
                         + (f" ({error[:300]})" if error else ""))
 
 
+def _read_job_text(directory: Path, name: str, max_bytes: int = 16 * 1024 * 1024) -> str:
+    """A text file the sandbox could have replaced (Nsight's CSV, the stderr tail), read as
+    `jobfiles.open_regular` allows: a link, FIFO or socket in its place reads as nothing, never blocks."""
+    from verifier.jobfiles import read_bytes
+
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        return read_bytes(fd, name, max_bytes).decode(errors="replace")
+    except (OSError, ValueError):
+        return ""
+    finally:
+        os.close(fd)
+
+
 def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     """Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
     one call on each, then every side times the same sets (fresh content in the same buffers, one call
-    each) and has sampled outputs checked. A round's figure is its mean per-call time, so work spread
+    each) and has every call's outputs checked against the reference's for the same inputs (a sample
+    would let a kernel be wrong on the calls it guesses go unchecked; `timing_memory_mb` bounds
+    `count`, so the files of a full round stay bounded). A round's figure is its mean per-call time, so work spread
     over a round (precomputing for later calls) still counts. Round 0 calibrates `count` and warms up.
     Stops once `estimate(means)` is not noisy after `min_rounds`, or at the budget or `max_rounds`.
     Returns (estimate, per-side means with the reference first, count, checks) or None on failure."""
@@ -978,7 +1030,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     while True:
         rdir = owner.trusted_dir / f"round{r}"
         rdir.mkdir()
-        sample = sorted(owner.rng.sample(range(count), min(count, 2 if r else 1)))
+        sample = list(range(count))  # every timed call's outputs are saved and compared, not a sample
         if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)],
                          "save": sample}):
             owner.candidate["ref_timing_failed"] = True
@@ -1005,7 +1057,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
             est = estimate(means)
             if not est.noisy or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
                 break
-    return est, means, count, sum(getattr(s, "sampled_checks", 0) for s in sides)
+    return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides)
 
 
 def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -226,74 +228,131 @@ class CorrectnessGate(Gate):
         return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)))
 
 
-def compare_files(cand_dir: Path, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
+def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
                   config, label: str, after_digests: list | None = None) -> dict:
     """One call's outputs (and its inputs after the call) against the reference's, from files.
 
-    Returns {"max_abs", "max_rel"} or {"fail": reason, ...}. Anything malformed in what the candidate
-    claims (a missing file, a link, a wrong count) is a failure, never an exception."""
+    `cand_dir` is the `HeldDir` the trusted side created for this call (a plain path only in tests):
+    every file in it is read through that descriptor, so a directory renamed and replaced by a link
+    (to the reference's own files, say) changes nothing that is read; the descriptor must not be the
+    reference's directory. Returns {"max_abs", "max_rel"} or {"fail": reason, ...}. Anything malformed
+    in what the candidate claims or wrote (a missing file, a link, a FIFO, a wrong count, bad JSON) is
+    a failure with one line, never an exception and never a blocked read."""
     try:
-        if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
-            n = len(cand_outputs) if isinstance(cand_outputs, list) else 0
-            return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
-        worst_abs = worst_rel = 0.0
-        for j, (ro, co) in enumerate(zip(ref_outputs, cand_outputs, strict=True)):
-            want = _load(ref_dir, ro["file"], config)
-            # never more than a few times the reference's file: a sparse file claiming gigabytes costs the
-            # candidate nothing and the parent its memory
-            got = _load(cand_dir, str(co["file"]), config, max_bytes=8 * (ref_dir / ro["file"]).stat().st_size + 65536)
-            spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
-            cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread)
-            worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
-            if not cmp.ok:
-                return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,
-                        "max_rel": cmp.max_rel}
-            if co.get("aliases_input") and not ro.get("aliases_input"):
-                return {"fail": f"{label}: output {j} aliases an input; return a new tensor"}
-        if after_digests is not None:
-            import json
+        with _dir_fd(cand_dir) as cfd, _dir_fd(ref_dir) as rfd:
+            c_st, r_st = os.fstat(cfd), os.fstat(rfd)
+            if (c_st.st_dev, c_st.st_ino) == (r_st.st_dev, r_st.st_ino):
+                return {"fail": f"{label}: the candidate's folder is the reference's own (a swapped link?)"}
+            return _compare_open(cfd, rfd, cand_outputs, ref_outputs, atol, rtol, config, label, after_digests)
+    except Exception as exc:  # noqa: BLE001 - whatever the candidate's files do, a failure with one line
+        return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {str(exc)[:300]})"}
 
-            from verifier.runner import file_digest
 
-            cands = json.loads((cand_dir / "after.json").read_text())
-            if len(cands) != len(after_digests):
-                return {"fail": f"{label}: forward was given {len(after_digests)} inputs, the report has {len(cands)}"}
-            for j, (digest, ci) in enumerate(zip(after_digests, cands, strict=True)):
-                if digest is None:
-                    continue
-                name = str(ci["tensor"]["file"])
-                _load_checked_path(cand_dir, name, config)
-                if file_digest(cand_dir / name) != digest:
+def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float, config,
+                  label: str, after_digests: list | None) -> dict:
+    if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
+        n = len(cand_outputs) if isinstance(cand_outputs, list) else 0
+        return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
+    worst_abs = worst_rel = 0.0
+    for j, (ro, co) in enumerate(zip(ref_outputs, cand_outputs, strict=True)):
+        want, ref_size = _load_fd(rfd, ro["file"], config)
+        # never more than a few times the reference's file: a sparse file claiming gigabytes costs the
+        # candidate nothing and the parent its memory
+        got, _ = _load_fd(cfd, str(co["file"]), config, max_bytes=8 * ref_size + 65536)
+        spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
+        cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread)
+        worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
+        if not cmp.ok:
+            return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,
+                    "max_rel": cmp.max_rel}
+        if co.get("aliases_input") and not ro.get("aliases_input"):
+            return {"fail": f"{label}: output {j} aliases an input; return a new tensor"}
+    if after_digests is not None:
+        from verifier.jobfiles import digest_fd, read_json
+
+        cands = read_json(cfd, "after.json")
+        if not isinstance(cands, list) or len(cands) != len(after_digests):
+            n = len(cands) if isinstance(cands, list) else 0
+            return {"fail": f"{label}: forward was given {len(after_digests)} inputs, the report has {n}"}
+        for j, (digest, ci) in enumerate(zip(after_digests, cands, strict=True)):
+            if digest is None:
+                continue
+            fd, st = _open_checked(cfd, str(ci["tensor"]["file"]), config)
+            try:
+                if digest_fd(fd, st.st_size) != digest:
                     return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
-        return {"max_abs": worst_abs, "max_rel": worst_rel}
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {exc})"}
+            finally:
+                os.close(fd)
+    return {"max_abs": worst_abs, "max_rel": worst_rel}
 
 
-def _load_checked_path(directory: Path | None, name: str, config, expected: dict | None = None,
+@contextlib.contextmanager
+def _dir_fd(directory):
+    """The descriptor of a held directory (borrowed), or of a trusted path opened without following a
+    link in its last step (closed afterwards)."""
+    if directory is None:
+        raise ValueError("no folder to read")
+    held = getattr(directory, "fd", None)
+    if held is not None:
+        if held < 0:
+            raise ValueError(f"{directory.name} was already closed")
+        yield held
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_checked(dir_fd: int, name: str, config, expected: dict | None = None, max_bytes: int | None = None):
+    """(descriptor, stat) of the regular file `name` in `dir_fd` (see `jobfiles.open_regular`: no link,
+    FIFO, socket or device, opened without blocking), no larger than the memory limit or `max_bytes`,
+    and, with `expected`, the very file the reference run wrote."""
+    from verifier.jobfiles import open_regular
+
+    fd, st = open_regular(dir_fd, name)
+    try:
+        if expected is not None and expected.get(name) != file_identity(st):  # also when the record is missing
+            raise ValueError(f"the reference file {name} changed after the reference run wrote it")
+        if st.st_size > config.memory_gb * 1024**3:
+            raise ValueError(f"{name} is larger than the memory limit")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise ValueError(f"{name} holds {st.st_size} bytes, far more than the reference's output")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _load_fd(dir_fd: int, name: str, config, expected: dict | None = None,
+             max_bytes: int | None = None) -> tuple[np.ndarray, int]:
+    """One .npy file read from its descriptor (never a pickle, never an archive), with its size."""
+    fd, st = _open_checked(dir_fd, name, config, expected, max_bytes)
+    with os.fdopen(fd, "rb") as fh:
+        arr = np.load(fh, allow_pickle=False)
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{name} is not a .npy array")
+    return arr, st.st_size
+
+
+def _load_checked_path(directory, name: str, config, expected: dict | None = None,
                        max_bytes: int | None = None):
-    """The stat of `directory/name`, refusing links and paths out of `directory`: a candidate must not
-    point the comparison at files of its choosing (nor at one larger than `max_bytes`)."""
-    if directory is None or "/" in name or name.startswith("."):
-        raise ValueError(f"bad output file name {name!r}")
-    path = directory / name
-    st = path.lstat()
-    if path.is_symlink() or not path.is_file() or path.resolve().parent != directory.resolve():
-        raise ValueError(f"{name} is a link or lies outside its folder")
-    if expected is not None and expected.get(name) != file_identity(st):  # also when the record is missing
-        raise ValueError(f"the reference file {name} changed after the reference run wrote it")
-    if st.st_size > config.memory_gb * 1024**3:
-        raise ValueError(f"{name} is larger than the memory limit")
-    if max_bytes is not None and st.st_size > max_bytes:
-        raise ValueError(f"{name} holds {st.st_size} bytes, far more than the reference's output")
+    """The stat of `directory/name` (a held directory or a trusted path), refusing links, anything but
+    a regular file, and files too large: a candidate must not point the comparison at files of its
+    choosing, nor make the parent block or run out of memory."""
+    with _dir_fd(directory) as dfd:
+        fd, st = _open_checked(dfd, name, config, expected, max_bytes)
+        os.close(fd)
     return st
 
 
-def _load(directory: Path | None, name: str, config, expected: dict | None = None,
+def _load(directory, name: str, config, expected: dict | None = None,
           max_bytes: int | None = None) -> np.ndarray:
-    """One .npy file, checked by `_load_checked_path`; never a pickle."""
-    _load_checked_path(directory, name, config, expected, max_bytes)
-    return np.load(directory / name, allow_pickle=False)
+    """One .npy file of `directory` (a held directory or a trusted path), checked as
+    `_load_checked_path` says and read from the descriptor that was checked; never a pickle."""
+    with _dir_fd(directory) as dfd:
+        return _load_fd(dfd, name, config, expected, max_bytes)[0]
 
 
 def file_identity(st) -> list[int]:

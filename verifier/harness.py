@@ -2,8 +2,8 @@
 
 `python -m verifier.harness JOBDIR [--wait]` imports torch, (with `--wait`: sits warm until the parent
 says go), reads `JOBDIR/job.json`, builds and imports the candidate, constructs `ModelNew` and then
-serves the parent's commands: a correctness trial, a profiled call, a timed round, saving sampled
-outputs, finish. Inputs arrive as files written by the trusted side only when a command needs them;
+serves the parent's commands: a correctness trial, a profiled call, a timed round, saving every timed
+call's outputs, finish. Inputs arrive as files written by the trusted side only when a command needs them;
 the candidate's process never holds the task's `Model`, its seeds or the reference's outputs. The
 harness computes no verdict: the parent compares the files it writes.
 Clock and torch references are taken before the candidate is imported.

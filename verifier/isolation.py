@@ -169,18 +169,40 @@ def private_scratch() -> Path:
     return base
 
 
-def clean_stale_runs(scratch: Path) -> int:
-    """Remove run directories whose owning process is gone (a killed app leaves nothing for long)."""
-    from verifier.sandbox import _alive
+def clean_stale_runs(scratch: Path, budget_s: float = 20.0) -> int:
+    """Remove run directories whose owning process is gone (a killed app leaves nothing for long), and
+    whatever earlier removals moved into `trash/`. Never raises and never holds a verification up for
+    long: the remover is iterative and descriptor based (`jobfiles.remove_tree`: a deep chain of
+    directories or a FIFO left by a candidate cannot stop it), the whole sweep has `budget_s`, and a
+    run it cannot remove now is moved to `trash/`, logged and left for next time."""
+    import logging
+    import time
 
+    from verifier.jobfiles import discard, remove_tree
+
+    log = logging.getLogger("evokernel.verifier")
+    deadline = time.monotonic() + budget_s
     removed = 0
-    for run in scratch.glob("*/run-*"):
-        try:
-            owner = int((run / ".owner").read_text())
-        except (OSError, ValueError):
-            owner = -1
-        if owner > 0 and _alive(owner):
-            continue
-        shutil.rmtree(run, ignore_errors=True)
-        removed += 1
+    try:
+        from verifier.sandbox import _alive
+
+        trash = scratch / "trash"
+        stale = sorted(trash.iterdir()) if trash.is_dir() else []
+        for run in sorted(p for p in scratch.glob("*/run-*") if p.parent != trash):
+            try:
+                owner = int((run / ".owner").read_text()[:32])
+            except (OSError, ValueError):
+                owner = -1
+            if owner > 0 and _alive(owner):
+                continue
+            stale.append(run)
+        for path in stale:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("clean_stale_runs: out of time, %s left for next time", path)
+                break
+            gone = remove_tree(path, left) if path.parent == trash else discard(path, trash, left)
+            removed += bool(gone)
+    except Exception as exc:  # noqa: BLE001 - a sweep that fails must not stop the verification
+        log.warning("clean_stale_runs: %s: %s", type(exc).__name__, exc)
     return removed

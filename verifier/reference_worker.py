@@ -138,12 +138,13 @@ class Worker:
         return times[3:]
 
     def round(self, cmd: dict) -> dict:
-        """`count` fresh input sets (seeds the parent drew), timed one call each; all outputs saved for
-        the sampled checks of the candidate's round on the same sets.
+        """`count` fresh input sets (seeds the parent drew), timed one call each; the outputs of every
+        call listed in `save` (the parent lists them all) saved for the checks of the candidate's round
+        on the same sets.
 
         `overhead_ms`: what everything but the calls costs the candidate's side of this round, measured
         here on trusted ground with the candidate's code path (load the sets from their files, a round
-        whose calls return ready outputs, save the sampled ones). The parent bounds the candidate's
+        whose calls return ready outputs, save the listed ones). The parent bounds the candidate's
         self-reported times from below with its own wall clock less this overhead (`wall_floor_ms`)."""
         from verifier.runner import _perf_ns, load_sets, save_args, save_tensor, time_round
 
