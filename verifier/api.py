@@ -625,22 +625,17 @@ class _Run:
         asked.add(request)
 
         logs = self.config.root() / "trusted" / "build-logs"
+        # In the background: the candidate keeps compiling its kernel meanwhile. The build belongs to this
+        # verification (`trusted_builds.TrustedBuilds`): at most a few run at once, and `close` kills what
+        # is still running and removes its half-written artefacts. Its output is kept (trusted side only)
+        # so a build that produced nothing can be explained.
+        from verifier.trusted_builds import TrustedBuilds, run_in_background
 
-        def build() -> None:
-            # In the background: the candidate keeps compiling its kernel meanwhile, and a trusted build
-            # that outlives this verification still lands in the shared tree for the next one. Its
-            # output is kept (trusted side only) so a build that produced nothing can be explained.
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                logs.mkdir(parents=True, exist_ok=True)
-                with open(logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", "w") as log:
-                    subprocess.run([sys.executable, "-m", "verifier.build", "--shared", str(shared), kind,
-                                    json.dumps(spec)],
-                                   env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   timeout=timeout, start_new_session=True)
-            job.send({"cmd": "built", "kind": kind})
-
-        threading.Thread(target=build, name=f"evokernel-trusted-build-{kind}", daemon=True).start()
+        owned = self.__dict__.setdefault("owned_builds", TrustedBuilds(shared))
+        run_in_background(owned, [sys.executable, "-m", "verifier.build", "--shared", str(shared), kind, json.dumps(spec)],
+                          {**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+                          logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", timeout,
+                          lambda: job.send({"cmd": "built", "kind": kind}), f"evokernel-trusted-build-{kind}")
 
     def _on_mark(self, mark: dict) -> None:
         if mark.get("phase") == "source":
@@ -888,6 +883,8 @@ class _Run:
                         self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
 
     def close(self) -> None:
+        if (owned := self.__dict__.get("owned_builds")) is not None:
+            owned.close()  # the trusted builds this run asked for end with it (killed, half-written files removed)
         if self.job is not None and self.job.proc.poll() is None:
             self.job.kill()
         if self.job is not None and getattr(self, "outcome", None) is None:
