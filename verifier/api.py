@@ -643,7 +643,9 @@ class _Run:
 
     def _take_report(self, mark: dict | None) -> None:
         if mark is not None and isinstance(mark.get("report"), dict):
-            report = mark["report"]
+            from verifier.gates import bounded_report
+
+            report = bounded_report(mark["report"])  # candidate text in a verdict is bounded
             keep = {k: report[k] for k in ("phase", "failed_phase", "error_type", "error", "traceback", "build_error",
                                            "builds", "threads_after_forward", "patched_after_forward")
                     if k in report}
