@@ -49,6 +49,10 @@ RULES = {
     "forward-outside-class": "forward must be defined with def inside class ModelNew, not bound from elsewhere",
     "tensor-subclass": "outputs must be plain tensors: Tensor subclasses and __torch_function__ can run code later",
     "job-tamper": "the candidate changed the job directory while the verifier handed it inputs",
+    "deserialization": "unpickling or mapping files (torch.load, pickle, marshal, np.load, from_file) runs code "
+                       "or brings in data the verifier did not hand over",
+    "cpp-python-escape": "the C++ code reaches Python internals (__globals__, __builtins__, imports, eval) "
+                         "through pybind11",
 }
 
 # torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
@@ -93,7 +97,8 @@ INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "cffi", "traceback", "weakre
 INTROSPECTION_ATTRS = {"__globals__", "__builtins__", "__subclasses__", "__code__", "f_back", "f_locals",
                        "f_globals", "gi_frame", "__closure__", "_getframe", "modules", "settrace", "setprofile",
                        "__dict__", "__class__", "__bases__", "__mro__", "__reduce__", "__reduce_ex__",
-                       "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames"}
+                       "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames",
+                       "__getattribute__", "__getattr__", "__loader__", "__spec__", "__import__"}
 CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "signal",
                        "pty", "socket", "sched", "shutil", "resource", "atexit", "posix", "nt"}
 # os, sys and time are common in honest wrappers (os.environ for build flags); everything else in os can
@@ -135,6 +140,17 @@ MUTABLE_FACTORIES = {"dict", "list", "set", "bytearray", "deque", "defaultdict",
                      "collections.OrderedDict", "collections.Counter", "collections.ChainMap"}
 CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "remove", "update", "setdefault", "add",
                       "discard", "appendleft", "extendleft", "__setitem__", "__delitem__", "sort", "reverse"}
+# deserialization: a pickle runs code and can forge any record the candidate's process writes; a mapped
+# or read file brings in data (or host secrets) the verifier did not hand over. Refused everywhere,
+# __init__ included (set-up is no excuse: a torch.load in __init__ forged a whole run).
+DESERIALIZATION_NAMES = ("torch.load", "torch.serialization", "torch.from_file", "torch.hub", "torch.package",
+                         "torch.utils.model_zoo", "torch.utils.data", "torch.storage", "numpy.load", "numpy.fromfile",
+                         "numpy.memmap", "numpy.lib", "pickle", "_pickle", "cPickle", "marshal", "dill",
+                         "cloudpickle", "shelve", "joblib", "copyreg")
+DESERIALIZATION_ATTRS = {"from_file", "fromfile", "_load_from_bytes", "_legacy_load", "__setstate__",
+                         "_new_shared_filename", "_new_shared_filename_cpu", "_new_using_filename",
+                         "_new_using_filename_cpu", "_share_filename_", "_share_filename_cpu_", "memmap"}
+DESERIALIZATION_KEYWORDS = {("weights_only", False), ("allow_pickle", True), ("mmap", True)}
 TORCH_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
                      "full_like", "tensor", "as_tensor", "from_numpy", "arange"}
 
@@ -165,6 +181,15 @@ CPP_ESCAPE = re.compile(r"\b(std::thread|std::async|pthread_create|fork\s*\(|vfo
                         r"py::eval|py::exec|getenv\s*\(|std::getenv|fopen\s*\(|freopen\s*\(|std::[io]?fstream|"
                         r"\bifstream\b|\bofstream\b|\bopen\s*\(|\bmmap\s*\(|opendir\s*\(|std::filesystem|"
                         r"\bsyscall\s*\(|\bkill\s*\(|\bsignal\s*\(|\bsetenv\s*\()")
+# pybind11 reaches any Python object from C++: `m.attr("__globals__")`, `module_::import("builtins")`,
+# `py::eval`, `py::globals()`, `py::getattr(o, name)`, whatever the namespace alias (`namespace q = pybind11`)
+CPP_PY_ESCAPE = re.compile(
+    r"(::\s*(?:import|eval|exec|eval_file|globals|getattr|setattr|hasattr|delattr|builtins|module_?|dict|cpp_function|"
+    r"reinterpret_borrow|reinterpret_steal)\b|\battr\s*\(\s*(?!\"[A-Za-z][A-Za-z0-9_]*\"\s*\))|"
+    r"\bPy[A-Z]\w*_(?:GetAttr\w*|GetItem\w*|Call\w*|Import\w*|GetBuiltins|GetGlobals|GetLocals|GetFrame)\b|"
+    r"\bPyEval_\w+|\bPyRun_\w+|\bPyImport_\w+|\bPyObject_\w+)")
+CPP_PY_DUNDER = re.compile(r'"[^"\n]*__(?:globals|builtins|import|dict|class|subclasses|code|getattribute|getattr|'
+                           r'loader|spec|self|func|closure|mro|bases|reduce|reduce_ex|main|frame|traceback)__')
 CPP_GPU_STREAMS = re.compile(
     r"\b(cudaStreamCreate\w*|cudaStreamNonBlocking|cudaStreamPerThread|cudaStreamAddCallback|cudaLaunchHostFunc|"
     r"cudaEvent\w*|cuStreamCreate\w*|cuEvent\w*|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|"
@@ -308,6 +333,7 @@ class _Scanner(ast.NodeVisitor):
             self.add("compiler-standin", node, f"import of {module}: the work must be done by the custom kernel")
         elif root in INDIRECTION_MODULES:
             self.add("indirection", node, f"import of {module} is not allowed in a candidate")
+            self._check_deserialization(node, module, "")
         elif root in INTROSPECTION_MODULES:
             self.add("introspection", node, f"import of {module} is not allowed in a candidate")
         elif root in CONCURRENCY_MODULES and module not in {"os.path"}:
@@ -564,7 +590,50 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         full = self.resolve(node) or ""
         self._check_name_chain(node, full, node.attr, _dotted(node.value) == "self")
+        if not full and not isinstance(self.parents.get(id(node)), ast.Attribute):
+            # `[torch.utils][0].cpp_extension.importlib`, `(lambda: torch)().os`: the chain passes through
+            # a subscript, a call or an expression; every name it may stand for is checked like a dotted one
+            for chain in self._loose_chains(node):
+                if "." in chain and chain != full:
+                    self._check_name_chain(node, chain, chain.rsplit(".", 1)[1])
+                    self._check_torch_name(node, chain)
         self.generic_visit(node)
+
+    def _loose_chains(self, node: ast.AST, depth: int = 0) -> list[str]:
+        """The dotted names an expression may evaluate to, looking through container literals and their
+        subscripts, calls (their callee, getattr/vars by their object), conditionals, walrus and lambdas."""
+        if depth > 12:
+            return []
+        sub = lambda n: self._loose_chains(n, depth + 1)  # noqa: E731
+        if isinstance(node, ast.Name):
+            return [self.resolve(node) or node.id]
+        if isinstance(node, ast.Attribute):
+            return [f"{c}.{node.attr}" for c in sub(node.value)]
+        if isinstance(node, ast.Subscript):
+            return sub(node.value)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set):
+            return [c for e in node.elts for c in sub(e)]
+        if isinstance(node, ast.Dict):
+            return [c for e in node.values if e is not None for c in sub(e)]
+        if isinstance(node, ast.Starred | ast.NamedExpr):
+            return sub(node.value)
+        if isinstance(node, ast.IfExp):
+            return sub(node.body) + sub(node.orelse)
+        if isinstance(node, ast.BoolOp):
+            return [c for v in node.values for c in sub(v)]
+        if isinstance(node, ast.Lambda):
+            return sub(node.body)
+        if isinstance(node, ast.Call):
+            fname = _dotted(node.func)
+            if fname in {"getattr", "vars", "dict", "list", "tuple", "next", "iter", "type"} and node.args:
+                inner = sub(node.args[0])
+                if fname == "getattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                    return [f"{c}.{node.args[1].value}" for c in inner]
+                return inner
+            return sub(node.func)
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return sub(node.elt) + [c for g in node.generators for c in sub(g.iter)]
+        return []
 
     def _check_name_chain(self, node: ast.AST, full: str, attr: str, on_self: bool = False) -> None:
         """Rules on a dotted name (`os.path.os.system`, `sys.modules`, `torch._C`), reached by attribute access
@@ -578,6 +647,7 @@ class _Scanner(ast.NodeVisitor):
                 rule = "os-escape" if part == "os" else "indirection"
                 self.add(rule, node, f"{'.'.join(parts[:i + 1])} reaches the {part} module through another module")
                 break
+        self._check_deserialization(node, full, attr)
         if attr in INTROSPECTION_ATTRS and not (on_self and attr == "modules"):
             self.add("introspection", node, f".{attr} is not allowed in a candidate")
         if attr in TENSOR_SUBCLASS_NAMES or full.startswith(TENSOR_SUBCLASS_TORCH):
@@ -589,6 +659,13 @@ class _Scanner(ast.NodeVisitor):
             pass
         elif full.startswith(COMPILER_TORCH):
             self.add("compiler-standin", node, f"{full}: compilers and torch internals cannot stand in for the kernel")
+
+    def _check_deserialization(self, node: ast.AST, full: str, attr: str) -> None:
+        name = full.replace("np.", "numpy.", 1) if full.startswith("np.") and "np" not in self.aliases else full
+        if any(name == p or name.startswith(p + ".") for p in DESERIALIZATION_NAMES) or attr in DESERIALIZATION_ATTRS:
+            self.add("deserialization", node, f"{full or attr}: loading pickles or files is not allowed in a candidate "
+                                              "(it can run code and forge what the verifier records); compute with "
+                                              "the inputs and weights forward receives")
 
     def _is_tensor(self, node: ast.AST) -> bool:
         """A name bound in forward to an input, a custom-kernel result or a view of one."""
@@ -627,6 +704,13 @@ class _Scanner(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = self.resolve(func)
+        for kw in node.keywords:
+            if kw.arg and isinstance(kw.value, ast.Constant) and (kw.arg, kw.value.value) in DESERIALIZATION_KEYWORDS:
+                self.add("deserialization", node, f"{kw.arg}={kw.value.value!r} unpickles or maps data from a file; "
+                                                  "not allowed in a candidate")
+        if isinstance(func, ast.Name) and func.id in {"load", "loads", "from_file", "fromfile"} and \
+                (self.aliases.get(func.id) or "").rpartition(".")[0]:
+            self._check_deserialization(node, self.aliases[func.id], func.id)
         if isinstance(func, ast.Name):
             if func.id in INDIRECTION_CALLS:
                 self.add("indirection", node, f"{func.id}() is not allowed in a candidate")
@@ -764,6 +848,13 @@ def scan_cpp(base_line: int, code: str) -> list[Violation]:
         out.append(Violation("cuda-graph", at(m.start()), f"{m.group(1)}: CUDA graph replay can return captured outputs"))
     for m in CPP_ESCAPE.finditer(bare):
         out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1).strip('( ')} is not allowed"))
+    for m in CPP_PY_ESCAPE.finditer(bare):
+        out.append(Violation("cpp-python-escape", at(m.start()),
+                             f"{' '.join(m.group(0).split())} reaches Python objects from C++; the kernel may only "
+                             "compute on the tensors it is given"))
+    for m in CPP_PY_DUNDER.finditer(clean):
+        out.append(Violation("cpp-python-escape", at(m.start()),
+                             f"{m.group(0).strip(chr(34))!r} names a Python internal; not allowed in C++"))
     for m in CPP_ESCAPE_WORDS.finditer(bare):
         out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1)} is not allowed in a kernel"))
     for m in CPP_OPS.finditer(bare):

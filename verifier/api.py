@@ -626,22 +626,17 @@ class _Run:
         asked.add(request)
 
         logs = self.config.root() / "trusted" / "build-logs"
+        # In the background: the candidate keeps compiling its kernel meanwhile. The build belongs to this
+        # verification (`trusted_builds.TrustedBuilds`): at most a few run at once, and `close` kills what
+        # is still running and removes its half-written artefacts. Its output is kept (trusted side only)
+        # so a build that produced nothing can be explained.
+        from verifier.trusted_builds import TrustedBuilds, run_in_background
 
-        def build() -> None:
-            # In the background: the candidate keeps compiling its kernel meanwhile, and a trusted build
-            # that outlives this verification still lands in the shared tree for the next one. Its
-            # output is kept (trusted side only) so a build that produced nothing can be explained.
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                logs.mkdir(parents=True, exist_ok=True)
-                with open(logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", "w") as log:
-                    subprocess.run([sys.executable, "-m", "verifier.build", "--shared", str(shared), kind,
-                                    json.dumps(spec)],
-                                   env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   timeout=timeout, start_new_session=True)
-            job.send({"cmd": "built", "kind": kind})
-
-        threading.Thread(target=build, name=f"evokernel-trusted-build-{kind}", daemon=True).start()
+        owned = self.__dict__.setdefault("owned_builds", TrustedBuilds(shared))
+        run_in_background(owned, [sys.executable, "-m", "verifier.build", "--shared", str(shared), kind, json.dumps(spec)],
+                          {**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+                          logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", timeout,
+                          lambda: job.send({"cmd": "built", "kind": kind}), f"evokernel-trusted-build-{kind}")
 
     def _on_mark(self, mark: dict) -> None:
         if mark.get("phase") == "source":
@@ -649,7 +644,9 @@ class _Run:
 
     def _take_report(self, mark: dict | None) -> None:
         if mark is not None and isinstance(mark.get("report"), dict):
-            report = mark["report"]
+            from verifier.gates import bounded_report
+
+            report = bounded_report(mark["report"])  # candidate text in a verdict is bounded
             keep = {k: report[k] for k in ("phase", "failed_phase", "error_type", "error", "traceback", "build_error",
                                            "builds", "threads_after_forward", "patched_after_forward")
                     if k in report}
@@ -867,38 +864,41 @@ class _Run:
         return work
 
     def audit(self) -> None:
-        """Every shared object the candidate's process mapped from a place it could write, audited for
-        what it imports (BLAS, ATen operators, dlopen, process creation, file and socket I/O)."""
+        """Every executable object mapped by any process of the candidate's PID namespace from a place it
+        could write (or from outside the read-only trees), audited through the mapped object itself
+        (`verifier.mapped_audit`) for what it imports (BLAS, ATen operators, dlopen, process creation,
+        file and socket I/O); each split build's kernel object too. At the last audit, a run that claims
+        its kernel ran must have a kernel object of its own build mapped."""
         pid = getattr(self, "harness_pid", None)
         if pid is None:
             return
-        from verifier.binary_audit import KERNEL, AuditError, audit
+        from verifier.binary_audit import KERNEL, audit
         from verifier.isolation import visible_trees
+        from verifier.mapped_audit import audit_namespace, audit_objects
 
-        read_only = [*visible_trees(), self.config.root() / "shared"]
-        targets = [(Path(f"/proc/{pid}/root") / path.lstrip("/"), None)
-                   for path in _writable_mappings(pid, self.job_dir, read_only)]
+        read_only = [*visible_trees(), self.config.root() / "shared", Path("/dev")]
+        launcher_cache = str(self.job_dir / "build" / "triton-cache") if self.job_dir is not None else None
+
+        def expected(path: str, f) -> bool:  # Triton's own generated launcher loads the driver
+            return (self.be.name == "triton" and launcher_cache is not None and path.startswith(launcher_cache)
+                    and f.family in ("dynamic-loading", "python"))
+
+        seen = audit_namespace(pid, self.job_dir, read_only, audit, expected)
+        found = list(seen.findings)
         if self.job_dir is not None:
             build = self.job_dir / "build"
-            targets += [(obj, KERNEL) for pattern in ("ext/*/kernel.o", "cuda/*/cuda.o") for obj in build.glob(pattern)]
-        launcher_cache = str(self.job_dir / "build" / "triton-cache") if self.job_dir is not None else None
-        for host, profile in targets:
-            path = str(host).split("/root", 1)[-1] if profile is None else str(host)
-            try:
-                found = audit(host, profile=profile) if profile else audit(host)
-            except (AuditError, OSError) as exc:
-                if profile is None:  # mapped and executable, but hidden from the audit: that cannot pass
-                    entry = ("binary-import", f"{Path(path).name} was loaded but cannot be audited ({exc})")
-                    if entry not in self.audit_findings:
-                        self.audit_findings.append(entry)
-                continue
-            for f in found:
-                if (self.be.name == "triton" and launcher_cache and launcher_cache in str(host)
-                        and f.family in ("dynamic-loading", "python")):
-                    continue  # Triton's own generated launcher loads the driver; no C++ of the candidate's
-                entry = ("binary-import", f"{Path(path).name} imports {f.symbol} ({f.family}): {f.reason}")
-                if entry not in self.audit_findings:
-                    self.audit_findings.append(entry)
+            objs = [obj for pattern in ("ext/*/kernel.o", "cuda/*/cuda.o") for obj in build.glob(pattern)]
+            found += audit_objects(objs, lambda p: audit(p, profile=KERNEL))
+        self.audits_done = getattr(self, "audits_done", 0) + 1
+        self.mapped_job_objects = sorted({*getattr(self, "mapped_job_objects", []), *seen.job_objects})
+        calls = [c for c in self.candidate.get("kernel_calls", []) if isinstance(c, int)]
+        if (self.audits_done > 1 and self.be.counts_kernel_calls and self.candidate.get("builds") and any(calls)
+                and not self.mapped_job_objects):
+            found.append(("kernel-not-mapped", "the candidate claims its kernel ran, but no process in its sandbox "
+                                               "has an object of its own build mapped"))
+        for entry in found:
+            if entry not in self.audit_findings:
+                self.audit_findings.append(entry)
 
     def finish_candidate(self) -> None:
         if self.job is None:
@@ -919,6 +919,8 @@ class _Run:
                         self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
 
     def close(self) -> None:
+        if (owned := self.__dict__.get("owned_builds")) is not None:
+            owned.close()  # the trusted builds this run asked for end with it (killed, half-written files removed)
         if self.job is not None and self.job.proc.poll() is None:
             self.job.kill()
         if self.job is not None and getattr(self, "outcome", None) is None:

@@ -189,6 +189,36 @@ class CompileGate(Gate):
                                                          "import_seconds": cand.get("import_seconds")})
 
 
+# Text the candidate's process writes (error messages, tracebacks, build diagnostics) reaches the verdict,
+# the app and the next prompt: it is bounded here, whatever the sandbox let the candidate read.
+REPORT_LIMITS = {"error_type": 80, "error": 300, "traceback": 4000, "failed_phase": 40, "phase": 40}
+BUILD_ERROR_LIMITS = {"message": 500, "log": 4000}
+MAX_DIAGNOSTICS, DIAGNOSTIC_CHARS = 20, 300
+
+
+def _text(value, limit: int, tail: bool = False) -> str:
+    text = value if isinstance(value, str) else ("" if value is None else repr(value))
+    if len(text) <= limit:
+        return text
+    return ("..." + text[-limit:]) if tail else (text[:limit] + "...")
+
+
+def bounded_report(report: dict) -> dict:
+    """The candidate's final report with every text field it controls cut to a fixed length (tracebacks
+    and logs keep their tail), non-text values made text, build diagnostics capped in count and length."""
+    out = dict(report)
+    for key, limit in REPORT_LIMITS.items():
+        if key in out:
+            out[key] = _text(out[key], limit, tail=key == "traceback")
+    if "build_error" in out:
+        be = out["build_error"] if isinstance(out["build_error"], dict) else {"message": out["build_error"]}
+        diags = be.get("diagnostics") if isinstance(be.get("diagnostics"), list) else []
+        out["build_error"] = {"message": _text(be.get("message"), BUILD_ERROR_LIMITS["message"]),
+                              "log": _text(be.get("log"), BUILD_ERROR_LIMITS["log"], tail=True),
+                              "diagnostics": [_text(d, DIAGNOSTIC_CHARS) for d in diags[:MAX_DIAGNOSTICS]]}
+    return out
+
+
 def _reached(marks: list, phase: str) -> bool:
     """The child marks "correctness" only after the candidate imported and built: a later hang or crash
     is not a compile failure even though no report was written."""

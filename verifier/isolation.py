@@ -1,6 +1,7 @@
 """OS isolation for everything a candidate controls: bubblewrap namespaces around the build and the run.
 
-The sandbox sees a whitelist of the host, read-only: the system directories, the Python installation,
+The sandbox sees a whitelist of the host, read-only: the system directories, a few files of `/etc`
+(`ETC_ENTRIES`: loader cache, alternatives, passwd/group, name service, time zone), the Python installation,
 the packages on `sys.path` and this project's code. Nothing else exists inside it: not `$HOME`, not
 the build root (only its trusted `shared/` artefacts, read-only), not sessions, the memory bank, the
 verdict cache, reference data or the config. The job's own directory is the only writable place
@@ -18,7 +19,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
+# /etc is not bound wholesale (it holds host secrets: shadow, ssh keys, tokens, configs): only what the
+# dynamic loader, Python, torch and the compilers read. Each entry is bound read-only when it exists.
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "passwd", "group",
+               "nsswitch.conf", "host.conf", "hosts", "gai.conf", "localtime", "timezone", "os-release",
+               "debian_version", "lsb-release", "mime.types", "protocols", "services", "python3", "python3.11",
+               "python3.12", "OpenCL", "vulkan", "glvnd", "nvidia")
 UNSAFE_FLAG = "--unsafe-no-isolation"
 
 
@@ -124,6 +131,12 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
             args += ["--symlink", os.readlink(d), d]
     for tree in trees:
         args += ["--ro-bind", str(tree), str(tree)]
+    if not any(t == Path("/etc") or t in Path("/etc").parents for t in trees):
+        args += ["--dir", "/etc"]
+        for entry in ETC_ENTRIES:
+            host = Path("/etc") / entry
+            if host.exists():
+                args += ["--ro-bind", str(host), str(host)]
     for hid in spec.hidden:
         hid = hid.resolve() if hid.exists() else hid
         if hid.is_dir() and any(hid == t or t in hid.parents for t in trees):
