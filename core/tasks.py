@@ -548,10 +548,11 @@ def is_builtin(task: Task) -> bool:
 
 
 def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
-                    timeout_s: float = 120, use_cache: bool = True) -> list[str] | None:
+                    timeout_s: float = 120, use_cache: bool = True, raise_errors: bool = False) -> list[str] | None:
     """Which trivial answers (zeros, a constant, a broadcast mean, outputs that ignore the inputs or the
     weights) would pass this task under `preset`; [] for a sound task, None when the reference could not
-    be run. Runs the reference in the probe (under `memory_gb`); cached per task source and preset."""
+    be run (with `raise_errors`, its one-line TaskError instead). Runs the reference in the probe (under
+    `memory_gb`); cached per task source and preset (a cached answer means the task ran)."""
     key = hashlib.sha256(f"degenerate\0{preset}\0{task.source}".encode()).hexdigest()[:32]
     from verifier.config import default_build_root
 
@@ -562,6 +563,8 @@ def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float
     try:
         found = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset).degenerate
     except TaskError:
+        if raise_errors:
+            raise
         return None
     _write_cache(cache, found)
     return found
