@@ -165,10 +165,16 @@ class EvoKernelApp(App[None]):
         debounce: float = 0.3,
         prebuild_starter: bool = False,
         task_checks: Callable[[Any], Iterable[TaskCheck]] | None = None,
+        starter: str | None = None,
     ) -> None:
         super().__init__()
         self._prebuild_starter = prebuild_starter
         self._task_checks = task_checks
+        #: the starter kernel worked out from the task's source before the screen (manual mode): on screen
+        #: and editable at the first paint; the session's own starter is the same text, so edits made
+        #: before it attaches are kept
+        self._starter = starter
+        self.opening: str | None = None
         self._pending_checks: list[TaskCheck] = []
         #: set while no task check is running (session calls wait on it); `task_problem`: what one found
         self.checks_done = threading.Event()
@@ -222,6 +228,10 @@ class EvoKernelApp(App[None]):
             self.attach(self.session)
         elif self._open_session is not None:
             self.activity.note(f"opening {self._initial_task or 'the default task'}…")
+            if self._starter:
+                self.main_screen.query_one(KernelPane).load(self._starter, author="starter")
+                self.main_screen.focus_editor()
+            self.opening = self._initial_task or "the default task"
             self.call_after_refresh(self._create_session, self._initial_task)
         else:
             self.activity.note("No session open: press o to open a task.")
@@ -232,11 +242,16 @@ class EvoKernelApp(App[None]):
         try:
             session = self._open_session(task)
         except Exception as exc:  # any failure to open is shown as one line, never a traceback
-            self.call_from_thread(self._report, f"Could not open {task or 'the task'}: {exc}")
+            self.call_from_thread(self._opening_failed, f"Could not open {task or 'the task'}: {exc}")
             return
         self.post_message(self.SessionReady(session))
 
+    def _opening_failed(self, text: str) -> None:
+        self.opening = None
+        self._report(text)
+
     def on_evo_kernel_app_session_ready(self, message: SessionReady) -> None:
+        self.opening = None
         self.attach(message.session)
 
     def attach(self, session: Any) -> None:
@@ -418,7 +433,8 @@ class EvoKernelApp(App[None]):
     def _start(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> bool:
         """Run `call(session)` in a worker unless one is running (then refuse, saying so)."""
         if self.session is None:
-            self._report("No session open: press o to open a task.", "warning")
+            self._report(f"Still opening {self.opening}: try again in a moment." if self.opening else
+                         "No session open: press o to open a task.", "warning")
             return False
         if self.task_problem is not None:
             self._report(f"Refused: {label} not started: {self.task_problem}", "warning")
@@ -653,6 +669,7 @@ class EvoKernelApp(App[None]):
     def open_task(self, task: str | None) -> None:
         if task:
             self.activity.note(f"opening {task}…")
+            self.opening = task
             self._create_session(task)
 
     def export_choice(self) -> tuple[str | None, str, str]:

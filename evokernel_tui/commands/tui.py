@@ -231,8 +231,22 @@ def tui(
     from evokernel_tui.app import EvoKernelApp
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True,
-                       task_checks=task_checks(memory_gb))  # memory estimate, probe, degeneracy: after the paint
+                       task_checks=task_checks(memory_gb),  # memory estimate, probe, degeneracy: after the paint
+                       starter=_first_starter(first, backend, model))
     app.run()
+
+
+def _first_starter(task: Any, backend: str, model: str | None) -> str | None:
+    """In manual mode, the starter kernel the session will begin from, worked out from the task's source
+    (`ast` only, no run), so the kernel pane has it at the first paint; None when a model drafts instead."""
+    if task is None or model:
+        return None
+    from core.config import load_settings
+    from core.starter import starter_kernel
+
+    if load_settings().model:
+        return None
+    return starter_kernel(task.name, task.source, backend)
 
 
 def _refuse_if_open(path: Path) -> None:

@@ -183,3 +183,40 @@ async def test_a_too_big_problem_opens_and_the_memory_check_says_so(tmp_path, mo
         await pilot.pause(0.1)
         assert "Refused: verify your edit" in log_text(app)
     session.close()
+
+
+async def test_the_starter_is_on_screen_at_the_first_paint_and_edits_before_the_session_opens_are_kept(
+        tmp_path, verifier):
+    from core.starter import starter_kernel
+
+    path = tmp_path / "my_layer.py"
+    path.write_text(BROKEN_LAYER)
+    task = load_task(str(path))
+    opener = session_opener("cpu", None, None, str(tmp_path / "sessions"), 1, 0, memory=None, first_task=task,
+                            verify_config=make_config("kernelbench"))
+    release = threading.Event()
+
+    def slow_open(ref):  # a session that takes its time to open (a loaded machine)
+        release.wait(30)
+        session = opener(ref)
+        session.verify_fn = verifier
+        return session
+
+    starter = starter_kernel(task.name, task.source, "cpu")
+    app = EvoKernelApp(open_session=slow_open, task=task.name, watch_file=False, starter=starter)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.1)
+        pane = app.screen.query_one(KernelPane)
+        assert app.session is None and pane.editor.text == starter        # editable before the session exists
+        assert pane.editor.has_focus
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.05)
+        assert "Still opening my_layer" in log_text(app) or any(
+            "Still opening" in str(n.message) for n in app._notifications)
+        pane.editor.insert("# mine\n", (0, 0))
+        release.set()
+        await wait_until(pilot, lambda: app.session is not None)
+        await pilot.pause(0.1)
+        assert app.session.current_source == starter                      # the session's starter: the same text
+        assert pane.editor.text.startswith("# mine\n") and pane.edited    # the person's edit is kept
+    app.session.close()
