@@ -560,11 +560,12 @@ class Degeneracy:
 
 
 def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
-                    timeout_s: float = 120, use_cache: bool = True) -> Degeneracy | None:
+                    timeout_s: float = 120, use_cache: bool = True, raise_errors: bool = False) -> Degeneracy | None:
     """Which trivial answers (zeros, a constant, a broadcast mean, outputs that ignore the inputs or the
     weights, an input passed through) would pass this task under `preset`; empty for a sound task, None
-    when the reference could not be run. Runs the reference in the probe (under `memory_gb`); cached per
-    task source and preset."""
+    when the reference could not be run (with `raise_errors`, its one-line TaskError instead). Runs the
+    reference in the probe (under `memory_gb`); cached per task source and preset (a cached answer means
+    the task ran)."""
     key = hashlib.sha256(f"degenerate-v2\0{preset}\0{task.source}".encode()).hexdigest()[:32]
     from verifier.config import default_build_root
 
@@ -575,6 +576,8 @@ def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float
     try:
         info = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset)
     except TaskError:
+        if raise_errors:
+            raise
         return None
     _write_cache(cache, {"found": info.degenerate, "separating": info.separating})
     return Degeneracy(info.degenerate, info.separating)

@@ -11,9 +11,10 @@ import difflib
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from textual import work
 from textual.app import App, SuspendNotSupported, SystemCommand
@@ -77,6 +78,18 @@ def prebuild_starter(session: Any) -> Any:
     return thread
 
 
+class TaskCheck(NamedTuple):
+    """A check of the open task that runs after the first paint, in its own named worker
+    (`task check: NAME`): `run()` returns a one-line finding, or raises with a one-line message when the
+    task cannot be worked on (it fails to run, it does not fit the memory limit). Checks run one after
+    another; the first problem stops the rest and is shown in the gates pane, the status line and the
+    activity pane. Session calls (verify, step) wait for the checks: the probe decides how correctness
+    is judged (degeneracy)."""
+
+    name: str
+    run: Callable[[], str]
+
+
 def untrusted_pass_as_checking(event: Any) -> Any:
     """A live `gate` event's "pass" may be the candidate's own progress report (the verifier marks a
     phase passed when the child moves on); the pane shows "checking" until the `verification` event,
@@ -132,6 +145,14 @@ class EvoKernelApp(App[None]):
             self.label = label
             self.error = error
 
+    class CheckFinished(Message):
+        def __init__(self, session: Any, name: str, finding: str | None, problem: str | None) -> None:
+            super().__init__()
+            self.session = session
+            self.name = name
+            self.finding = finding
+            self.problem = problem
+
     def __init__(
         self,
         session: Any = None,
@@ -143,9 +164,23 @@ class EvoKernelApp(App[None]):
         watch_file: bool = True,
         debounce: float = 0.3,
         prebuild_starter: bool = False,
+        task_checks: Callable[[Any], Iterable[TaskCheck]] | None = None,
+        starter: str | None = None,
     ) -> None:
         super().__init__()
         self._prebuild_starter = prebuild_starter
+        self._task_checks = task_checks
+        #: the starter kernel worked out from the task's source before the screen (manual mode): on screen
+        #: and editable at the first paint; the session's own starter is the same text, so edits made
+        #: before it attaches are kept
+        self._starter = starter
+        self.opening: str | None = None
+        self._pending_checks: list[TaskCheck] = []
+        #: set while no task check is running (session calls wait on it); `task_problem`: what one found
+        self.checks_done = threading.Event()
+        self.checks_done.set()
+        self.checking: str | None = None
+        self.task_problem: str | None = None
         self.prebuild_thread: Any = None
         self.session = session
         self.view = SessionView()
@@ -193,6 +228,10 @@ class EvoKernelApp(App[None]):
             self.attach(self.session)
         elif self._open_session is not None:
             self.activity.note(f"opening {self._initial_task or 'the default task'}…")
+            if self._starter:
+                self.main_screen.query_one(KernelPane).load(self._starter, author="starter")
+                self.main_screen.focus_editor()
+            self.opening = self._initial_task or "the default task"
             self.call_after_refresh(self._create_session, self._initial_task)
         else:
             self.activity.note("No session open: press o to open a task.")
@@ -203,11 +242,16 @@ class EvoKernelApp(App[None]):
         try:
             session = self._open_session(task)
         except Exception as exc:  # any failure to open is shown as one line, never a traceback
-            self.call_from_thread(self._report, f"Could not open {task or 'the task'}: {exc}")
+            self.call_from_thread(self._opening_failed, f"Could not open {task or 'the task'}: {exc}")
             return
         self.post_message(self.SessionReady(session))
 
+    def _opening_failed(self, text: str) -> None:
+        self.opening = None
+        self._report(text)
+
     def on_evo_kernel_app_session_ready(self, message: SessionReady) -> None:
+        self.opening = None
         self.attach(message.session)
 
     def attach(self, session: Any) -> None:
@@ -229,8 +273,57 @@ class EvoKernelApp(App[None]):
                 Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
             ).start()
             self._watcher.note_own_write(session.current_source)
-        if self._prebuild_starter and session.manual and not getattr(session, "history", None):
+        self.task_problem = None
+        self._pending_checks = list(self._task_checks(session)) if self._task_checks is not None else []
+        if self._pending_checks:
+            self.checks_done.clear()
+        self._next_check()
+
+    # ----- task checks after the first paint (probe, memory estimate, degeneracy) -------------------
+
+    def _next_check(self) -> None:
+        """Start the next task check in its own worker; when none is left (or one found a problem), let
+        the waiting session calls go and prebuild the starter."""
+        session = self.session
+        if self._pending_checks and self.task_problem is None and session is not None:
+            check = self._pending_checks.pop(0)
+            self.checking = check.name
+            self.view.task_note = f"checking the task ({check.name})…"
+            self._show()
+            self.run_worker(lambda: self._check_worker(session, check), name=f"task check: {check.name}",
+                            group="task-checks", thread=True, exit_on_error=False)
+            return
+        self._pending_checks = []
+        self.checking = None
+        self.checks_done.set()
+        if session is None:
+            return
+        if self.task_problem is None:
+            self.view.task_note = ""
+            self._show()
+        if (self._prebuild_starter and self.task_problem is None and session.manual
+                and not getattr(session, "history", None)):
             self.prebuild_thread = prebuild_starter(session)
+
+    def _check_worker(self, session: Any, check: TaskCheck) -> None:
+        finding = problem = None
+        try:
+            finding = check.run()
+        except Exception as exc:  # the check's one line, shown in the panes
+            problem = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        self.post_message(self.CheckFinished(session, check.name, finding, problem))
+
+    def on_evo_kernel_app_check_finished(self, message: CheckFinished) -> None:
+        if message.session is not self.session:
+            return  # another task was opened meanwhile
+        if message.problem:
+            self.task_problem = message.problem
+            self.view.task_note = f"⚠ task check failed ({message.name}): see the activity pane"
+            self._report(f"Task check ({message.name}) found a problem: {message.problem}")
+        else:
+            self.activity.note(f"task check ({message.name}): {message.finding}")
+        self.view.degenerate = _degenerate(self.session) or self.view.degenerate
+        self._next_check()
 
     def on_unmount(self) -> None:
         self._stop_watcher()
@@ -295,7 +388,8 @@ class EvoKernelApp(App[None]):
         screen.show(self.view)
         self.sub_title = f"{self.view.task} · {self.view.backend} · {self.view.stage}" + (
             f" · {self.running}…" if self.running else ""
-        )
+        ) + (f" · checking the task ({self.checking})…" if self.checking else "") + (
+            " · ⚠ task problem" if self.task_problem else "")
 
     def on_evo_kernel_app_session_event(self, message: SessionEvent) -> None:
         entry = apply_event(self.view, untrusted_pass_as_checking(message.event))
@@ -339,7 +433,11 @@ class EvoKernelApp(App[None]):
     def _start(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> bool:
         """Run `call(session)` in a worker unless one is running (then refuse, saying so)."""
         if self.session is None:
-            self._report("No session open: press o to open a task.", "warning")
+            self._report(f"Still opening {self.opening}: try again in a moment." if self.opening else
+                         "No session open: press o to open a task.", "warning")
+            return False
+        if self.task_problem is not None:
+            self._report(f"Refused: {label} not started: {self.task_problem}", "warning")
             return False
         busy = self._busy_with()
         if busy:
@@ -369,10 +467,21 @@ class EvoKernelApp(App[None]):
     def _call_worker(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> None:
         error = None
         try:
+            self._wait_for_checks(label)
             call(self.session)
         except Exception as exc:  # shown as one line in the activity pane and a toast
             error = f"{label} failed: {exc}"
         self.post_message(self.CallFinished(label, error))
+
+    def _wait_for_checks(self, label: str) -> None:
+        """In a worker: hold a session call until the task checks are done (the probe decides how
+        correctness is judged); a problem they found stops it with that line."""
+        if not self.checks_done.is_set():
+            self.call_from_thread(self.activity.note, f"{label}: waiting for the task check ({self.checking}) "
+                                  "to finish…")
+            self.checks_done.wait()
+        if self.task_problem is not None:
+            raise RuntimeError(f"not run: {self.task_problem}")
 
     def on_evo_kernel_app_call_finished(self, message: CallFinished) -> None:
         self.running = None
@@ -560,6 +669,7 @@ class EvoKernelApp(App[None]):
     def open_task(self, task: str | None) -> None:
         if task:
             self.activity.note(f"opening {task}…")
+            self.opening = task
             self._create_session(task)
 
     def export_choice(self) -> tuple[str | None, str, str]:

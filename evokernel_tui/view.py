@@ -136,6 +136,8 @@ class SessionView:
     degenerate: list[str] = field(default_factory=list)
     #: "cached, measured N min ago" (and/or "noisy") of the verdict the gates show; "" for a fresh one
     verdict_note: str = ""
+    #: the task checks after the first paint: "checking the task (probe)…", a problem they found, or ""
+    task_note: str = ""
     #: the session as `core.events.apply` folds it; the fields above that it covers are copied from it
     state: SessionState = field(default_factory=SessionState)
 

@@ -1,7 +1,10 @@
 """`evokernel tui [TASK]`: open the app (also what `evokernel` with no subcommand runs).
 
 Only click and the app module are imported here; the task, model, memory and session layers are
-imported inside the worker that opens the session, after the first paint.
+imported inside the worker that opens the session, after the first paint. Before the screen only the
+cheap checks run (the file exists, parses, defines Model/get_inputs by `ast`); what needs the task run
+(memory estimate, probe, degeneracy) runs after the starter is on screen, as the app's task checks
+(`task_checks`), each in its own worker reporting into the panes.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ def session_opener(
     already loaded (and checked) before the app started, used when the app asks for its first task;
     `verify_config`: the verifier settings from the command line (tolerance, threads, memory limit), or a
     function making them (so that the tolerance's numpy-backed module loads after the first paint).
-    Whether a trivial answer passes the task is found out here, after the first paint."""
+    Nothing here runs the task: the starter kernel comes from its source text at once, and whether the
+    task runs, fits the memory limit and is degenerate is found out by `task_checks` afterwards."""
     loaded = {"first": first_task}
 
     def open_session(task_ref: str | None) -> Any:
@@ -35,14 +39,14 @@ def session_opener(
         from core.llm import resolve_model
         from core.session import Budgets, Session
         from core.tasks import load_task
-        from core.verifying import mark_degenerate, prewarm_in_background
+        from core.verifying import prewarm_in_background
+        from verifier import VerifyConfig
 
         first, loaded["first"] = loaded["first"], None
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
         config = _settings(verify_config)
-        if config is not None:
-            config = replace(config, extra=dict(config.extra))  # one per session: tasks differ
+        config = replace(config, extra=dict(config.extra)) if config is not None else VerifyConfig()  # one per session
         store = _open_store(memory)
         return Session.create(
             task,
@@ -51,27 +55,89 @@ def session_opener(
             memory=store,
             budgets=Budgets(draft_steps=draft_steps, refine_steps=refine_steps),
             root=sessions_root(sessions_dir),
-            verify_config=mark_degenerate(task, config),
+            verify_config=config,
         )
 
     return open_session
 
 
+def task_checks(memory_gb: float | None = None, flag: str = "--memory-gb"):
+    """The checks the app runs on an open session's task after the first paint (`app.TaskCheck`, one
+    worker each, in order): `memory estimate` (the reference's size on torch's meta device against the
+    memory limit) and `task probe` (the task runs once in a child process; which trivial answers pass it
+    is recorded in the session's verifier settings). Built-in tasks are small, run and are not degenerate
+    (tests check all three): they get none."""
+    def checks(session: Any) -> list[Any]:
+        from core.tasks import is_builtin
+        from evokernel_tui.app import TaskCheck
+
+        task = session.task
+        if is_builtin(task):
+            return []
+        return [TaskCheck("memory estimate", lambda: _memory_check(task, memory_gb, flag)),
+                TaskCheck("task probe", lambda: _probe_check(session))]
+
+    return checks
+
+
+def run_task_checks(session: Any, memory_gb: float | None = None) -> list[str]:
+    """The task checks one after another in this thread (what the app does in workers); their findings.
+    A problem raises its one-line error."""
+    return [check.run() for check in task_checks(memory_gb)(session)]
+
+
+def _memory_check(task: Any, memory_gb: float | None, flag: str) -> str:
+    from core.tasks import check_task_memory
+    from evokernel_tui.options import DEFAULT_MEMORY_GB
+
+    limit = memory_gb or DEFAULT_MEMORY_GB
+    estimate = check_task_memory(task, limit, flag)  # TaskError: one line naming the estimate, limit and flag
+    if estimate is None:
+        return "no estimate from the shapes alone (the probe runs it under the limit)"
+    return f"fits the {limit:g} GiB memory limit: {estimate.describe()}"
+
+
+def _probe_check(session: Any) -> str:
+    """Run the task once (cached per source): a task that fails is one line; which trivial answers pass
+    it goes into the session's verifier settings (the correctness gate then judges on the spread)."""
+    from core.tasks import task_degeneracy
+    from core.verifying import with_degeneracy
+    from verifier import VerifyConfig
+
+    config = session.verify_config if session.verify_config is not None else VerifyConfig()
+    if "degenerate" not in config.extra:
+        preset = str(config.extra.get("tolerance") or "kernelbench")
+        probed = task_degeneracy(session.task, preset, memory_gb=config.memory_gb, raise_errors=True)
+        with_degeneracy(config, probed.found if probed else [], probed.separating if probed else [])
+    session.verify_config = config
+    found = config.extra["degenerate"]
+    lines = []
+    if found:
+        from verifier.compare import describe_degenerate
+
+        lines.append(f"the task runs; it is {describe_degenerate(found)}, so correctness is judged against the "
+                     "spread of the reference output")
+    if config.extra.get("pass_through"):
+        separated = config.extra.get("separated_by")
+        lines.append("a copy of the input passes the task's own inputs; "
+                     + (f"the trials also draw {' and '.join(separated)} inputs, where it fails" if separated
+                        else "no other input distribution separates it"))
+    return "; ".join(lines) if lines else "the task runs; no trivial answer passes it"
+
+
 def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory: Any = True,
                   verify_config: Any = None):
     """Like `session_opener` for a saved session: the command line's verifier settings (tolerance,
-    threads, memory limit) apply to its next verifications, and its task is checked for degeneracy."""
+    threads, memory limit) apply to its next verifications; its task is checked by `task_checks`."""
     def open_session(_task_ref: str | None) -> Any:
         from core.llm import resolve_model
         from core.session import Session
-        from core.tasks import Task
-        from core.verifying import mark_degenerate
+        from verifier import VerifyConfig
 
         store = _open_store(memory)
-        session = Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store,
-                               verify_config=_settings(verify_config))
-        session.verify_config = mark_degenerate(Task.from_dict(session.meta["task"]), session.verify_config)
-        return session
+        config = _settings(verify_config)
+        return Session.open(path, model=resolve_model(model, api_base) if model else False, memory=store,
+                            verify_config=config if config is not None else VerifyConfig())
 
     return open_session
 
@@ -119,7 +185,7 @@ def run_replay(path: Path) -> None:
 @options.memory_bank()
 @options.kernelbench
 @options.tolerance
-@options.memory_gb(default=None)
+@options.memory_gb(default=None, then="is shown in the panes (the app opens at once)")
 @options.threads
 def tui(
     task: str | None,
@@ -144,7 +210,7 @@ def tui(
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
-    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task, check_task_size
+    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task
 
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
@@ -164,16 +230,30 @@ def tui(
         opener = resume_opener(path, model, api_base, memory=bank, verify_config=config)
         first = None
     else:
-        first = check_task(task, kernelbench, level, problem)
-        check_task_size(first, memory_gb)  # a problem too big for the memory limit: one line, no app
+        first = check_task(task, kernelbench, level, problem)  # exists, parses, Model/get_inputs (ast only)
         check_model(model, api_base)
         bank = check_memory(memory_path, not no_memory)
         opener = session_opener(backend, model, api_base, sessions_dir, draft_steps, refine_steps,
                                 memory=bank, first_task=first, verify_config=config)
     from evokernel_tui.app import EvoKernelApp
 
-    app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True)
+    app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True,
+                       task_checks=task_checks(memory_gb),  # memory estimate, probe, degeneracy: after the paint
+                       starter=_first_starter(first, backend, model))
     app.run()
+
+
+def _first_starter(task: Any, backend: str, model: str | None) -> str | None:
+    """In manual mode, the starter kernel the session will begin from, worked out from the task's source
+    (`ast` only, no run), so the kernel pane has it at the first paint; None when a model drafts instead."""
+    if task is None or model:
+        return None
+    from core.config import load_settings
+    from core.starter import starter_kernel
+
+    if load_settings().model:
+        return None
+    return starter_kernel(task.name, task.source, backend)
 
 
 def _refuse_if_open(path: Path) -> None:
