@@ -162,7 +162,8 @@ def achieved_gflops(flops: float | None, ms: float | None) -> float | None:
     return None if f is None or t is None else f / (t * 1e-3) / 1e9
 
 
-# The candidate's per-call times are measured in its own process, which it controls. The parent's wall
+# Superseded by the attested clock below (kept for callers of the old floor): the candidate's per-call
+# times are measured in its own process, which it controls. The parent's wall
 # clock over a whole round (the command sent to the sampled outputs saved) is not: whatever that span
 # holds beyond the round's trusted overhead (loading the sets, refills and copies, saving; measured by
 # the reference worker on the same sets) was spent by the candidate's side, so its calls took at least a
