@@ -1166,7 +1166,7 @@ def _ignored_ops() -> frozenset[str]:
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
-    return _digest("verdict-v2", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+    return _digest("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
