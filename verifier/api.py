@@ -818,7 +818,11 @@ class _Run:
         """CPU time of every process in the candidate's sandbox and the harness's run-queue wait."""
         from verifier.cpu_accounting import sample
 
-        return sample(self.job.proc.pid if self.job is not None else None, getattr(self, "harness_pid", None))
+        if self.job is None:
+            return None
+        reader = getattr(self.job, "_reader", None)
+        return sample(self.job.proc.pid, getattr(self, "harness_pid", None),
+                      (threading.get_native_id(), getattr(reader, "native_id", None)))
 
     def record_round(self, wall_ms: float, pre, post) -> None:
         """One timed round on the parent's clock: its wall time, the sandbox's CPU and the harness's wait
@@ -826,7 +830,8 @@ class _Run:
         idle_from = getattr(self, "idle_from", None)
         facts = {"wall_ms": wall_ms, "cpu_ms": None, "wait_ms": None, "idle_cpu_ms": 0.0}
         if pre is not None and post is not None:
-            facts.update(cpu_ms=(post.cpu_ns - pre.cpu_ns) / 1e6, wait_ms=(post.wait_ns - pre.wait_ns) / 1e6)
+            facts.update(cpu_ms=(post.cpu_ns - pre.cpu_ns) / 1e6,
+                         wait_ms=(post.wait_ns - pre.wait_ns + post.parent_wait_ns - pre.parent_wait_ns) / 1e6)
         if pre is not None and idle_from is not None:
             facts["idle_cpu_ms"] = max(0.0, (pre.cpu_ns - idle_from.cpu_ns) / 1e6)
         self.__dict__.setdefault("round_facts", []).append(facts)
@@ -984,7 +989,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     noisy after `min_rounds` kept rounds, or at the budget or `max_rounds`. Returns (estimate, per-side
     figures with the reference first, count, checks, clock diagnostics) or None on failure."""
     from verifier import cpu_accounting as acct
-    from verifier.timing_stats import attested_round_ms, lost_share, select_rounds
+    from verifier.timing_stats import attested_round_ms, lost_share, select_rounds, unresolved
 
     assert owner.ref_held is not None and owner.trusted_dir is not None
     ref = owner.ref_held[0]
@@ -1021,7 +1026,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
                               mark.get("timing_cpu_ms"))
         # the trusted overhead, clocked as a candidate's round is
         worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
-        wait0 = acct.thread_wait_ns(worker) if worker else 0.0
+        parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
+        wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
         stub0 = time.monotonic()
         ok = ref.send({"cmd": "stub_round", "dir": str(rdir), "count": count, "detach_inputs": not aliasing})
         smark = ref.expect({"timing_end", "error"}, config.run_timeout_s) if ok else None
@@ -1029,7 +1035,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         if smark is None or smark.get("phase") != "timing_end":
             owner.candidate["ref_timing_failed"] = True
             return None
-        stub_lost = lost_share(stub_ms, ((acct.thread_wait_ns(worker) - wait0) / 1e6) if worker else None)
+        wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+        stub_lost = lost_share(stub_ms, (wait1 - wait0) / 1e6)
         figures, side_lost = [], []
         for i, side in enumerate(sides):
             times = side.timed_round(rdir, mark, count, r, sample)
@@ -1038,7 +1045,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
             facts = side.round_facts[-1]
             idle_ms = facts["idle_cpu_ms"]
             figures.append(attested_round_ms(facts["wall_ms"], stub_ms, count, idle_ms))
-            side_lost.append(lost_share(facts["wall_ms"], facts["wait_ms"]))
+            side_lost.append(1.0 if unresolved(facts["wall_ms"], stub_ms) else lost_share(facts["wall_ms"], facts["wait_ms"]))
             if r:
                 clock["idle_cpu_ms"][i].append(idle_ms)
                 clock["reported_ms"][i].append(sum(times) / len(times))

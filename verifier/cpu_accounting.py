@@ -22,6 +22,14 @@ class CpuSample:
     cpu_ns: float  # CPU time of every process in the tree, exited children included
     wait_ns: float  # run-queue wait of the watched thread (`main`): time it was runnable but not running
     processes: int
+    parent_wait_ns: float = 0.0  # run-queue wait of the parent's threads that clock the window
+
+
+def parent_wait_ns(tids) -> float:
+    """Run-queue wait so far of this process's threads `tids` (the caller and the job's mark reader): a
+    parent kept off the CPU when a mark arrives stretches the window it clocks."""
+    pid = os.getpid()
+    return sum(thread_wait_ns(int(t), pid) for t in tids if t)
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -82,13 +90,15 @@ def process_cpu_ns(pid: int) -> float:
     return max(threads, (utime + stime) * _TICK_NS) + (cutime + cstime) * _TICK_NS
 
 
-def sample(root: int | None, main: int | None = None) -> CpuSample | None:
-    """The CPU time of `root`'s whole tree and the run-queue wait of thread `main` (its pid: the leader)."""
+def sample(root: int | None, main: int | None = None, parent_tids=()) -> CpuSample | None:
+    """The CPU time of `root`'s whole tree, the run-queue wait of thread `main` (its pid: the leader) and
+    of this process's threads `parent_tids`."""
     if root is None:
         return None
     pids = tree(root)
     cpu = sum(process_cpu_ns(p) for p in pids)
-    return CpuSample(cpu_ns=cpu, wait_ns=thread_wait_ns(main) if main else 0.0, processes=len(pids))
+    return CpuSample(cpu_ns=cpu, wait_ns=thread_wait_ns(main) if main else 0.0, processes=len(pids),
+                     parent_wait_ns=parent_wait_ns(parent_tids))
 
 
 def cpu_pressure_us() -> float | None:

@@ -205,6 +205,13 @@ DISTURBED_SHARE = 0.20  # a side that lost this share of a round's wall time to 
 IDLE_ALLOWANCE_MS = 1.0  # CPU an idle sandbox may use per round (a thread pool winding down) before it counts
 REPORTED_DISAGREES = 0.5  # self-reported call times below this share of the attested ones: noted
 BUSY_SHARE = 0.5  # more than this share of rounds disturbed: the verdict says the machine was busy
+UNRESOLVED_SHARE = 0.05  # a round whose calls left less than this share of its wall time over the overhead
+
+
+def unresolved(wall_ms: float, overhead_ms: float) -> bool:
+    """True when the overhead measured for a round leaves (almost) nothing of its wall time for the calls:
+    that round cannot tell the calls' time apart from the overhead's noise, and is left out."""
+    return float(wall_ms) - float(overhead_ms) < UNRESOLVED_SHARE * float(wall_ms)
 
 
 def lost_share(wall_ms: float, wait_ms: float | None = None, cpu_ms: float | None = None,

@@ -210,6 +210,13 @@ def test_attested_round_subtracts_the_overhead_and_adds_idle_cpu():
     assert attested_round_ms(10.0, 20.0, 1) > 0  # an overhead above a tiny round: never zero or negative
 
 
+def test_a_round_the_overhead_swallows_is_unresolved():
+    from verifier.timing_stats import unresolved
+
+    assert not unresolved(100.0, 80.0)
+    assert unresolved(100.0, 97.0) and unresolved(10.0, 20.0)
+
+
 def test_select_rounds_drops_rounds_where_any_side_lost_much():
     from verifier.timing_stats import DISTURBED_SHARE, select_rounds
 
