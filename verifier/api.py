@@ -59,8 +59,11 @@ def source_hash(source: str) -> str:
 
 
 def _threads(config: VerifyConfig) -> int:
-    """One thread count for both sides of every paired measurement, recorded in the verdict."""
-    return max(1, int(config.threads or os.cpu_count() or 1))
+    """One thread count for both sides of every paired measurement, recorded in the verdict: by default
+    the cores both sides are pinned to (every core but the parent's when there are two or more)."""
+    from verifier.cpu_accounting import worker_cpus
+
+    return max(1, int(config.threads or len(worker_cpus() or ()) or os.cpu_count() or 1))
 
 
 def _limits(config: VerifyConfig, wall_s: float, backend: Backend | None = None) -> Limits:
@@ -310,12 +313,17 @@ def verify(
         result.reference_ms = lat.detail.get("reference_ms")
         result.timing = {k: lat.detail.get(k) for k in ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round",
                                                          "threads", "halfwidth", "gbps", "reference_gbps")}
-        if lat.detail.get("wall_floor_lifted"):
-            result.notes.append("timing: in most rounds the reported times were below what the parent's wall "
-                                "clock allows; its floor was used")
+        if lat.detail.get("reported_disagrees"):
+            result.notes.append("timing: the kernel's own timer reported "
+                                f"{lat.detail.get('reported_vs_attested') or 0:.2f}x of what the parent's clock "
+                                "measured; the parent's clock was used")
+        if lat.detail.get("idle_cpu_counted"):
+            result.notes.append(f"timing: the sandbox used {lat.detail.get('idle_cpu_total_ms') or 0:.0f} ms of CPU "
+                                "while it should have been idle (during the reference's turn); counted against "
+                                "the kernel")
         if lat.detail.get("noisy"):
-            result.notes.append("noisy: the speedup's 95% interval stayed wider than "
-                                f"±{config.noise_halfwidth:.0%}; no speed claim")
+            result.notes.append("noisy: " + (lat.detail.get("busy") or "the speedup's 95% interval stayed wider "
+                                             f"than ±{config.noise_halfwidth:.0%}") + "; no speed claim")
     result.measured_at = time.time()
     prof = next((g for g in gates if g.name == "profile" and g.passed), None)
     if prof is not None:
@@ -336,7 +344,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
     """Re-time two kernels back to back: both build in their own sandboxes, both must be correct, then
     paired rounds on the same fresh inputs. Returns B's speedup over A with its 95% interval
     (`speedup`, `lo`, `hi`, `noisy`, `a_ms`, `b_ms`, ...) or {"error": one line}."""
-    from verifier.timing_stats import paired_speedup
+    from verifier.timing_stats import robust_paired
 
     config = config or VerifyConfig()
     be = get_backend(backend)
@@ -359,23 +367,18 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
             correct = run.correctness()
             if not correct.passed:
                 return {"error": f"kernel {label} is not correct: {correct.reason}"}
-        rounds = _timed_rounds(run_a, [run_a, run_b], lambda m: paired_speedup(
-            m[1], m[2], rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
+        rounds = _timed_rounds(run_a, [run_a, run_b], lambda m, keep: robust_paired(
+            m[1], m[2], keep, rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
         if rounds is None:
             why = (run_a.timing_violation or run_b.timing_violation
                    or (run_a.timed_mismatch or run_b.timed_mismatch or {}).get("fail") or "a kernel failed while timing")
             return {"error": why}
-        est, means, count, checked = rounds
-        from verifier.timing_stats import lift_rounds
-
-        lifted = [lift_rounds(means[i + 1], getattr(run, "round_floors", [])) for i, run in enumerate((run_a, run_b))]
-        if any(flag for _, flag in lifted):  # see `_Run.latency`
-            means = [means[0], lifted[0][0], lifted[1][0]]
-            est = paired_speedup(means[1], means[2], rng_seed=0, noisy_halfwidth=config.noise_halfwidth)
+        est, means, count, checked, clock = rounds
         out = est.to_dict()
         out.update(a_ms=est.ref_ms, b_ms=est.cand_ms, rounds=len(means[0]), calls_per_round=count,
                    threads=_threads(config), checked_calls=checked, sampled_checks=checked, isolated=isolated,
-                   reference_ms=_median(means[0]))
+                   reference_ms=_median(means[0]),
+                   clock={"a": _clock_detail(clock, means, count, 0), "b": _clock_detail(clock, means, count, 1)})
         return out
     except JobTampered as exc:
         return {"error": f"a kernel tampered with its job directory: {exc}"}
@@ -763,27 +766,21 @@ class _Run:
 
     def latency(self) -> GateResult | None:
         """Paired rounds against the trusted reference (see `_timed_rounds`), as the latency gate."""
-        from verifier.timing_stats import paired_speedup
+        from verifier.timing_stats import robust_paired
 
         start = time.monotonic()
-        rounds = _timed_rounds(self, [self], lambda means: paired_speedup(
-            means[0], means[1], rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth))
+        rounds = _timed_rounds(self, [self], lambda means, keep: robust_paired(
+            means[0], means[1], keep, rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth))
         if rounds is None:
             if self.candidate.get("ref_timing_failed"):
                 return GateResult("latency", FAIL, time.monotonic() - start, "the reference failed while timing")
             return None
-        est, means, count, checked = rounds
-        from verifier.timing_stats import lift_rounds
-
-        lifted_means, lifted = lift_rounds(means[1], getattr(self, "round_floors", []))
-        if lifted:  # most rounds reported less than the parent's clock allows: their floors stand instead
-            means = [means[0], lifted_means]
-            est = paired_speedup(means[0], means[1], rng_seed=0, noisy_halfwidth=self.config.noise_halfwidth)
+        est, means, count, checked, clock = rounds
         detail = est.to_dict()
         detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
-                      checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200], reference_times_ms=means[0][:200],
-                      wall_floor_lifted=lifted)
+                      checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200],
+                      reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
         moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
@@ -792,7 +789,7 @@ class _Run:
         if comp:
             comp_med = _median(comp)
             detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
-        reason = "noisy: the interval stayed wide" if est.noisy else ""
+        reason = ("noisy: " + (detail["busy"] or "the interval stayed wide")) if est.noisy else ""
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
     def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int]) -> list[float] | None:
@@ -803,13 +800,15 @@ class _Run:
         d = self._job_subdir(f"r{r}")
         for k in range(count):
             self._hand_over(rdir, d, f"s{k}_in", move=not self.shares_inputs)
-        wall0 = time.monotonic()
         # outputs are copied after their inputs were overwritten (a view of the input shows), unless the
         # reference's own outputs alias its inputs (an in-place task), where that is the right answer
         aliasing = any(o.get("aliases_input") for t in self.reference.get("trials", []) for o in t.get("outputs", []))
+        pre = self.sandbox_cpu()  # the sandbox's CPU so far, and its run-queue wait: read before the clock starts
+        wall0 = time.monotonic()
         self.job.send({"cmd": "round", "dir": d.name, "count": count, "detach_inputs": not aliasing})
         cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
         wall_ms = (time.monotonic() - wall0) * 1000.0
+        post = self.sandbox_cpu()
         if cmark is None or cmark.get("phase") == "report":
             self._take_report(cmark)
             return None
@@ -825,11 +824,7 @@ class _Run:
         if smark is None or smark.get("phase") == "report":
             self._take_report(smark)
             return None
-        if r:  # the parent's own clock over the whole round: a floor under the self-reported times
-            from verifier.timing_stats import wall_floor_ms
-
-            floor = wall_floor_ms((time.monotonic() - wall0) * 1000.0, ref_mark.get("overhead_ms"))
-            self.__dict__.setdefault("round_floors", []).append(floor / count)
+        self.record_round(wall_ms, pre, post)
         self._check_held(d, rdir)
         saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
         for k in range(count):
@@ -846,6 +841,28 @@ class _Run:
                 return None
         self._drop_held(d)
         return times
+
+    def sandbox_cpu(self):
+        """CPU time of every process in the candidate's sandbox and the harness's run-queue wait."""
+        from verifier.cpu_accounting import sample
+
+        if self.job is None:
+            return None
+        reader = getattr(self.job, "_reader", None)
+        return sample(self.job.proc.pid, getattr(self, "harness_pid", None),
+                      (threading.get_native_id(), getattr(reader, "native_id", None)))
+
+    def record_round(self, wall_ms: float, pre, post) -> None:
+        """One timed round on the parent's clock: its wall time, the sandbox's CPU and the harness's wait
+        over it, and the CPU the sandbox used since its previous round ended (it should have been idle)."""
+        idle_from = getattr(self, "idle_from", None)
+        facts = {"wall_ms": wall_ms, "cpu_ms": None, "wait_ms": None, "idle_cpu_ms": 0.0}
+        if pre is not None and post is not None:
+            facts.update(cpu_ms=(post.cpu_ns - pre.cpu_ns) / 1e6,
+                         wait_ms=(post.wait_ns - pre.wait_ns + post.parent_wait_ns - pre.parent_wait_ns) / 1e6)
+        if pre is not None and idle_from is not None:
+            facts["idle_cpu_ms"] = max(0.0, (pre.cpu_ns - idle_from.cpu_ns) / 1e6)
+        self.__dict__.setdefault("round_facts", []).append(facts)
 
     def ncu_job(self) -> Path:
         """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
@@ -1014,25 +1031,42 @@ def _read_job_text(directory: Path, name: str, max_bytes: int = 16 * 1024 * 1024
 
 def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     """Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
-    one call on each, then every side times the same sets (fresh content in the same buffers, one call
-    each) and has every call's outputs checked against the reference's for the same inputs (a sample
-    would let a kernel be wrong on the calls it guesses go unchecked; `timing_memory_mb` bounds
-    `count`, so the files of a full round stay bounded). A round's figure is its mean per-call time, so work spread
-    over a round (precomputing for later calls) still counts. Round 0 calibrates `count` and warms up.
-    Stops once `estimate(means)` is not noisy after `min_rounds`, or at the budget or `max_rounds`.
-    Returns (estimate, per-side means with the reference first, count, checks) or None on failure."""
+    one call on each, then runs the candidate side's loop with a stub model (the trusted overhead, on
+    the parent's clock), then every side times the same sets (fresh content in the same buffers, one
+    call each) and has every call's outputs checked against the reference's for the same inputs (a
+    sample would let a kernel be wrong on the calls it guesses go unchecked; `timing_memory_mb` bounds
+    `count`). A side's figure for a round is the parent's clock over its round less that overhead,
+    plus the CPU its sandbox used while it should have been idle, per call
+    (`timing_stats.attested_round_ms`); its self-reported times are kept as diagnostics. Round 0
+    calibrates `count` and warms up. Rounds where a side waited for a CPU for a large share of its
+    window are disturbed and left out of `estimate(figures, keep)`. Stops once the estimate is not
+    noisy after `min_rounds` kept rounds, or at the budget or `max_rounds`. Returns (estimate, per-side
+    figures with the reference first, count, checks, clock diagnostics) or None on failure."""
+    from verifier import cpu_accounting as acct
+    from verifier.timing_stats import attested_round_ms, lost_share, select_rounds, unresolved
+
     assert owner.ref_held is not None and owner.trusted_dir is not None
     ref = owner.ref_held[0]
     config = owner.config
     budget_end = time.monotonic() + config.timing_budget_s
     per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
     memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
+    cpus = acct.worker_cpus()
+    aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
     means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
+    lost: list[list[float]] = [[] for _ in range(len(sides) + 2)]  # reference, stub, then each side
+    clock: dict = {"overhead_ms": [], "walls_ms": [], "idle_cpu_ms": [[] for _ in sides],
+                   "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0}
     count, r, est = 1, 0, None
     while True:
         rdir = owner.trusted_dir / f"round{r}"
         rdir.mkdir()
         sample = list(range(count))  # every timed call's outputs are saved and compared, not a sample
+        pinned = acct.pin_tree(ref.proc.pid, cpus) + sum(acct.pin_tree(s.job.proc.pid, cpus) for s in sides
+                                                          if s.job is not None)
+        if r >= 2:
+            clock["repinned"] += pinned
+        psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
         if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)],
                          "save": sample}):
             owner.candidate["ref_timing_failed"] = True
@@ -1041,25 +1075,100 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         if mark is None or mark.get("phase") != "round_done":
             owner.candidate["ref_timing_failed"] = True
             return None
-        all_times = [[float(t) for t in mark["times_ms"]]]
-        for side in sides:
+        ref_times = [float(t) for t in mark["times_ms"]]
+        ref_lost = lost_share(float(mark.get("timing_wall_ms") or 0.0), mark.get("timing_wait_ms"),
+                              mark.get("timing_cpu_ms"))
+        # the trusted overhead, clocked as a candidate's round is
+        worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
+        parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
+        wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+        stub0 = time.monotonic()
+        ok = ref.send({"cmd": "stub_round", "dir": str(rdir), "count": count, "detach_inputs": not aliasing})
+        smark = ref.expect({"timing_end", "error"}, config.run_timeout_s) if ok else None
+        stub_ms = (time.monotonic() - stub0) * 1000.0
+        if smark is None or smark.get("phase") != "timing_end":
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+        stub_lost = lost_share(stub_ms, (wait1 - wait0) / 1e6)
+        figures, side_lost = [], []
+        for i, side in enumerate(sides):
             times = side.timed_round(rdir, mark, count, r, sample)
             if times is None:
                 return None
-            all_times.append(times)
+            facts = side.round_facts[-1]
+            idle_ms = facts["idle_cpu_ms"]
+            figures.append(attested_round_ms(facts["wall_ms"], stub_ms, count, idle_ms))
+            side_lost.append(1.0 if unresolved(facts["wall_ms"], stub_ms) else lost_share(facts["wall_ms"], facts["wait_ms"]))
+            if r:
+                clock["idle_cpu_ms"][i].append(idle_ms)
+                clock["reported_ms"][i].append(sum(times) / len(times))
+            side.idle_from = side.sandbox_cpu()
         shutil.rmtree(rdir, ignore_errors=True)
+        psi1 = acct.cpu_pressure_us()
         r += 1
         if r == 1:
-            per_call = max(1e-4, min(t[0] for t in all_times))
+            per_call = max(1e-4, min([ref_times[0], *figures]))
             count = int(max(1, min(64, memory_cap, config.round_target_ms / per_call)))
             continue
-        for i, times in enumerate(all_times):
-            means[i].append(sum(times) / len(times))
-        if len(means[0]) >= config.min_rounds:
-            est = estimate(means)
+        means[0].append(sum(ref_times) / len(ref_times))
+        for i, fig in enumerate(figures):
+            means[i + 1].append(fig)
+        for i, x in enumerate([ref_lost, stub_lost, *side_lost]):
+            lost[i].append(x)
+        round_ms = (time.monotonic() - round0) * 1000.0
+        clock["overhead_ms"].append(stub_ms)
+        clock["walls_ms"].append(round_ms)
+        if psi0 is not None and psi1 is not None:
+            clock["psi_share"].append(min(1.0, (psi1 - psi0) / 1000.0 / max(1e-6, round_ms)))
+        keep = select_rounds(lost)
+        if len(keep) >= config.min_rounds or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
+            est = estimate(means, keep)
             if not est.noisy or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
                 break
-    return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides)
+    clock["lost"] = lost
+    clock["keep"] = keep
+    return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides), clock
+
+
+def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int = 0) -> dict:
+    """What the latency detail records of the attested clock for side `side` (0: the first candidate)."""
+    from verifier.timing_stats import DISTURBED_SHARE, REPORTED_DISAGREES, busy_reason
+
+    n = len(means[0])
+    cand = means[side + 1]
+    overhead = clock["overhead_ms"]
+    round_ms = [c * count for c in cand]
+    share = [o / (o + w) for o, w in zip(overhead, round_ms, strict=False) if o + w > 0]
+    reported = clock["reported_ms"][side]
+    idle = clock["idle_cpu_ms"][side]
+    lost = clock["lost"]
+    worst = [max(x[i] for x in lost) for i in range(n)] if n else []
+    ratio = _median([rep / att for rep, att in zip(reported, cand, strict=False) if att > 0])
+    out = {
+        "figure": "attested",  # the parent's clock less the trusted overhead, not the candidate's timer
+        "overhead_share": _median(share),
+        "overhead_ms": _median(overhead),
+        "reported_times_ms": reported[:200],
+        "reported_vs_attested": ratio,
+        "idle_cpu_ms": idle[:200],
+        "idle_cpu_total_ms": sum(idle),
+        "lost_share": worst[:200],
+        "lost_by_side": {"reference": _median(lost[0]), "overhead": _median(lost[1]),
+                         "candidate": _median(lost[side + 2])},
+        "disturbed_rounds": sum(1 for w in worst if w > DISTURBED_SHARE),
+        "kept_rounds": len(clock["keep"]),
+        "psi_share": _median(clock["psi_share"]),
+        "affinity_repinned": clock["repinned"],
+    }
+    out["reported_disagrees"] = bool(ratio is not None and ratio < REPORTED_DISAGREES
+                                     and (_median(cand) or 0.0) > 0.05)
+    from verifier.timing_stats import IDLE_ALLOWANCE_MS
+
+    out["idle_cpu_counted"] = sum(1 for x in idle if x > IDLE_ALLOWANCE_MS) * 2 > max(1, len(idle)) or (
+        sum(idle) > 0.05 * sum(round_ms) and sum(idle) > IDLE_ALLOWANCE_MS * max(1, len(idle)))
+    out["busy"] = busy_reason(lost, clock["walls_ms"])
+    return out
 
 
 def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:
@@ -1118,7 +1227,7 @@ def _ignored_ops() -> frozenset[str]:
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
-    return _digest("verdict-v2", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+    return _digest("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:

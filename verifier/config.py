@@ -43,9 +43,9 @@ class VerifyConfig:
     isolate: bool = field(default_factory=lambda: os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION") != "1")
     static_scan: bool = True  # off only to test the run-time defences on their own
     hidden_paths: list[str] = field(default_factory=list)
-    timing_budget_s: float = 2.5
+    timing_budget_s: float = 5.0  # adaptive: rounds go on until the interval is tight or this runs out
     min_rounds: int = 6
-    max_rounds: int = 40
+    max_rounds: int = 60
     noise_halfwidth: float = 0.10
     round_target_ms: float = 15.0
     timing_memory_mb: float = 256.0

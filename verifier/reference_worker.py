@@ -140,13 +140,13 @@ class Worker:
     def round(self, cmd: dict) -> dict:
         """`count` fresh input sets (seeds the parent drew), timed one call each; the outputs of every
         call listed in `save` (the parent lists them all) saved for the checks of the candidate's round
-        on the same sets.
+        on the same sets. The outputs stay in memory for the `stub_round` that follows. `timing_wall_ms`,
+        `timing_cpu_ms` and `timing_wait_ms` (CPU time and run-queue wait over the timed calls) tell the
+        parent whether this side was disturbed."""
+        import time
 
-        `overhead_ms`: what everything but the calls costs the candidate's side of this round, measured
-        here on trusted ground with the candidate's code path (load the sets from their files, a round
-        whose calls return ready outputs, save the listed ones). The parent bounds the candidate's
-        self-reported times from below with its own wall clock less this overhead (`wall_floor_ms`)."""
-        from verifier.runner import _perf_ns, load_sets, save_args, save_tensor, time_round
+        from verifier.cpu_accounting import thread_wait_ns
+        from verifier.runner import _perf_ns, save_args, save_tensor, time_round
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
@@ -155,23 +155,48 @@ class Worker:
             inputs = draw_inputs(torch, self.task, int(seed), "task", self.device)
             save_args(torch, np, d, inputs, prefix=f"s{k}_in")
             sets.append(inputs)
+        tid = threading_native_id()
+        wait0, cpu0, t0 = thread_wait_ns(tid, os.getpid()), time.process_time_ns(), _perf_ns()
         with torch.no_grad():
             times, kept = time_round(torch, self.model, sets, self.device, detach_inputs=False)
+        wall_ms, cpu_ms = (_perf_ns() - t0) / 1e6, (time.process_time_ns() - cpu0) / 1e6
+        wait_ms = (thread_wait_ns(tid, os.getpid()) - wait0) / 1e6
         del sets
-        t0 = _perf_ns()
-        again = load_sets(torch, np, d, len(kept), self.device)
-        ready = iter(kept)
-        with torch.no_grad():
-            stub_times, _ = time_round(torch, lambda *args: next(ready), again, self.device)
-        del again
         sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
         for k, outs in enumerate(kept):
             if k in sampled:
                 for j, o in enumerate(outs):
                     save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
-        overhead_ms = max(0.0, (_perf_ns() - t0) / 1e6 - sum(stub_times))
+        self.kept = kept
         return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept],
-                "overhead_ms": overhead_ms}
+                "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
+                "threads": torch.get_num_threads()}
+
+    def stub_round(self, cmd: dict) -> dict:
+        """The trusted overhead of a candidate's round, clocked by the parent exactly as it clocks the
+        candidate's (from sending the command to receiving `timing_end`): the candidate side's loop
+        (`load_sets`, then `time_round` with the same `detach_inputs`) over the same input files, with a
+        model whose calls return the reference's ready outputs. Everything in that window but the
+        calls themselves."""
+        from verifier.runner import load_sets, time_round
+
+        torch, np = self.torch, self.np
+        kept = getattr(self, "kept", None) or []
+        d = Path(cmd["dir"])
+        sets = load_sets(torch, np, d, int(cmd["count"]), self.device)
+        self.channel.mark("timing_start")
+        ready = iter(kept)
+        with torch.no_grad():
+            times, _ = time_round(torch, lambda *args: next(ready), sets, self.device,
+                                  detach_inputs=cmd.get("detach_inputs") is not False)
+        self.kept = None
+        return {"times_ms": times}
+
+
+def threading_native_id() -> int:
+    import threading
+
+    return threading.get_native_id()
 
 
 def save_meta(torch, o) -> dict:
@@ -193,6 +218,8 @@ def main() -> int:
                 channel.mark("prepared", **worker.prepare(cmd))
             elif kind == "round":
                 channel.mark("round_done", **worker.round(cmd))
+            elif kind == "stub_round":
+                channel.mark("timing_end", **worker.stub_round(cmd))
             else:
                 channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
         except BaseException as exc:  # reported to the parent, which turns it into one line

@@ -162,7 +162,8 @@ def achieved_gflops(flops: float | None, ms: float | None) -> float | None:
     return None if f is None or t is None else f / (t * 1e-3) / 1e9
 
 
-# The candidate's per-call times are measured in its own process, which it controls. The parent's wall
+# Superseded by the attested clock below (kept for callers of the old floor): the candidate's per-call
+# times are measured in its own process, which it controls. The parent's wall
 # clock over a whole round (the command sent to the sampled outputs saved) is not: whatever that span
 # holds beyond the round's trusted overhead (loading the sets, refills and copies, saving; measured by
 # the reference worker on the same sets) was spent by the candidate's side, so its calls took at least a
@@ -192,3 +193,108 @@ def lift_rounds(reported: Sequence[float], floors: Sequence[float]) -> tuple[lis
     if not pairs or len(pairs) != len(reported) or under * 2 <= len(pairs):
         return list(reported), False
     return [max(r, f) for r, f in pairs], True
+
+
+# ---------------------------------------------------------------------------------------------------
+# The attested clock (issue 21). A candidate's round is the parent's clock from sending `round` to
+# receiving `timing_end`, less the trusted overhead of that window (the reference worker runs the
+# candidate side's loop with a stub model that returns ready outputs, clocked by the parent the same
+# way), plus any CPU the candidate's sandbox used while it should have been idle. What disturbed each
+# round is measured (run-queue wait and CPU time against wall time), and disturbed rounds are left out.
+DISTURBED_SHARE = 0.20  # a side that lost this share of a round's wall time to waiting for a CPU: disturbed
+IDLE_ALLOWANCE_MS = 1.0  # CPU an idle sandbox may use per round (a thread pool winding down) before it counts
+REPORTED_DISAGREES = 0.5  # self-reported call times below this share of the attested ones: noted
+BUSY_SHARE = 0.5  # more than this share of rounds disturbed: the verdict says the machine was busy
+UNRESOLVED_SHARE = 0.05  # a round whose calls left less than this share of its wall time over the overhead
+
+
+def unresolved(wall_ms: float, overhead_ms: float) -> bool:
+    """True when the overhead measured for a round leaves (almost) nothing of its wall time for the calls:
+    that round cannot tell the calls' time apart from the overhead's noise, and is left out."""
+    return float(wall_ms) - float(overhead_ms) < UNRESOLVED_SHARE * float(wall_ms)
+
+
+def lost_share(wall_ms: float, wait_ms: float | None = None, cpu_ms: float | None = None,
+               threads: int = 1) -> float:
+    """The share of a window's wall time a side lost, in [0, 1]: the time its thread sat runnable on a
+    run queue (`wait_ms`, from schedstat), and, when `cpu_ms` is given (single-threaded work on a trusted
+    side), the wall time not covered by CPU time (`1 - cpu / (wall * threads)`)."""
+    wall = _positive(wall_ms)
+    if wall is None:
+        return 0.0
+    lost = 0.0
+    wait = _positive(wait_ms)
+    if wait is not None:
+        lost = wait / wall
+    cpu = None if cpu_ms is None else max(0.0, float(cpu_ms))
+    if cpu is not None and math.isfinite(cpu):
+        lost = max(lost, 1.0 - cpu / (wall * max(1, int(threads))))
+    return float(min(1.0, max(0.0, lost)))
+
+
+def attested_round_ms(wall_ms: float, overhead_ms: float, count: int, idle_cpu_ms: float = 0.0) -> float:
+    """A candidate's per-call figure for one round: the parent's wall time over the round less the
+    trusted overhead, plus the CPU its sandbox used while it should have been idle (beyond a small
+    allowance), over the calls. Never below a microsecond (an overhead estimate can exceed a tiny round)."""
+    extra = max(0.0, float(idle_cpu_ms) - IDLE_ALLOWANCE_MS)
+    return max(1e-3, (float(wall_ms) - max(0.0, float(overhead_ms)) + extra) / max(1, int(count)))
+
+
+def select_rounds(lost: Sequence[Sequence[float]], limit: float = DISTURBED_SHARE) -> list[int]:
+    """Indices of the rounds where no side lost more than `limit` of its time (`lost[side][round]`)."""
+    if not lost:
+        return []
+    n = min(len(x) for x in lost)
+    return [i for i in range(n) if all(float(x[i]) <= limit for x in lost)]
+
+
+def robust_paired(ref_rounds: Sequence[float], cand_rounds: Sequence[float], keep: Sequence[int] | None = None,
+                  rng_seed: int = 0, n_boot: int = 2000, noisy_halfwidth: float = 0.10,
+                  confidence: float = CONFIDENCE) -> PairedEstimate:
+    """The speedup as the median of the per-round paired ratios (reference / candidate) over the kept
+    rounds (`keep`: indices; None keeps all), with a bootstrap over rounds. One odd round moves a
+    median of ratios no more than one round's worth, where a ratio of means could swing."""
+    ref_all = _as_rounds(ref_rounds, "reference")
+    cand_all = _as_rounds(cand_rounds, "candidate")
+    if ref_all.size != cand_all.size:
+        raise ValueError(f"paired timing needs as many reference rounds as candidate rounds "
+                         f"({ref_all.size} vs {cand_all.size})")
+    idx_keep = np.arange(ref_all.size) if keep is None else np.asarray(sorted(set(int(i) for i in keep)), dtype=int)
+    if idx_keep.size == 0:  # every round disturbed: an estimate from all of them, always noisy
+        est = robust_paired(ref_all, cand_all, None, rng_seed, n_boot, noisy_halfwidth, confidence)
+        return PairedEstimate(**{**est.to_dict(), "rounds": 0, "noisy": True})
+    ref, cand = ref_all[idx_keep], cand_all[idx_keep]
+    if n_boot < 100:
+        raise ValueError("n_boot must be at least 100")
+    n = ref.size
+    ratios = ref / cand
+    speedup = float(np.median(ratios))
+    rng = np.random.default_rng(rng_seed)
+    boot = np.median(ratios[rng.integers(0, n, size=(n_boot, n))], axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = (float(x) for x in np.quantile(boot, [alpha, 1.0 - alpha]))
+    lo, hi = min(lo, speedup), max(hi, speedup)
+    halfwidth = max(hi - speedup, speedup - lo) / speedup
+    noisy = bool(halfwidth > noisy_halfwidth or n < MIN_ROUNDS)
+    return PairedEstimate(ref_ms=float(np.median(ref)), cand_ms=float(np.median(cand)), speedup=speedup, lo=lo,
+                          hi=hi, rounds=n, ref_iqr_ms=_iqr(ref), cand_iqr_ms=_iqr(cand), halfwidth=halfwidth,
+                          noisy=noisy, confidence=confidence, n_boot=n_boot)
+
+
+def busy_reason(lost: Sequence[Sequence[float]], walls: Sequence[float] | None = None,
+                limit: float = DISTURBED_SHARE) -> str:
+    """'the machine was busy: 48% of round time lost (9 of 14 rounds disturbed)' when more than
+    BUSY_SHARE of the rounds were disturbed, else ''. `lost[side][round]`; a round's loss is its worst side's,
+    weighted by `walls` (the round's wall time) when given."""
+    if not lost:
+        return ""
+    n = min(len(x) for x in lost)
+    if n == 0:
+        return ""
+    worst = [max(float(x[i]) for x in lost) for i in range(n)]
+    disturbed = sum(1 for w in worst if w > limit)
+    if disturbed * 1.0 <= BUSY_SHARE * n:
+        return ""
+    weights = [max(1e-9, float(w)) for w in walls[:n]] if walls is not None and len(walls) >= n else [1.0] * n
+    share = sum(w * x for w, x in zip(weights, worst, strict=False)) / sum(weights)
+    return f"the machine was busy: {share:.0%} of round time lost ({disturbed} of {n} rounds disturbed)"

@@ -182,3 +182,93 @@ def test_wall_floor_lifts_only_systematic_under_reporting():
     lifted, said = lift_rounds(forged, floors)
     assert said and lifted == [8.0, 8.5, 0.5, 7.9, 8.2, 8.1]
     assert lift_rounds(forged, []) == (forged, False)  # no floors recorded: nothing to say
+
+
+# --- the attested clock (issue 21): disturbance, round selection, the robust estimate -----------------
+
+def test_lost_share_from_run_queue_wait_and_cpu_time():
+    from verifier.timing_stats import lost_share
+
+    assert lost_share(100.0, wait_ms=0.0) == 0.0
+    assert lost_share(100.0, wait_ms=48.0) == pytest.approx(0.48)
+    # a trusted single-threaded side that got 60 ms of CPU in 100 ms lost 40%
+    assert lost_share(100.0, wait_ms=5.0, cpu_ms=60.0) == pytest.approx(0.40)
+    # more CPU than wall time (threads) is no loss; the share stays within [0, 1]
+    assert lost_share(100.0, wait_ms=0.0, cpu_ms=180.0) == 0.0
+    assert lost_share(100.0, wait_ms=250.0) == 1.0
+    assert lost_share(0.0, wait_ms=5.0) == 0.0 and lost_share(float("nan"), wait_ms=5.0) == 0.0
+    assert lost_share(100.0) == 0.0  # nothing known: nothing lost
+
+
+def test_attested_round_subtracts_the_overhead_and_adds_idle_cpu():
+    from verifier.timing_stats import IDLE_ALLOWANCE_MS, attested_round_ms
+
+    assert attested_round_ms(100.0, 20.0, 4) == pytest.approx(20.0)
+    # CPU the sandbox used while it should have been idle counts against it (beyond a small allowance)
+    assert attested_round_ms(100.0, 20.0, 4, idle_cpu_ms=40.0 + IDLE_ALLOWANCE_MS) == pytest.approx(30.0)
+    assert attested_round_ms(100.0, 20.0, 4, idle_cpu_ms=IDLE_ALLOWANCE_MS / 2) == pytest.approx(20.0)
+    assert attested_round_ms(10.0, 20.0, 1) > 0  # an overhead above a tiny round: never zero or negative
+
+
+def test_a_round_the_overhead_swallows_is_unresolved():
+    from verifier.timing_stats import unresolved
+
+    assert not unresolved(100.0, 80.0)
+    assert unresolved(100.0, 97.0) and unresolved(10.0, 20.0)
+
+
+def test_select_rounds_drops_rounds_where_any_side_lost_much():
+    from verifier.timing_stats import DISTURBED_SHARE, select_rounds
+
+    ref = [0.0, 0.5, 0.05, 0.0, 0.0]
+    stub = [0.0, 0.0, 0.0, 0.3, 0.0]
+    cand = [0.1, 0.0, 0.0, 0.0, DISTURBED_SHARE]
+    assert select_rounds([ref, stub, cand]) == [0, 2, 4]
+    assert select_rounds([ref, stub, cand], limit=0.6) == [0, 1, 2, 3, 4]
+    assert select_rounds([]) == []
+
+
+def test_robust_paired_is_the_median_ratio_and_ignores_dropped_rounds():
+    from verifier.timing_stats import robust_paired
+
+    ref = list(rounds(5, 20, 4.0, 0.03))
+    cand = list(rounds(6, 20, 2.0, 0.03))
+    # three wild rounds (a burner, a stalled parent): a ratio of means would move, the estimate barely does
+    cand_bad = cand[:]
+    for i in (3, 9, 15):
+        cand_bad[i] = 0.02
+    keep = [i for i in range(20) if i not in (3, 9, 15)]
+    clean = robust_paired(ref, cand)
+    assert clean.speedup == pytest.approx(2.0, rel=0.05) and not clean.noisy
+    dropped = robust_paired(ref, cand_bad, keep)
+    assert dropped.rounds == 17 and dropped.speedup == pytest.approx(clean.speedup, rel=0.03)
+    unfiltered = robust_paired(ref, cand_bad)  # even kept, three odd rounds move a median of ratios little
+    assert unfiltered.speedup < clean.speedup * 1.15
+    assert dropped.lo <= dropped.speedup <= dropped.hi
+    # every round disturbed: an estimate, but never a claim
+    none = robust_paired(ref, cand, [])
+    assert none.noisy and none.rounds == 0
+    # too few kept rounds: noisy
+    assert robust_paired(ref, cand, [0, 1, 2]).noisy
+    with pytest.raises(ValueError):
+        robust_paired(ref, cand[:5])
+
+
+def test_robust_paired_a_a_covers_one():
+    from verifier.timing_stats import robust_paired
+
+    est = robust_paired(rounds(7, 30, 1.0, 0.04), rounds(8, 30, 1.0, 0.04))
+    assert est.lo <= 1.0 <= est.hi and est.speedup == pytest.approx(1.0, abs=0.04) and not est.noisy
+
+
+def test_busy_reason_says_how_much_time_was_lost():
+    from verifier.timing_stats import busy_reason
+
+    quiet = [[0.0] * 10, [0.01] * 10, [0.05] * 10]
+    assert busy_reason(quiet) == ""
+    busy = [[0.5] * 8 + [0.0] * 2, [0.0] * 10, [0.1] * 10]
+    text = busy_reason(busy)
+    assert text.startswith("the machine was busy: ") and "8 of 10 rounds disturbed" in text
+    assert "42% of round time lost" in text  # (8 * 0.5 + 2 * 0.1) / 10
+    assert busy_reason(busy, walls=[1.0] * 8 + [3.0] * 2).startswith("the machine was busy: 33%")  # 4.6 / 14
+    assert busy_reason([[0.5] * 5 + [0.0] * 5]) == ""  # half the rounds: still enough quiet ones

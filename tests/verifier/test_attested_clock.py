@@ -1,0 +1,110 @@
+"""The attested clock (issue 21): the speed figure rests on what the trusted side measures.
+
+Hostile candidates with the static scan off (as in test_isolation.py): one forges its reported
+per-call times (wrapping the harness's channel so `timing_end` carries times divided by 40), one starts
+a burner process that spins only while the harness waits for a command (the reference's turn). Each
+is run beside the same kernel without the trick, in the same test; the comparison is a ratio with room
+for this machine's noise, far from the 40x (or several-x) the tricks used to buy.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier import verify
+
+pytestmark = pytest.mark.slow
+
+KERNEL = '''import os, sys, time, subprocess
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = r"""
+#include <torch/extension.h>
+torch::Tensor kernel_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    return out;
+}
+"""
+_ext = load_inline(name="evk_test_shared", cpp_sources=[CPP], functions=["kernel_forward"],
+                   extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
+'''
+
+MODEL = '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.kernel_forward(x)
+'''
+
+FORGE = '''
+from verifier.channel import Channel
+
+_mark = Channel.mark
+
+
+def _forged(self, phase, **extra):
+    if phase == "timing_end" and isinstance(extra.get("times_ms"), list):
+        extra["times_ms"] = [t / 40.0 for t in extra["times_ms"]]
+    return _mark(self, phase, **extra)
+
+
+Channel.mark = _forged
+'''
+
+BURNER = '''
+_BURN = r"""
+import os, sys, time
+pid = int(sys.argv[1])
+while True:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        break
+    if state == "S":  # the harness is blocked waiting for a command: the reference's turn
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.003:
+            pass
+    else:
+        time.sleep(0.0002)
+"""
+_burner = subprocess.Popen([sys.executable, "-c", _BURN, str(os.getpid())])
+'''
+
+
+def _latency(res):
+    assert res.feasible, res.feedback()
+    return next(g for g in res.gates if g.name == "latency")
+
+
+@pytest.fixture()
+def clock_config(make_config):
+    return lambda **kw: make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6, **kw)
+
+
+def test_forged_per_call_times_do_not_move_the_speedup(task_source, clock_config):
+    honest = _latency(verify(task_source("relu"), KERNEL + MODEL, config=clock_config()))
+    forged = _latency(verify(task_source("relu"), KERNEL + FORGE + MODEL, config=clock_config()))
+    ratio = forged.detail["speedup"] / honest.detail["speedup"]
+    print(f"honest {honest.detail['speedup']:.2f}x, forged {forged.detail['speedup']:.2f}x")
+    assert 1 / 2.0 < ratio < 2.0, (honest.detail["speedup"], forged.detail["speedup"])
+    # the forged times are kept as diagnostics, and the disagreement is on record
+    assert forged.detail["figure"] == "attested"
+    assert forged.detail["reported_vs_attested"] < 0.1
+    assert forged.detail["reported_disagrees"]
+    assert not honest.detail["reported_disagrees"]
+
+
+def test_a_burner_during_the_reference_turn_counts_against_the_candidate(task_source, clock_config):
+    honest = _latency(verify(task_source("relu"), KERNEL + MODEL, config=clock_config()))
+    burned = _latency(verify(task_source("relu"), KERNEL + BURNER + MODEL, config=clock_config()))
+    ratio = burned.detail["speedup"] / honest.detail["speedup"]
+    print(f"honest {honest.detail['speedup']:.2f}x, burner {burned.detail['speedup']:.2f}x, "
+          f"idle CPU {burned.detail['idle_cpu_total_ms']:.0f} ms, noisy {burned.detail['noisy']}")
+    assert ratio < 1.6, (honest.detail["speedup"], burned.detail["speedup"], burned.detail["idle_cpu_total_ms"])
+    assert burned.detail["idle_cpu_total_ms"] > 10 * max(1.0, honest.detail["idle_cpu_total_ms"])
+    assert burned.detail["idle_cpu_counted"] or burned.detail["noisy"]
