@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifier.backends import Backend, get_backend
+from verifier.compare import compare_tensor, output_spread
 from verifier.config import VerifyConfig
 from verifier.gates import (
     AntiHackingGate,
@@ -790,6 +791,11 @@ class _Run:
             comp_med = _median(comp)
             detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
         reason = ("noisy: " + (detail["busy"] or "the interval stayed wide")) if est.noisy else ""
+        if est.rounds == 0:
+            # every round was disturbed or left the calls no measurable share of its time: no figure at
+            # all rather than one from rounds that were thrown out (clamped rounds read as 90000x)
+            detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None)
+            reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
     def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int]) -> list[float] | None:
@@ -819,6 +825,11 @@ class _Run:
         if wall_ms > 50 and sum(times) > wall_ms * 1.05:
             self.timing_violation = f"round {r + 1} reported {sum(times):.1f} ms in {wall_ms:.1f} ms of wall time"
             return None
+        if self.be.device == "cpu":
+            checked = self.check_frozen(cmark, rdir, ref_mark, count, r)
+            self.record_round(wall_ms, pre, post)
+            self._drop_held(d)
+            return times if checked else None
         self.job.send({"cmd": "save", "dir": d.name, "indices": list(range(count))})  # every call, see `_timed_rounds`
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
@@ -841,6 +852,50 @@ class _Run:
                 return None
         self._drop_held(d)
         return times
+
+    def check_frozen(self, cmark: dict, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
+        """Every output of the round just clocked, read from the candidate's paused process at the addresses
+        its `timing_end` gave (`verifier/frozen_read.py`) and compared with the reference's for the same
+        inputs; False (with `timed_mismatch` set) on the first that is wrong or cannot be read."""
+        from verifier.frozen_read import FrozenReadError, paused, process_memory, read_output
+        from verifier.gates import _load
+        from verifier.mapped_audit import namespace_pids
+
+        label = f"round {r + 1}"
+        at = cmark.get("outputs_at")
+        pid = getattr(self, "harness_pid", None)
+        try:
+            if not isinstance(at, list) or len(at) != count or pid is None:
+                raise ValueError("the round's outputs were not reported where the verifier reads them")
+            wants = [[_load(rdir, f"s{k}_out{j}.npy", self.config) for j in range(len(ref_mark["outputs"][k]))]
+                     for k in range(count)]
+            got: list[list] = []
+            with paused(namespace_pids(pid)), process_memory(pid) as mem:
+                for k in range(count):
+                    claims = at[k] if isinstance(at[k], list) else []
+                    if len(claims) != len(wants[k]):
+                        raise ValueError(f"timed call {k + 1} of {label}: forward returned {len(claims)} outputs, "
+                                         f"expected {len(wants[k])}")
+                    got.append([read_output(mem, c if isinstance(c, dict) else {}, 8 * w.nbytes + 65536)
+                                for c, w in zip(claims, wants[k], strict=True)])
+        except (FrozenReadError, ValueError, OSError, KeyError, TypeError) as exc:
+            self.timed_mismatch = {"fail": f"{label}: {exc}"}
+            return False
+        for k in range(count):
+            for j, (g, w) in enumerate(zip(got[k], wants[k], strict=True)):
+                ro = ref_mark["outputs"][k][j]
+                spread = output_spread(w) if (self.config.extra or {}).get("degenerate") else None
+                cmp = compare_tensor(g, w, str(at[k][j].get("dtype")), ro["dtype"], self.config.atol, self.config.rtol,
+                                     f"output {j}", spread=spread)
+                if not cmp.ok:
+                    self.timed_mismatch = {
+                        "fail": (f"timed call {k + 1} of {label}: {cmp.reason} — every call gets new inputs and "
+                                 "must compute its outputs afresh (a cached or stale result, or a view of its "
+                                 "inputs?)"),
+                        "mismatch": cmp.mismatch, "max_abs": cmp.max_abs, "max_rel": cmp.max_rel}
+                    return False
+            self.checked_calls = getattr(self, "checked_calls", 0) + 1
+        return True
 
     def sandbox_cpu(self):
         """CPU time of every process in the candidate's sandbox and the harness's run-queue wait."""
@@ -1078,19 +1133,18 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         ref_times = [float(t) for t in mark["times_ms"]]
         ref_lost = lost_share(float(mark.get("timing_wall_ms") or 0.0), mark.get("timing_wait_ms"),
                               mark.get("timing_cpu_ms"))
-        # the trusted overhead, clocked as a candidate's round is
+        # the reference's own figure and the trusted overhead, each clocked as a candidate's round is
         worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
         parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
-        wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
-        stub0 = time.monotonic()
-        ok = ref.send({"cmd": "stub_round", "dir": str(rdir), "count": count, "detach_inputs": not aliasing})
-        smark = ref.expect({"timing_end", "error"}, config.run_timeout_s) if ok else None
-        stub_ms = (time.monotonic() - stub0) * 1000.0
-        if smark is None or smark.get("phase") != "timing_end":
+
+        replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s)
+                        for kind in ("replay", "stub_round"))
+        if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
-        wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
-        stub_lost = lost_share(stub_ms, (wait1 - wait0) / 1e6)
+        (replay_ms, replay_lost), (stub_ms, stub_lost) = replay, stub
+        ref_figure = attested_round_ms(replay_ms, stub_ms, count)
+        ref_lost = max(ref_lost, 1.0 if unresolved(replay_ms, stub_ms) else replay_lost)
         figures, side_lost = [], []
         for i, side in enumerate(sides):
             times = side.timed_round(rdir, mark, count, r, sample)
@@ -1111,7 +1165,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
             per_call = max(1e-4, min([ref_times[0], *figures]))
             count = int(max(1, min(64, memory_cap, config.round_target_ms / per_call)))
             continue
-        means[0].append(sum(ref_times) / len(ref_times))
+        means[0].append(ref_figure)
+        clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
         for i, fig in enumerate(figures):
             means[i + 1].append(fig)
         for i, x in enumerate([ref_lost, stub_lost, *side_lost]):
@@ -1129,6 +1184,25 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     clock["lost"] = lost
     clock["keep"] = keep
     return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides), clock
+
+
+def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
+                       parent: tuple, timeout_s: float) -> tuple[float, float] | None:
+    """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
+    round's input files, clocked by the parent from sending it to `timing_end`, as a candidate's round is;
+    (wall ms, the share of it lost waiting for a CPU), or None when the worker failed."""
+    from verifier import cpu_accounting as acct
+    from verifier.timing_stats import lost_share
+
+    wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+    t0 = time.monotonic()
+    ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs})
+    done = ref.expect({"timing_end", "error"}, timeout_s) if ok else None
+    wall = (time.monotonic() - t0) * 1000.0
+    if done is None or done.get("phase") != "timing_end":
+        return None
+    wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+    return wall, lost_share(wall, (wait1 - wait0) / 1e6)
 
 
 def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int = 0) -> dict:

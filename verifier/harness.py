@@ -348,7 +348,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 sets = load_sets(torch, np, d, int(cmd["count"]), device)
                 channel.mark("timing_start")
                 times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False)
-                channel.mark("timing_end", times_ms=times)
+                # On the CPU the parent pauses this sandbox and reads the kept outputs from this process's
+                # memory at these addresses (verifier/frozen_read.py): nothing is saved after the clock.
+                at = ([[{"addr": o.data_ptr(), "nbytes": o.numel() * o.element_size(), "shape": list(o.shape),
+                         "dtype": str(o.dtype).replace("torch.", "")} for o in outs] for outs in kept]
+                      if device == "cpu" else None)
+                channel.mark("timing_end", times_ms=times, **({"outputs_at": at} if at is not None else {}))
             elif kind == "save":
                 d = _subdir(job_dir, cmd["dir"])
                 saved = {}

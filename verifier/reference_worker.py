@@ -192,6 +192,22 @@ class Worker:
         self.kept = None
         return {"times_ms": times}
 
+    def replay(self, cmd: dict) -> dict:
+        """The reference's own figure on the parent's clock: the candidate side's loop (`load_sets`, then
+        `time_round` with the same `detach_inputs`) over the same input files with the real model, clocked
+        from the command to `timing_end` exactly as the candidate's round and the stub are. Both sides'
+        figures are then (clocked round - stub) / calls: the same code, the same clock, so an A/A pairs
+        like with like and no per-call timer of either process decides the speedup."""
+        from verifier.runner import load_sets, time_round
+
+        torch, np = self.torch, self.np
+        sets = load_sets(torch, np, Path(cmd["dir"]), int(cmd["count"]), self.device)
+        self.channel.mark("timing_start")
+        with torch.no_grad():
+            times, _ = time_round(torch, self.model, sets, self.device,
+                                  detach_inputs=cmd.get("detach_inputs") is not False)
+        return {"times_ms": times}
+
 
 def threading_native_id() -> int:
     import threading
@@ -220,6 +236,8 @@ def main() -> int:
                 channel.mark("round_done", **worker.round(cmd))
             elif kind == "stub_round":
                 channel.mark("timing_end", **worker.stub_round(cmd))
+            elif kind == "replay":
+                channel.mark("timing_end", **worker.replay(cmd))
             else:
                 channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
         except BaseException as exc:  # reported to the parent, which turns it into one line

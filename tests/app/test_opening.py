@@ -113,7 +113,7 @@ async def test_a_sound_task_file_passes_its_checks_and_verifies_after_them(tmp_p
     path.write_text(BROKEN_LAYER.replace(" * self.scale", ""))
     task = load_task(str(path))
     monkeypatch.setattr(core.tasks, "check_task_memory", lambda *a, **k: None)
-    monkeypatch.setattr(core.tasks, "task_degeneracy", lambda *a, **k: ["zeros"])
+    monkeypatch.setattr(core.tasks, "task_degeneracy", lambda *a, **k: core.tasks.Degeneracy(["zeros"], []))
     opener = session_opener("cpu", None, None, str(tmp_path / "sessions"), 1, 0, memory=None, first_task=task,
                             verify_config=make_config("kernelbench"))
 
@@ -169,7 +169,8 @@ async def test_a_too_big_problem_opens_and_the_memory_check_says_so(tmp_path, mo
     kb = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench"
     task = load_task(kernelbench=kb, level=1, problem=100)
     probed = []
-    monkeypatch.setattr(core.tasks, "task_degeneracy", lambda *a, **k: probed.append(a) or [])
+    monkeypatch.setattr(core.tasks, "task_degeneracy",
+                        lambda *a, **k: probed.append(a) or core.tasks.Degeneracy([], []))
     opener = session_opener("cpu", None, None, str(tmp_path / "sessions"), 1, 0, memory=None, first_task=task)
     session = opener(None)
     app = EvoKernelApp(session, watch_file=False, task_checks=task_checks(None))

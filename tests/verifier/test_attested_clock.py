@@ -108,3 +108,48 @@ def test_a_burner_during_the_reference_turn_counts_against_the_candidate(task_so
     assert ratio < 1.6, (honest.detail["speedup"], burned.detail["speedup"], burned.detail["idle_cpu_total_ms"])
     assert burned.detail["idle_cpu_total_ms"] > 10 * max(1.0, honest.detail["idle_cpu_total_ms"])
     assert burned.detail["idle_cpu_counted"] or burned.detail["noisy"]
+
+
+DEFER = '''
+import numpy as _np
+
+_inputs = []
+_real_save = _np.save
+
+
+def _save(fh, arr, allow_pickle=False):
+    # the harness's `save` of the timed outputs, after the clock: the right answers are computed here
+    if _inputs and getattr(arr, "shape", None) == _inputs[0].shape:
+        arr = _np.maximum(_inputs.pop(0), 0)
+    return _real_save(fh, arr, allow_pickle=allow_pickle)
+
+
+_np.save = _save
+
+
+def _timed():
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_name == "timed_call":
+            return True
+        f = f.f_back
+    return False
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if _timed():
+            _inputs.append(x.detach().numpy().copy())
+            return torch.empty_like(x)
+        return _ext.kernel_forward(x)
+'''
+
+
+def test_work_deferred_past_the_clock_is_caught(task_source, clock_config):
+    """Garbage while timed, the right answers computed while the outputs are saved (after the clock):
+    the parent reads the outputs from the paused process at `timing_end`, so nothing is saved late."""
+    res = verify(task_source("relu"), KERNEL + DEFER, config=clock_config())
+    assert not res.feasible
+    failed = res.failed_gate
+    assert failed is not None and failed.name == "correctness", res.feedback()
+    assert "timed call" in failed.reason and failed.detail.get("during") == "timing", failed.reason
