@@ -1177,9 +1177,11 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         if psi0 is not None and psi1 is not None:
             clock["psi_share"].append(min(1.0, (psi1 - psi0) / 1000.0 / max(1e-6, round_ms)))
         keep = select_rounds(lost)
-        if len(keep) >= config.min_rounds or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
+        measured, spent = len(means[0]), time.monotonic() >= budget_end
+        # at least `min_rounds` measured rounds whatever the budget says (as before the attested clock)
+        if measured >= config.min_rounds and (len(keep) >= config.min_rounds or spent or measured >= config.max_rounds):
             est = estimate(means, keep)
-            if not est.noisy or time.monotonic() >= budget_end or len(means[0]) >= config.max_rounds:
+            if not est.noisy or spent or measured >= config.max_rounds:
                 break
     clock["lost"] = lost
     clock["keep"] = keep

@@ -347,7 +347,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 d = _subdir(job_dir, cmd["dir"])
                 sets = load_sets(torch, np, d, int(cmd["count"]), device)
                 channel.mark("timing_start")
-                times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False)
+                times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False,
+                                         by_reference=device == "cpu")
                 # On the CPU the parent pauses this sandbox and reads the kept outputs from this process's
                 # memory at these addresses (verifier/frozen_read.py): nothing is saved after the clock.
                 at = ([[{"addr": o.data_ptr(), "nbytes": o.numel() * o.element_size(), "shape": list(o.shape),

@@ -188,7 +188,8 @@ class Worker:
         ready = iter(kept)
         with torch.no_grad():
             times, _ = time_round(torch, lambda *args: next(ready), sets, self.device,
-                                  detach_inputs=cmd.get("detach_inputs") is not False)
+                                  detach_inputs=cmd.get("detach_inputs") is not False,
+                                  by_reference=self.device == "cpu")
         self.kept = None
         return {"times_ms": times}
 
@@ -205,7 +206,8 @@ class Worker:
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, self.model, sets, self.device,
-                                  detach_inputs=cmd.get("detach_inputs") is not False)
+                                  detach_inputs=cmd.get("detach_inputs") is not False,
+                                  by_reference=self.device == "cpu")
         return {"times_ms": times}
 
 

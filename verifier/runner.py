@@ -66,11 +66,13 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_tensor(torch, np, directory: Path, meta: dict, device: str):
+def load_tensor(torch, np, directory: Path, meta: dict, device: str, mmap: bool = False):
+    """One argument from its .npy file. `mmap`: mapped copy-on-write instead of read (a timed round's sets,
+    which `refill` copies into the persistent buffers anyway: one pass over the data instead of two)."""
     name = meta["file"]
     if "/" in name or name.startswith("."):
         raise ValueError(f"bad tensor file name {name!r}")
-    arr = np.load(directory / name, allow_pickle=False)
+    arr = np.load(directory / name, allow_pickle=False, mmap_mode="c" if mmap else None)
     t = torch.from_numpy(arr).to(getattr(torch, meta["dtype"]))
     return t.to(device) if device != "cpu" else t
 
@@ -88,9 +90,9 @@ def save_args(torch, np, directory: Path, args: list, prefix: str = "in") -> lis
     return records
 
 
-def load_args(torch, np, directory: Path, device: str, prefix: str = "in") -> list:
+def load_args(torch, np, directory: Path, device: str, prefix: str = "in", mmap: bool = False) -> list:
     records = json.loads((directory / f"{prefix}.json").read_text())
-    return [load_tensor(torch, np, directory, r["tensor"], device) if "tensor" in r else r.get("value")
+    return [load_tensor(torch, np, directory, r["tensor"], device, mmap) if "tensor" in r else r.get("value")
             for r in records]
 
 
@@ -157,7 +159,7 @@ def _keep(torch, outs: list) -> list:
 
 
 def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool = True,
-               detach_inputs: bool = True) -> tuple[list[float], list]:
+               detach_inputs: bool = True, by_reference: bool = False) -> tuple[list[float], list]:
     """One timed call per input set, each on fresh content refilled outside the timed region; returns
     per-call milliseconds and (cloned, outside the timer) outputs for the sampled checks. On CUDA each
     call is timed by events with the L2 cache flushed first (`_time_round_cuda`).
@@ -165,7 +167,12 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
     `detach_inputs` (the candidate's side): a call's outputs are copied only after its input buffers
     were overwritten (by the next set's content, or scrambled after the last call), so an output that
     aliases its input (a strided view, memory mapped twice) shows other data and fails the sampled
-    check, while a real output cannot tell the difference. The trusted reference passes False."""
+    check, while a real output cannot tell the difference. The trusted reference passes False.
+
+    `by_reference` (CPU rounds whose outputs the parent reads from the paused process): the outputs are
+    kept as returned, not copied; an output that is a view of its input, or a buffer the kernel hands
+    back again on a later call, then shows the later content when read and fails the check, and the
+    clocked window holds no copy per call."""
     if device == "cuda":
         return _time_round_cuda(torch, model, sets, keep_outputs, detach_inputs)
 
@@ -176,10 +183,11 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
         sync(torch, device)
         return out, (_perf_ns() - t0) / 1e6
 
-    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs)
+    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs, by_reference)
 
 
-def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach_inputs: bool) -> tuple[list[float], list]:
+def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach_inputs: bool,
+                 by_reference: bool = False) -> tuple[list[float], list]:
     """The round loop both devices share: refill the persistent buffers with each set's content, make
     one `timed_call(args) -> (outputs, ms)`, and keep outputs as `time_round` describes."""
     times: list[float] = []
@@ -193,7 +201,9 @@ def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach
             pending = None
         out, ms = timed_call(persistent)
         times.append(ms)
-        if keep_outputs:
+        if keep_outputs and by_reference:
+            kept.append(plain_outputs(torch, out))
+        elif keep_outputs:
             pending = plain_outputs(torch, out)
             if not detach_inputs:
                 kept.append(_keep(torch, pending))
@@ -202,6 +212,8 @@ def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach
     if pending is not None:
         scramble(torch, persistent)
         kept.append(_keep(torch, pending))
+    elif by_reference and detach_inputs:
+        scramble(torch, persistent)  # a view of the last call's inputs shows it when read
     return times, kept
 
 
@@ -262,7 +274,8 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
 
 
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
-    return [load_args(torch, np, directory, device, prefix=f"s{k}_in") for k in range(count)]
+    """A timed round's input sets (mapped on the CPU: `refill` copies them into the persistent buffers)."""
+    return [load_args(torch, np, directory, device, prefix=f"s{k}_in", mmap=device == "cpu") for k in range(count)]
 
 
 if "torch" in sys.modules:  # the harness and the reference worker import torch first: take the references now
