@@ -400,8 +400,8 @@ if max(WRITTEN.values()) > 64:
 def test_forged_timings_are_bounded_by_the_parents_clock(task_source, hostile_config):
     """The candidate owns its process: it rewrites the harness's timing marks (here through the channel
     object it finds with gc) to claim 50x less time than a deliberately slow kernel takes. The parent's
-    own clock over each round, less the overhead the trusted side measured, lifts the claim; without
-    that floor this kernel read as faster than the reference."""
+    own clock over each round, less the trusted stub, is the figure; the forged per-call times are only
+    diagnostics (without this the kernel read as faster than the reference)."""
     slow = RELU_EXT.replace("for (int64_t i = 0;", "for (int rep = 0; rep < 8; ++rep) for (int64_t i = 0;")
     body = """
 import gc
@@ -416,7 +416,8 @@ for obj in gc.get_objects():
 """
     res = verify(task_source("relu"), PREAMBLE + slow + body + PLAIN_MODEL, config=hostile_config())
     assert res.feasible, res.feedback()  # the outputs are right; only the speed claim is false
-    assert any("floor was used" in n for n in res.notes), res.notes
+    # the speed figure is the parent's clock (the attested clock); the forged report is on record
+    assert any("the parent's clock was used" in n for n in res.notes), res.notes
     assert res.speedup is not None and res.speedup < 1.0, (res.speedup, res.notes)
 
 
@@ -426,7 +427,8 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     nothing and is right when copied at once. Outputs are copied only after their inputs were
     overwritten, so the view shows other data and the sampled check fails (it read ~150x before)."""
     source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_view_in_timing.py").read_text()
-    res = verify(task_source("transpose_copy"), source, config=make_config())
+    # several calls per round, so the refilled buffers repeat within a round whatever the allocator does
+    res = verify(task_source("transpose_copy"), source, config=make_config(round_target_ms=400.0, timing_memory_mb=1024.0))
     assert not res.feasible, (res.speedup, res.feedback())
     gate = res.failed_gate
     assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
