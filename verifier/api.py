@@ -466,6 +466,8 @@ class _Run:
         self.notify("correctness", "running")
         correct = self.correctness()
         self.lap("correctness")
+        self.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
+        self.lap("reference wait")
         compile_gate = CompileGate().evaluate(self.evidence())
         gates.append(compile_gate)
         profiled = correct.passed and self.profile()
@@ -525,6 +527,7 @@ class _Run:
     def prepare_reference(self) -> None:
         self.send_prepare()
         self.await_reference()
+        self.finish_reference()
 
     def send_prepare(self) -> None:
         """Ask the trusted reference worker for this verification's init arguments, weights, trials and
@@ -555,23 +558,57 @@ class _Run:
         self.prepare_pending = True
 
     def await_reference(self) -> None:
-        """The prepared reference (raises VerifierError when the task itself fails)."""
-        if not self.prepare_pending or self.ref_held is None:
+        """The reference's init arguments, weights and input recipe (`init_ready`); its trials follow one by
+        one (`reference_trial`), the rest with `prepared` (`finish_reference`). Raises VerifierError when
+        the task itself fails."""
+        if not self.prepare_pending or self.ref_held is None or self.reference:
             return
-        ref = self.ref_held[0]
-        mark = ref.expect({"prepared", "error"}, self.config.run_timeout_s * 3)
-        self.prepare_pending = False
-        if mark is None or mark.get("phase") != "prepared":
+        mark = self._reference_mark({"init_ready"})
+        if mark["phase"] == "init_ready":
+            self.reference = {"recipe": mark.get("recipe"), "input_distribution": mark.get("input_distribution", ""),
+                              "trials": []}
+        self._checked_reference()
+
+    def reference_trial(self, i: int) -> dict | None:
+        """Trial `i` of the reference, waiting for it if the worker is still drawing it (None: no such trial)."""
+        while self.prepare_pending and len(self.reference.get("trials", [])) <= i:
+            mark = self._reference_mark({"trial_ready"})
+            if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
+                self.reference["trials"].append(mark["trial"])
+                self._checked_reference()
+        trials = self.reference.get("trials", [])
+        return trials[i] if i < len(trials) else None
+
+    def finish_reference(self) -> None:
+        """Everything the reference reports (`prepared`): its profile, sizes, timings."""
+        while self.prepare_pending:
+            mark = self._reference_mark({"init_ready", "trial_ready"})
+            if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
+                self.reference.setdefault("trials", []).append(mark["trial"])
+        self._checked_reference()
+
+    def _reference_mark(self, phases: set[str]) -> dict:
+        """The reference worker's next mark in `phases`, or its `prepared` (which ends the preparation);
+        VerifierError when it failed or did not finish."""
+        assert self.ref_held is not None
+        mark = self.ref_held[0].expect({*phases, "prepared", "error"}, self.config.run_timeout_s * 3)
+        if mark is None or mark.get("phase") == "error":
+            self.prepare_pending = False
             self._drop_reference()
             if mark is None:
                 raise VerifierError("the reference task did not finish (too slow or out of memory?); check it with "
                                     "`evokernel tasks`, or raise --timeout / --memory-gb")
             raise VerifierError(f"the reference task failed: {mark.get('error_type')}: {str(mark.get('error', ''))[:200]}")
-        self.reference = mark
+        if mark.get("phase") == "prepared":
+            self.prepare_pending = False
+            self.reference = mark
+        return mark
+
+    def _checked_reference(self) -> None:
         self.reference["profile_seed"] = self.profile_seed
         if not _valid_recipe(self.reference.get("recipe")):
             self.reference["recipe"] = None
-        for i, t in enumerate(self.reference["trials"]):
+        for i, t in enumerate(self.reference.get("trials", [])):
             t["dir"] = f"trial{i}"
 
     def _drop_reference(self) -> None:
@@ -729,10 +766,10 @@ class _Run:
         assert self.job is not None and self.trusted_dir is not None
         deadline = time.monotonic() + self.config.run_timeout_s
         start = time.monotonic()
-        ref_trials = self.reference["trials"]
         atol, rtol = self.config.atol, self.config.rtol
         worst_abs = worst_rel = 0.0
-        for i, rt in enumerate(ref_trials):
+
+        def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
             if self.reference.get("recipe") is None:
                 self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
@@ -740,6 +777,13 @@ class _Run:
             else:  # the harness draws the trial's inputs from its seed, revealed now
                 self.job.send({"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"],
                                "dist": rt.get("dist", "task")})
+            return d
+
+        i, rt = 0, self.reference_trial(0)
+        if rt is None:
+            raise VerifierError("the reference task reported no trials")
+        d = send_trial(0, rt)
+        while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
@@ -751,6 +795,9 @@ class _Run:
                 self.candidate.setdefault("gpu_probes", []).append(
                     {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
+            # the harness runs the next trial while this one is compared (its files are in their own folder)
+            following = self.reference_trial(i + 1)
+            after = send_trial(i + 1, following) if following is not None else None
             self._check_held(d, self.trusted_dir / rt["dir"])
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                     atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",
@@ -759,8 +806,9 @@ class _Run:
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i, **self.inputs_detail()})
             worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+            i, rt, d = i + 1, following, after
         return GateResult("correctness", PASS, time.monotonic() - start, "",
-                          {"trials": len(ref_trials), "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
+                          {"trials": i, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
                            **self.inputs_detail()})
 

@@ -117,6 +117,12 @@ class Worker:
         if hasattr(model, "eval"):
             model.eval()
         self.model = model
+        from verifier import input_recipe
+
+        # init and weights are written: the parent can construct the candidate (with the recipe) now, and
+        # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
+        self.channel.mark("init_ready", recipe=self.recipe,
+                          input_distribution=input_recipe.describe(self.recipe, self.input_names))
         trials = []
         with torch.no_grad():
             for trial in cmd["trials"]:
@@ -135,6 +141,7 @@ class Worker:
                 after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
                                "after_digests": after})
+                self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
             pdir = Path(cmd["profile_dir"])
             inputs = self.draw(int(cmd["profile_seed"]), "task")
             self._save_inputs(pdir, inputs, "in")
@@ -144,8 +151,6 @@ class Worker:
             profile = top_ops(prof)
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         out_bytes = sum(o.numel() * o.element_size() for o in outs)
-        from verifier import input_recipe
-
         result = {"trials": trials, "profile": profile, "recipe": self.recipe,
                   "input_distribution": input_recipe.describe(self.recipe, self.input_names),
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
