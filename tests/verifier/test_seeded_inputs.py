@@ -190,9 +190,11 @@ def test_caching_by_seed_or_address_still_fails(trick, make_config, kernel_sourc
     res = verify(RELU_TASK, head + "\n" + HOSTILE[trick], config=make_config(static_scan=False))
     assert not res.feasible, (trick, res.feedback())
     assert res.failed_gate.name in ("anti_hacking", "correctness"), res.feedback()
-    if trick == "address":  # right on every trial (fresh buffers): only the timed calls can see it
-        assert res.failed_gate.name == "correctness" and res.failed_gate.detail.get("during") == "timing", \
-            res.feedback()
+    # right on every trial (fresh buffers, the harness's own draw): the timed calls' checks see it, whatever
+    # else does (the patch of the seed cache is also a monkey-patch finding)
+    correct = next(g for g in res.gates if g.name == "correctness")
+    assert correct.status == "fail" and correct.detail.get("during") == "timing", res.feedback()
+    assert "afresh" in correct.reason, correct.reason
 
 
 def test_verdict_detail_is_json():
