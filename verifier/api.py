@@ -566,7 +566,7 @@ class _Run:
         mark = self._reference_mark({"init_ready"})
         if mark["phase"] == "init_ready":
             self.reference = {"recipe": mark.get("recipe"), "input_distribution": mark.get("input_distribution", ""),
-                              "trials": []}
+                              "device_name": mark.get("device_name", ""), "trials": []}
         self._checked_reference()
 
     def reference_trial(self, i: int) -> dict | None:

@@ -121,7 +121,7 @@ class Worker:
 
         # init and weights are written: the parent can construct the candidate (with the recipe) now, and
         # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
-        self.channel.mark("init_ready", recipe=self.recipe,
+        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
                           input_distribution=input_recipe.describe(self.recipe, self.input_names))
         trials = []
         with torch.no_grad():
@@ -155,15 +155,17 @@ class Worker:
                   "input_distribution": input_recipe.describe(self.recipe, self.input_names),
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
                   "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
-        if self.device == "cuda":
-            result["device_name"] = torch.cuda.get_device_name()
-        else:
-            import platform
-
-            result["device_name"] = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+        result["device_name"] = self.device_name()
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         return result
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return self.torch.cuda.get_device_name()
+        import platform
+
+        return f"cpu ({platform.machine()}, {self.torch.get_num_threads()} threads)"
 
     def _compiled_times(self, inputs: list) -> list[float]:
         from verifier.runner import time_round
