@@ -312,6 +312,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             return draw(torch, recipe, int(cmd["seed"]), str(cmd.get("dist") or "task"), device)
         assert d is not None
         return load_args(torch, np, d, device)
+
     built = _construct(torch, np, init_dir, weights_dir, job, model_cls, device)
     model = built["model"]
     report["weights"] = built["weights"]
