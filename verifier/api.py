@@ -466,6 +466,8 @@ class _Run:
         self.notify("correctness", "running")
         correct = self.correctness()
         self.lap("correctness")
+        self.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
+        self.lap("reference wait")
         compile_gate = CompileGate().evaluate(self.evidence())
         gates.append(compile_gate)
         profiled = correct.passed and self.profile()
@@ -525,6 +527,7 @@ class _Run:
     def prepare_reference(self) -> None:
         self.send_prepare()
         self.await_reference()
+        self.finish_reference()
 
     def send_prepare(self) -> None:
         """Ask the trusted reference worker for this verification's init arguments, weights, trials and
@@ -542,30 +545,70 @@ class _Run:
             trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})
         (self.trusted_dir / "profile").mkdir()
         self.init_seed = self.seed()
+        self.profile_seed = self.seed()
         cmd = {"cmd": "prepare", "task_path": str(task), "init_seed": self.init_seed, "trials": trials,
                "init_dir": str(self.trusted_dir / "init"), "weights_dir": str(self.trusted_dir / "weights"),
-               "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.seed(),
+               "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.profile_seed,
                "device": self.be.device, "threads": _threads(self.config),
-               "compare_compile": self.config.compare_compile}
+               "compare_compile": self.config.compare_compile,
+               # seeded inputs (issue 22): off only to measure or test the file path
+               "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
         self.prepare_pending = True
 
     def await_reference(self) -> None:
-        """The prepared reference (raises VerifierError when the task itself fails)."""
-        if not self.prepare_pending or self.ref_held is None:
+        """The reference's init arguments, weights and input recipe (`init_ready`); its trials follow one by
+        one (`reference_trial`), the rest with `prepared` (`finish_reference`). Raises VerifierError when
+        the task itself fails."""
+        if not self.prepare_pending or self.ref_held is None or self.reference:
             return
-        ref = self.ref_held[0]
-        mark = ref.expect({"prepared", "error"}, self.config.run_timeout_s * 3)
-        self.prepare_pending = False
-        if mark is None or mark.get("phase") != "prepared":
+        mark = self._reference_mark({"init_ready"})
+        if mark["phase"] == "init_ready":
+            self.reference = {"recipe": mark.get("recipe"), "input_distribution": mark.get("input_distribution", ""),
+                              "device_name": mark.get("device_name", ""), "trials": []}
+        self._checked_reference()
+
+    def reference_trial(self, i: int) -> dict | None:
+        """Trial `i` of the reference, waiting for it if the worker is still drawing it (None: no such trial)."""
+        while self.prepare_pending and len(self.reference.get("trials", [])) <= i:
+            mark = self._reference_mark({"trial_ready"})
+            if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
+                self.reference["trials"].append(mark["trial"])
+                self._checked_reference()
+        trials = self.reference.get("trials", [])
+        return trials[i] if i < len(trials) else None
+
+    def finish_reference(self) -> None:
+        """Everything the reference reports (`prepared`): its profile, sizes, timings."""
+        while self.prepare_pending:
+            mark = self._reference_mark({"init_ready", "trial_ready"})
+            if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
+                self.reference.setdefault("trials", []).append(mark["trial"])
+        self._checked_reference()
+
+    def _reference_mark(self, phases: set[str]) -> dict:
+        """The reference worker's next mark in `phases`, or its `prepared` (which ends the preparation);
+        VerifierError when it failed or did not finish."""
+        assert self.ref_held is not None
+        mark = self.ref_held[0].expect({*phases, "prepared", "error"}, self.config.run_timeout_s * 3)
+        if mark is None or mark.get("phase") == "error":
+            self.prepare_pending = False
             self._drop_reference()
             if mark is None:
                 raise VerifierError("the reference task did not finish (too slow or out of memory?); check it with "
                                     "`evokernel tasks`, or raise --timeout / --memory-gb")
             raise VerifierError(f"the reference task failed: {mark.get('error_type')}: {str(mark.get('error', ''))[:200]}")
-        self.reference = mark
-        for i, t in enumerate(self.reference["trials"]):
+        if mark.get("phase") == "prepared":
+            self.prepare_pending = False
+            self.reference = mark
+        return mark
+
+    def _checked_reference(self) -> None:
+        self.reference["profile_seed"] = self.profile_seed
+        if not _valid_recipe(self.reference.get("recipe")):
+            self.reference["recipe"] = None
+        for i, t in enumerate(self.reference.get("trials", [])):
             t["dir"] = f"trial{i}"
 
     def _drop_reference(self) -> None:
@@ -602,7 +645,10 @@ class _Run:
         for sub in ("init", "weights"):
             dirs[sub] = self._job_subdir(sub)
             self._hand_over(self.trusted_dir / sub, dirs[sub], "", move=not (self.shares_inputs or self.config.ncu))
-        self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name})
+        # the recipe is not secret (it is `get_inputs()` read on the meta device); the seeds are, and each
+        # is revealed only in the command that uses it
+        self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name,
+                       "recipe": self.reference.get("recipe")})
         mark = self.job.expect({"ready", "report"}, self.config.run_timeout_s, on_other=self._serve_request)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
@@ -720,13 +766,24 @@ class _Run:
         assert self.job is not None and self.trusted_dir is not None
         deadline = time.monotonic() + self.config.run_timeout_s
         start = time.monotonic()
-        ref_trials = self.reference["trials"]
         atol, rtol = self.config.atol, self.config.rtol
         worst_abs = worst_rel = 0.0
-        for i, rt in enumerate(ref_trials):
+
+        def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
-            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
-            self.job.send({"cmd": "trial", "dir": d.name, "index": i})
+            if self.reference.get("recipe") is None:
+                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+                self.job.send({"cmd": "trial", "dir": d.name, "index": i})
+            else:  # the harness draws the trial's inputs from its seed, revealed now
+                self.job.send({"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"],
+                               "dist": rt.get("dist", "task")})
+            return d
+
+        i, rt = 0, self.reference_trial(0)
+        if rt is None:
+            raise VerifierError("the reference task reported no trials")
+        d = send_trial(0, rt)
+        while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
@@ -738,24 +795,39 @@ class _Run:
                 self.candidate.setdefault("gpu_probes", []).append(
                     {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
+            # the harness runs the next trial while this one is compared (its files are in their own folder)
+            following = self.reference_trial(i + 1)
+            after = send_trial(i + 1, following) if following is not None else None
             self._check_held(d, self.trusted_dir / rt["dir"])
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                     atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",
                                     after_digests=rt.get("after_digests"))
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
-                                  {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i})
+                                  {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i, **self.inputs_detail()})
             worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+            i, rt, d = i + 1, following, after
         return GateResult("correctness", PASS, time.monotonic() - start, "",
-                          {"trials": len(ref_trials), "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
-                           "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config)})
+                          {"trials": i, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
+                           "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
+                           **self.inputs_detail()})
+
+    def inputs_detail(self) -> dict:
+        """What the verdict says of the inputs: their distribution and how they reached the candidate."""
+        seeded = self.reference.get("recipe") is not None
+        return {"input_distribution": self.reference.get("input_distribution", ""),
+                "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
+                else "files (drawn on the CPU by the trusted side)"}
 
     def profile(self) -> bool:
         assert self.job is not None and self.trusted_dir is not None
-        d = self._job_subdir("p")
-        self._hand_over(self.trusted_dir / "profile", d, "in", move=False)
         self.notify("profile", "running")
-        self.job.send({"cmd": "profile", "dir": d.name})
+        if self.reference.get("recipe") is None:
+            d = self._job_subdir("p")
+            self._hand_over(self.trusted_dir / "profile", d, "in", move=False)
+            self.job.send({"cmd": "profile", "dir": d.name})
+        else:
+            self.job.send({"cmd": "profile", "seed": self.reference["profile_seed"]})
         mark = self.job.expect({"profile_done", "report"}, self.config.run_timeout_s)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
@@ -798,20 +870,24 @@ class _Run:
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
-    def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int]) -> list[float] | None:
-        """This candidate's timed round on the input sets in `rdir`, then a check of every call's outputs
-        (`sample` lists them all) against the reference's, read through the round directory's held
-        descriptor; None (with `timing_violation` or the report set) when it fails."""
+    def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int],
+                    seeds: list[int] | None = None) -> list[float] | None:
+        """This candidate's timed round on the round's input sets (drawn by the harness from `seeds`, sent
+        with the command, for a task with a recipe; else the files in `rdir`), then a check of every
+        call's outputs (`sample` lists them all) against the reference's, read through the round
+        directory's held descriptor; None (with `timing_violation` or the report set) when it fails."""
         assert self.job is not None
         d = self._job_subdir(f"r{r}")
-        for k in range(count):
+        seeded = self.reference.get("recipe") is not None and seeds is not None
+        for k in range(0 if seeded else count):
             self._hand_over(rdir, d, f"s{k}_in", move=not self.shares_inputs)
         # outputs are copied after their inputs were overwritten (a view of the input shows), unless the
         # reference's own outputs alias its inputs (an in-place task), where that is the right answer
         aliasing = any(o.get("aliases_input") for t in self.reference.get("trials", []) for o in t.get("outputs", []))
         pre = self.sandbox_cpu()  # the sandbox's CPU so far, and its run-queue wait: read before the clock starts
         wall0 = time.monotonic()
-        self.job.send({"cmd": "round", "dir": d.name, "count": count, "detach_inputs": not aliasing})
+        self.job.send({"cmd": "round", "dir": d.name, "count": count, "detach_inputs": not aliasing,
+                       **({"seeds": seeds} if seeded else {})})
         cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
         wall_ms = (time.monotonic() - wall0) * 1000.0
         post = self.sandbox_cpu()
@@ -928,8 +1004,11 @@ class _Run:
         for sub in ("init", "weights"):
             shutil.copytree(self.trusted_dir / sub, work / sub)
         (work / "profile").mkdir()
-        self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
         job = json.loads((self.job_dir / "job.json").read_text())
+        if self.reference.get("recipe") is None:
+            self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
+        else:
+            job.update(recipe=self.reference["recipe"], profile_seed=self.reference["profile_seed"])
         job.update(candidate_path=str(work / "candidate.py"), build_root=str(work / "build"))
         (work / "build").mkdir()
         (work / "job.json").write_text(json.dumps(job))
@@ -1122,8 +1201,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         if r >= 2:
             clock["repinned"] += pinned
         psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
-        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": [owner.seed() for _ in range(count)],
-                         "save": sample}):
+        seeds = [owner.seed() for _ in range(count)]
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds, "save": sample}):
             owner.candidate["ref_timing_failed"] = True
             return None
         mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
@@ -1137,8 +1216,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
         parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
 
-        replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s)
-                        for kind in ("replay", "stub_round"))
+        replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s,
+                                           seeds) for kind in ("replay", "stub_round"))
         if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
@@ -1147,7 +1226,7 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
         ref_lost = max(ref_lost, 1.0 if unresolved(replay_ms, stub_ms) else replay_lost)
         figures, side_lost = [], []
         for i, side in enumerate(sides):
-            times = side.timed_round(rdir, mark, count, r, sample)
+            times = side.timed_round(rdir, mark, count, r, sample, seeds)
             if times is None:
                 return None
             facts = side.round_facts[-1]
@@ -1189,16 +1268,17 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
 
 
 def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
-                       parent: tuple, timeout_s: float) -> tuple[float, float] | None:
+                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float] | None:
     """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
-    round's input files, clocked by the parent from sending it to `timing_end`, as a candidate's round is;
+    round's input sets (drawn from `seeds` for a task with a recipe, as the harness does, else read from
+    the round's files), clocked by the parent from sending it to `timing_end`, as a candidate's round is;
     (wall ms, the share of it lost waiting for a CPU), or None when the worker failed."""
     from verifier import cpu_accounting as acct
     from verifier.timing_stats import lost_share
 
     wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
     t0 = time.monotonic()
-    ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs})
+    ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs, "seeds": seeds})
     done = ref.expect({"timing_end", "error"}, timeout_s) if ok else None
     wall = (time.monotonic() - t0) * 1000.0
     if done is None or done.get("phase") != "timing_end":
@@ -1245,6 +1325,19 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         sum(idle) > 0.05 * sum(round_ms) and sum(idle) > IDLE_ALLOWANCE_MS * max(1, len(idle)))
     out["busy"] = busy_reason(lost, clock["walls_ms"])
     return out
+
+
+def _valid_recipe(recipe) -> bool:
+    """A recipe as `input_recipe.capture` makes it (the reference worker's claim, checked for shape
+    before it is sent to the harness)."""
+    if not isinstance(recipe, list):
+        return False
+    for entry in recipe:
+        if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str):
+            return False
+        if entry["kind"] != "value" and not (isinstance(entry.get("shape"), list) and isinstance(entry.get("dtype"), str)):
+            return False
+    return True
 
 
 def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:

@@ -3,7 +3,10 @@
 `python -m verifier.harness JOBDIR [--wait]` imports torch, (with `--wait`: sits warm until the parent
 says go), reads `JOBDIR/job.json`, builds and imports the candidate, constructs `ModelNew` and then
 serves the parent's commands: a correctness trial, a profiled call, a timed round, saving every timed
-call's outputs, finish. Inputs arrive as files written by the trusted side only when a command needs them;
+call's outputs, finish. For a task with an input recipe (`verifier.input_recipe`, sent with `construct`)
+each command carries the seeds of its inputs, revealed only then, and the harness draws them on its
+device (`runner.draw_sets`); otherwise inputs arrive as files written by the trusted side only when a
+command needs them;
 the candidate's process never holds the task's `Model`, its seeds or the reference's outputs. The
 harness computes no verdict: the parent compares the files it writes.
 Clock and torch references are taken before the candidate is imported.
@@ -119,9 +122,11 @@ def _snapshot(torch) -> dict[str, int]:
     snap["torch.Tensor.clone"] = id(torch.Tensor.clone)
     snap["torch.Tensor.copy_"] = id(torch.Tensor.copy_)
     snap["torch.Tensor.__torch_function__"] = id(vars(torch.Tensor).get("__torch_function__"))
+    import verifier.input_recipe as input_recipe
     import verifier.runner as runner
 
     snap.update({f"runner.{k}": id(v) for k, v in vars(runner).items() if not k.startswith("__")})
+    snap.update({f"input_recipe.{k}": id(v) for k, v in vars(input_recipe).items() if not k.startswith("__")})
     snap["harness._perf_ns"] = id(_perf_ns)
     return snap
 
@@ -242,7 +247,17 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     import numpy as np
     import torch
 
-    from verifier.runner import load_args, load_sets, plain_outputs, save_args, save_tensor, sync, time_round
+    from verifier.input_recipe import draw
+    from verifier.runner import (
+        draw_sets,
+        load_args,
+        load_sets,
+        plain_outputs,
+        save_args,
+        save_tensor,
+        sync,
+        time_round,
+    )
 
     job = json.loads((job_dir / "job.json").read_text())
     threads = max(1, int(job.get("threads") or torch.get_num_threads()))
@@ -276,6 +291,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         raise LookupError("the candidate defines no ModelNew class")
     report["patched"] = _patched(before, _snapshot(torch))
     report["phase"] = "construct"
+    recipe = job.get("recipe")  # a recipe known when the job was written (the Nsight Compute copy)
     if job.get("profile_once"):
         init_dir, weights_dir = job_dir / "init", job_dir / "weights"
     else:
@@ -287,6 +303,16 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         if cmd.get("cmd") != "construct":
             raise RuntimeError(f"expected construct, got {cmd.get('cmd')!r}")
         init_dir, weights_dir = _subdir(job_dir, cmd["init"]), _subdir(job_dir, cmd["weights"])
+        recipe = cmd.get("recipe")
+
+    def call_inputs(cmd: dict, d: Path | None) -> list:
+        """One call's inputs: drawn on the device from the command's seed when the task has a recipe,
+        else read from the files the trusted side handed over in `d`."""
+        if recipe is not None and "seed" in cmd:
+            return draw(torch, recipe, int(cmd["seed"]), str(cmd.get("dist") or "task"), device)
+        assert d is not None
+        return load_args(torch, np, d, device)
+
     built = _construct(torch, np, init_dir, weights_dir, job, model_cls, device)
     model = built["model"]
     report["weights"] = built["weights"]
@@ -294,7 +320,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     if job.get("profile_once"):
         # Under Nsight Compute: one forward on the profile inputs and nothing else on the device.
         with torch.no_grad():
-            model(*load_args(torch, np, job_dir / "profile", device))
+            model(*call_inputs({"seed": job["profile_seed"]} if "profile_seed" in job else {}, job_dir / "profile"))
             sync(torch, device)
         report["phase"] = "done"
         return
@@ -311,7 +337,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             report["phase"] = {"trial": "correctness", "profile": "profile", "round": "latency"}.get(kind, kind)
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
-                inputs = load_args(torch, np, d, device)
+                inputs = call_inputs(cmd, d)
                 before_calls = counter["calls"]
                 outs = plain_outputs(torch, model(*inputs))
                 # Right as forward returns, before any synchronise: was its output finished on the current
@@ -330,8 +356,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls,
                              **({"gpu_probe": probe} if probe is not None else {}))
             elif kind == "profile":
-                d = _subdir(job_dir, cmd["dir"])
-                inputs = load_args(torch, np, d, device)
+                inputs = call_inputs(cmd, None if "seed" in cmd and recipe is not None else _subdir(job_dir, cmd["dir"]))
                 counter["profiling"] = True
                 with profiler(torch, device) as prof:
                     model(*inputs)
@@ -344,8 +369,10 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     found["work_split"] = work_split(prof)
                 channel.mark("profile_done", **found)
             elif kind == "round":
-                d = _subdir(job_dir, cmd["dir"])
-                sets = load_sets(torch, np, d, int(cmd["count"]), device)
+                if recipe is not None and "seeds" in cmd:  # drawn inside the parent's clock, as loading was
+                    sets = draw_sets(torch, recipe, cmd["seeds"], device)
+                else:
+                    sets = load_sets(torch, np, _subdir(job_dir, cmd["dir"]), int(cmd["count"]), device)
                 channel.mark("timing_start")
                 times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False,
                                          by_reference=device == "cpu")

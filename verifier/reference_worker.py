@@ -2,7 +2,9 @@
 
 `python -m verifier.reference_worker` loads nothing until told to; the parent keeps one per task warm.
 It draws inputs from the seeds the parent chose fresh for this verification, runs the reference,
-and writes inputs (for the candidate) and outputs (for the comparison) as files. It times the
+and writes outputs (for the comparison) as files. A task whose `get_inputs()` a recipe can reproduce
+(`verifier.input_recipe`) has its inputs drawn from the seeds on the device by both sides, so no input
+is written; any other task's inputs are written as files for the candidate (`draw_inputs`). It times the
 reference with exactly the candidate's code path (`verifier.runner.time_round`), in rounds that the
 parent interleaves with the candidate's. It never sees candidate code.
 """
@@ -63,6 +65,24 @@ class Worker:
         self.task_path = ""
         self.model = None
         self.device = "cpu"
+        self.recipe: list[dict] | None = None
+        self.captured: list[dict] | None = None
+        self.input_names: list[str] | None = None
+
+    def draw(self, seed: int, dist: str) -> list:
+        """One call's inputs: from the recipe on the device when the task has one, else `get_inputs()`."""
+        from verifier import input_recipe
+
+        if self.recipe is not None:
+            return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device)
+        return draw_inputs(self.torch, self.task, int(seed), dist, self.device)
+
+    def _save_inputs(self, directory: Path, inputs: list, prefix: str) -> None:
+        """The file path's hand-over (a task without a recipe); nothing to write otherwise."""
+        from verifier.runner import save_args
+
+        if self.recipe is None:
+            save_args(self.torch, self.np, directory, inputs, prefix=prefix)
 
     def prepare(self, cmd: dict) -> dict:
         from verifier.harness import IGNORED_OPS, profiler, top_ops
@@ -74,6 +94,12 @@ class Worker:
         if cmd["task_path"] != self.task_path or self.task is None:
             self.task = _load_task(cmd["task_path"])
             self.task_path = cmd["task_path"]
+            from verifier import input_recipe
+
+            self.captured = input_recipe.capture(torch, self.task.get_inputs)
+            self.input_names = _forward_names(self.task)
+        # the parent may ask for the file path (`VerifyConfig.extra["seeded_inputs"] = False`)
+        self.recipe = self.captured if cmd.get("recipe", True) else None
         torch.manual_seed(int(cmd["init_seed"]))
         init = list(self.task.get_init_inputs())
         torch.manual_seed(int(cmd["init_seed"]))
@@ -91,12 +117,18 @@ class Worker:
         if hasattr(model, "eval"):
             model.eval()
         self.model = model
+        from verifier import input_recipe
+
+        # init and weights are written: the parent can construct the candidate (with the recipe) now, and
+        # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
+        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
+                          input_distribution=input_recipe.describe(self.recipe, self.input_names))
         trials = []
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
-                inputs = draw_inputs(torch, self.task, int(trial["seed"]), trial.get("dist", "task"), self.device)
-                save_args(torch, np, d, inputs, prefix="in")
+                inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
+                self._save_inputs(d, inputs, "in")
                 outs = plain_outputs(torch, model(*inputs))
                 sync(torch, self.device)
                 metas = []
@@ -109,26 +141,31 @@ class Worker:
                 after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
                                "after_digests": after})
+                self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
             pdir = Path(cmd["profile_dir"])
-            inputs = draw_inputs(torch, self.task, int(cmd["profile_seed"]), "task", self.device)
-            save_args(torch, np, pdir, inputs, prefix="in")
+            inputs = self.draw(int(cmd["profile_seed"]), "task")
+            self._save_inputs(pdir, inputs, "in")
             with profiler(torch, self.device) as prof:
                 model(*inputs)
                 sync(torch, self.device)
             profile = top_ops(prof)
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         out_bytes = sum(o.numel() * o.element_size() for o in outs)
-        result = {"trials": trials, "profile": profile, "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
+        result = {"trials": trials, "profile": profile, "recipe": self.recipe,
+                  "input_distribution": input_recipe.describe(self.recipe, self.input_names),
+                  "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
                   "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
-        if self.device == "cuda":
-            result["device_name"] = torch.cuda.get_device_name()
-        else:
-            import platform
-
-            result["device_name"] = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+        result["device_name"] = self.device_name()
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         return result
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return self.torch.cuda.get_device_name()
+        import platform
+
+        return f"cpu ({platform.machine()}, {self.torch.get_num_threads()} threads)"
 
     def _compiled_times(self, inputs: list) -> list[float]:
         from verifier.runner import time_round
@@ -146,14 +183,14 @@ class Worker:
         import time
 
         from verifier.cpu_accounting import thread_wait_ns
-        from verifier.runner import _perf_ns, save_args, save_tensor, time_round
+        from verifier.runner import _perf_ns, save_tensor, time_round
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
         sets = []
         for k, seed in enumerate(cmd["seeds"]):
-            inputs = draw_inputs(torch, self.task, int(seed), "task", self.device)
-            save_args(torch, np, d, inputs, prefix=f"s{k}_in")
+            inputs = self.draw(int(seed), "task")
+            self._save_inputs(d, inputs, f"s{k}_in")
             sets.append(inputs)
         tid = threading_native_id()
         wait0, cpu0, t0 = thread_wait_ns(tid, os.getpid()), time.process_time_ns(), _perf_ns()
@@ -172,18 +209,27 @@ class Worker:
                 "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
                 "threads": torch.get_num_threads()}
 
+    def _round_sets(self, cmd: dict) -> list[list]:
+        """The round's input sets as the candidate's harness gets them, inside the parent's clock: drawn
+        from the command's seeds (`draw_sets`) for a task with a recipe, else read from the round's files
+        (`load_sets`). The same code the harness runs, so the stub's overhead is like for like."""
+        from verifier.runner import draw_sets, load_sets
+
+        if self.recipe is not None:
+            return draw_sets(self.torch, self.recipe, cmd["seeds"], self.device)
+        return load_sets(self.torch, self.np, Path(cmd["dir"]), int(cmd["count"]), self.device)
+
     def stub_round(self, cmd: dict) -> dict:
         """The trusted overhead of a candidate's round, clocked by the parent exactly as it clocks the
         candidate's (from sending the command to receiving `timing_end`): the candidate side's loop
-        (`load_sets`, then `time_round` with the same `detach_inputs`) over the same input files, with a
-        model whose calls return the reference's ready outputs. Everything in that window but the
+        (`draw_sets` or `load_sets`, then `time_round` with the same `detach_inputs`) over the same input
+        sets, with a model whose calls return the reference's ready outputs. Everything in that window but the
         calls themselves."""
-        from verifier.runner import load_sets, time_round
+        from verifier.runner import time_round
 
-        torch, np = self.torch, self.np
+        torch = self.torch
         kept = getattr(self, "kept", None) or []
-        d = Path(cmd["dir"])
-        sets = load_sets(torch, np, d, int(cmd["count"]), self.device)
+        sets = self._round_sets(cmd)
         self.channel.mark("timing_start")
         ready = iter(kept)
         with torch.no_grad():
@@ -194,21 +240,31 @@ class Worker:
         return {"times_ms": times}
 
     def replay(self, cmd: dict) -> dict:
-        """The reference's own figure on the parent's clock: the candidate side's loop (`load_sets`, then
-        `time_round` with the same `detach_inputs`) over the same input files with the real model, clocked
+        """The reference's own figure on the parent's clock: the candidate side's loop (`_round_sets`, then
+        `time_round` with the same `detach_inputs`) over the same input sets with the real model, clocked
         from the command to `timing_end` exactly as the candidate's round and the stub are. Both sides'
         figures are then (clocked round - stub) / calls: the same code, the same clock, so an A/A pairs
         like with like and no per-call timer of either process decides the speedup."""
-        from verifier.runner import load_sets, time_round
+        from verifier.runner import time_round
 
-        torch, np = self.torch, self.np
-        sets = load_sets(torch, np, Path(cmd["dir"]), int(cmd["count"]), self.device)
+        torch = self.torch
+        sets = self._round_sets(cmd)
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, self.model, sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
         return {"times_ms": times}
+
+
+def _forward_names(task) -> list[str] | None:
+    """The reference forward's argument names, for `input_recipe.describe` (None when unreadable)."""
+    import inspect
+
+    try:
+        return [p for p in inspect.signature(task.Model.forward).parameters if p != "self"]
+    except (TypeError, ValueError):
+        return None
 
 
 def threading_native_id() -> int:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from verifier.gpu_timing import L2_FLUSH_BYTES
+from verifier.input_recipe import draw as _draw
 
 _perf_ns = time.perf_counter_ns
 # CUDA entry points taken when this module is imported (before any candidate code runs in the harness),
@@ -51,9 +52,18 @@ def npy_digest(torch, np, t) -> str:
     arr = t.to("cpu")
     if arr.dtype in (torch.bfloat16, torch.float16):
         arr = arr.float()
-    buf = io.BytesIO()
-    np.save(buf, arr.contiguous().numpy(), allow_pickle=False)
-    return hashlib.sha256(buf.getbuffer()).hexdigest()
+    h = hashlib.sha256()
+
+    class _Hashing(io.RawIOBase):  # np.save streams into the hash in chunks: no full-size copy of the file
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            h.update(b)
+            return len(b)
+
+    np.save(_Hashing(), arr.contiguous().numpy(), allow_pickle=False)
+    return h.hexdigest()
 
 
 def file_digest(path: Path) -> str:
@@ -276,6 +286,13 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
     """A timed round's input sets (mapped on the CPU: `refill` copies them into the persistent buffers)."""
     return [load_args(torch, np, directory, device, prefix=f"s{k}_in", mmap=device == "cpu") for k in range(count)]
+
+
+def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "task") -> list[list]:
+    """A round's input sets drawn on `device` from the seeds the parent revealed with the command
+    (`verifier.input_recipe.draw`): what `load_sets` reads from files, for a task with a recipe. Both
+    sides of the clock (the harness's round, the reference worker's replay and stub) call this."""
+    return [_draw(torch, recipe, int(seed), dist, device) for seed in seeds]
 
 
 if "torch" in sys.modules:  # the harness and the reference worker import torch first: take the references now
