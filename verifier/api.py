@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import random
 import secrets
@@ -906,6 +907,11 @@ class _Run:
             self.record_round(wall_ms, pre, post)
             self._drop_held(d)
             return times if checked else None
+        if self.be.device == "cuda":
+            ok = self.check_blocks(d, rdir, ref_mark, count, r)
+            self.record_round(wall_ms, pre, post)
+            self._drop_held(d)
+            return times if ok else None
         self.job.send({"cmd": "save", "dir": d.name, "indices": list(range(count))})  # every call, see `_timed_rounds`
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
@@ -928,6 +934,41 @@ class _Run:
                 return None
         self._drop_held(d)
         return times
+
+    def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
+        """The GPU's check of a timed round: for every call and output, blocks chosen here after the round
+        ended (random offsets, and the tail), saved by the harness and by the trusted reference worker
+        (which kept its outputs on the device) and compared. Device memory cannot be read from /proc,
+        so the save still runs after the clock; the device-resident comparison of issue 22 is to close that."""
+        ref = self.ref_held[0] if self.ref_held is not None else None
+        blocks = choose_blocks(self.rng, [[int(math.prod(m.get("shape") or [1])) for m in outs]
+                                          for outs in ref_mark["outputs"][:count]])
+        self.job.send({"cmd": "save", "dir": d.name, "blocks": blocks})
+        smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
+        if smark is None or smark.get("phase") == "report":
+            self._take_report(smark)
+            return False
+        if ref is None or not ref.send({"cmd": "save_blocks", "dir": str(rdir), "blocks": blocks}):
+            self.candidate["ref_timing_failed"] = True
+            return False
+        rmark = ref.expect({"blocks_saved", "error"}, self.config.run_timeout_s)
+        if rmark is None or rmark.get("phase") != "blocks_saved":
+            self.candidate["ref_timing_failed"] = True
+            return False
+        self._check_held(d, rdir)
+        saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
+        for k in range(count):
+            want = rmark["outputs"].get(str(k)) or []
+            verdict = compare_files(d, rdir, saved.get(str(k)), want, self.config.atol, self.config.rtol, self.config,
+                                    label=f"timed call {k + 1} of round {r + 1} (blocks)")
+            if verdict.get("fail"):
+                self.timed_mismatch = verdict
+                self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
+                                               "its outputs afresh (a cached or stale result, or a view of "
+                                               "its inputs?)")
+                return False
+            self.checked_calls = getattr(self, "checked_calls", 0) + 1
+        return True
 
     def check_frozen(self, cmark: dict, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """Every output of the round just clocked, read from the candidate's paused process at the addresses
@@ -1185,6 +1226,10 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     budget_end = time.monotonic() + config.timing_budget_s
     per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
     memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
+    if owner.be.device == "cuda" and owner.reference.get("device_free_bytes"):
+        # on the GPU a round's sets and kept outputs live on the card and only blocks reach files: a
+        # fifth of its free memory, shared by both sides, so calls of a few µs still fill a round
+        memory_cap = max(1, int(0.2 * int(owner.reference["device_free_bytes"]) // (4 * per_set)))
     cpus = acct.worker_cpus()
     aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
     means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
@@ -1202,7 +1247,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
             clock["repinned"] += pinned
         psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
         seeds = [owner.seed() for _ in range(count)]
-        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds, "save": sample}):
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds,
+                         "save": [] if owner.be.device == "cuda" else sample}):
             owner.candidate["ref_timing_failed"] = True
             return None
         mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
@@ -1265,6 +1311,28 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
     clock["lost"] = lost
     clock["keep"] = keep
     return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides), clock
+
+
+BLOCK_ELEMENTS = 16384  # one checked block of a GPU timed output
+BLOCKS_PER_OUTPUT = 4  # three at random offsets and the tail
+
+
+def choose_blocks(rng: random.Random, numels: list[list[int]]) -> dict[str, list[list[int]]]:
+    """For each call (`numels[k]`: its outputs' element counts), [output, start, length] blocks: three at
+    offsets drawn now (after the round ended, so the candidate cannot know them while it runs) and the
+    tail (a kernel that drops the last partial tile shows there). Small outputs are checked whole."""
+    out: dict[str, list[list[int]]] = {}
+    for k, sizes in enumerate(numels):
+        entries = []
+        for j, n in enumerate(sizes):
+            length = min(max(1, n), BLOCK_ELEMENTS)
+            if n <= length:
+                entries.append([j, 0, n])
+                continue
+            starts = {rng.randrange(0, n - length + 1) for _ in range(BLOCKS_PER_OUTPUT - 1)} | {n - length}
+            entries += [[j, s, length] for s in sorted(starts)]
+        out[str(k)] = entries
+    return out
 
 
 def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,

@@ -254,6 +254,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         load_sets,
         plain_outputs,
         save_args,
+        save_blocks,
         save_tensor,
         sync,
         time_round,
@@ -382,6 +383,10 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                          "dtype": str(o.dtype).replace("torch.", "")} for o in outs] for outs in kept]
                       if device == "cpu" else None)
                 channel.mark("timing_end", times_ms=times, **({"outputs_at": at} if at is not None else {}))
+            elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
+                saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"])
+                kept = []
+                channel.mark("saved", outputs=saved)
             elif kind == "save":
                 d = _subdir(job_dir, cmd["dir"])
                 saved = {}

@@ -156,6 +156,8 @@ class Worker:
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
                   "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
         result["device_name"] = self.device_name()
+        if self.device == "cuda":  # the room a timed round's sets and kept outputs may take on the card
+            result["device_free_bytes"] = int(torch.cuda.mem_get_info()[0])
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         return result
@@ -205,9 +207,18 @@ class Worker:
                 for j, o in enumerate(outs):
                     save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
         self.kept = kept
+        self.round_outputs = kept  # for `save_blocks` (the GPU's block checks), until the next round
         return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept],
                 "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
                 "threads": torch.get_num_threads()}
+
+    def save_blocks(self, cmd: dict) -> dict:
+        """The blocks of this round's outputs the parent chose after the candidate's round ended (the GPU's
+        timed-call check), written as `s{k}_out{j}_b{b}.npy` into the trusted round directory."""
+        from verifier.runner import save_blocks
+
+        return {"outputs": save_blocks(self.torch, self.np, Path(cmd["dir"]), getattr(self, "round_outputs", None) or [],
+                                       cmd.get("blocks") or {})}
 
     def _round_sets(self, cmd: dict) -> list[list]:
         """The round's input sets as the candidate's harness gets them, inside the parent's clock: drawn
@@ -296,6 +307,8 @@ def main() -> int:
                 channel.mark("timing_end", **worker.stub_round(cmd))
             elif kind == "replay":
                 channel.mark("timing_end", **worker.replay(cmd))
+            elif kind == "save_blocks":
+                channel.mark("blocks_saved", **worker.save_blocks(cmd))
             else:
                 channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
         except BaseException as exc:  # reported to the parent, which turns it into one line

@@ -42,6 +42,22 @@ def save_tensor(torch, np, path: Path, t) -> dict:
     return meta
 
 
+def save_blocks(torch, np, directory: Path, kept: list, blocks: dict) -> dict:
+    """Slices of a round's kept outputs: `blocks` maps a call index to [output index, start, length] triples
+    over the flattened output; each is written as `s{k}_out{j}_b{b}.npy`. Returns {call: [records]}."""
+    saved: dict[str, list] = {}
+    for key, entries in blocks.items():
+        k = int(key)
+        outs = kept[k] if 0 <= k < len(kept) else []
+        records = []
+        for b, (j, start, length) in enumerate(entries):
+            flat = outs[int(j)].reshape(-1)
+            records.append(save_tensor(torch, np, directory / f"s{k}_out{int(j)}_b{b}.npy",
+                                       flat[int(start):int(start) + int(length)]))
+        saved[str(k)] = records
+    return saved
+
+
 def npy_digest(torch, np, t) -> str:
     """SHA-256 of the exact bytes `save_tensor` would write for `t`: lets the trusted side check
     "unchanged" against a file the candidate wrote without keeping a copy of its own."""
