@@ -18,7 +18,7 @@ def test_blocks_cover_the_tail_and_small_outputs_whole():
     assert [0, 0, 10] in first  # a small output is compared whole
     big = [b for b in first if b[0] == 1]
     assert [1, 1_000_000 - BLOCK_ELEMENTS, BLOCK_ELEMENTS] in big  # the tail
-    assert all(0 <= s and s + n <= 1_000_000 for _, s, n in big) and len(big) >= 2
+    assert all(s >= 0 and s + n <= 1_000_000 for _, s, n in big) and len(big) >= 2
     assert blocks["1"] == [[0, 0, 5]]
     # drawn afresh: another draw gives other offsets
     assert choose_blocks(random.Random(2), [[1_000_000]]) != choose_blocks(random.Random(3), [[1_000_000]])
