@@ -943,12 +943,13 @@ class _Run:
         ref = self.ref_held[0] if self.ref_held is not None else None
         blocks = choose_blocks(self.rng, [[int(math.prod(m.get("shape") or [1])) for m in outs]
                                           for outs in ref_mark["outputs"][:count]])
-        self.job.send({"cmd": "save", "dir": d.name, "blocks": blocks})
+        tag = "b" + secrets.token_hex(4)
+        self.job.send({"cmd": "save", "dir": d.name, "blocks": blocks, "tag": tag})
         smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
         if smark is None or smark.get("phase") == "report":
             self._take_report(smark)
             return False
-        if ref is None or not ref.send({"cmd": "save_blocks", "dir": str(rdir), "blocks": blocks}):
+        if ref is None or not ref.send({"cmd": "save_blocks", "dir": str(rdir), "blocks": blocks, "tag": tag}):
             self.candidate["ref_timing_failed"] = True
             return False
         rmark = ref.expect({"blocks_saved", "error"}, self.config.run_timeout_s)

@@ -384,7 +384,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                       if device == "cpu" else None)
                 channel.mark("timing_end", times_ms=times, **({"outputs_at": at} if at is not None else {}))
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
-                saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"])
+                saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 kept = []
                 channel.mark("saved", outputs=saved)
             elif kind == "save":

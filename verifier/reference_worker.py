@@ -218,7 +218,7 @@ class Worker:
         from verifier.runner import save_blocks
 
         return {"outputs": save_blocks(self.torch, self.np, Path(cmd["dir"]), getattr(self, "round_outputs", None) or [],
-                                       cmd.get("blocks") or {})}
+                                       cmd.get("blocks") or {}, str(cmd.get("tag") or "b"))}
 
     def _round_sets(self, cmd: dict) -> list[list]:
         """The round's input sets as the candidate's harness gets them, inside the parent's clock: drawn

@@ -42,9 +42,12 @@ def save_tensor(torch, np, path: Path, t) -> dict:
     return meta
 
 
-def save_blocks(torch, np, directory: Path, kept: list, blocks: dict) -> dict:
+def save_blocks(torch, np, directory: Path, kept: list, blocks: dict, tag: str = "b") -> dict:
     """Slices of a round's kept outputs: `blocks` maps a call index to [output index, start, length] triples
-    over the flattened output; each is written as `s{k}_out{j}_b{b}.npy`. Returns {call: [records]}."""
+    over the flattened output; each is written as `s{k}_out{j}_{tag}{b}.npy` (`tag`: one check's own
+    names, so two candidates checked against one reference round do not collide). Returns {call: [records]}."""
+    if not tag.isalnum():
+        raise ValueError(f"bad block tag {tag!r}")
     saved: dict[str, list] = {}
     for key, entries in blocks.items():
         k = int(key)
@@ -52,7 +55,7 @@ def save_blocks(torch, np, directory: Path, kept: list, blocks: dict) -> dict:
         records = []
         for b, (j, start, length) in enumerate(entries):
             flat = outs[int(j)].reshape(-1)
-            records.append(save_tensor(torch, np, directory / f"s{k}_out{int(j)}_b{b}.npy",
+            records.append(save_tensor(torch, np, directory / f"s{k}_out{int(j)}_{tag}{b}.npy",
                                        flat[int(start):int(start) + int(length)]))
         saved[str(k)] = records
     return saved

@@ -27,6 +27,6 @@ def test_blocks_cover_the_tail_and_small_outputs_whole():
 def test_saved_blocks_are_the_slices_of_the_flattened_outputs(tmp_path):
     out = torch.arange(100, dtype=torch.float32).reshape(10, 10)
     saved = save_blocks(torch, np, tmp_path, [[out]], {"0": [[0, 90, 10], [0, 5, 3]]})
-    assert [r["file"] for r in saved["0"]] == ["s0_out0_b0.npy", "s0_out0_b1.npy"]
+    assert [r["file"] for r in saved["0"]] == ["s0_out0_b0.npy", "s0_out0_b1.npy"]  # the default tag
     np.testing.assert_array_equal(np.load(tmp_path / "s0_out0_b0.npy"), np.arange(90, 100, dtype=np.float32))
     np.testing.assert_array_equal(np.load(tmp_path / "s0_out0_b1.npy"), np.array([5, 6, 7], dtype=np.float32))
