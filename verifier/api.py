@@ -940,7 +940,7 @@ class _Run:
         ended (random offsets, and the tail), saved by the harness and by the trusted reference worker
         (which kept its outputs on the device) and compared. Device memory cannot be read from /proc,
         so the save still runs after the clock; the device-resident comparison of issue 22 is to close that."""
-        ref = self.ref_held[0] if self.ref_held is not None else None
+        ref = getattr(self, "round_reference", None)  # the reference worker of the round (compare: one for both)
         blocks = choose_blocks(self.rng, [[int(math.prod(m.get("shape") or [1])) for m in outs]
                                           for outs in ref_mark["outputs"][:count]])
         tag = "b" + secrets.token_hex(4)
@@ -1223,6 +1223,8 @@ def _timed_rounds(owner: _Run, sides: list[_Run], estimate):
 
     assert owner.ref_held is not None and owner.trusted_dir is not None
     ref = owner.ref_held[0]
+    for side in sides:
+        side.round_reference = ref
     config = owner.config
     budget_end = time.monotonic() + config.timing_budget_s
     per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
