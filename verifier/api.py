@@ -851,7 +851,9 @@ class _Run:
             return None
         est, means, count, checked, clock = rounds
         detail = est.to_dict()
-        detail.update(median_ms=est.cand_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
+        # the candidate's time as the paired ratio implies it, so latency and reference give the verdict's speedup
+        implied_ms = est.ref_ms / est.speedup if est.speedup > 0 else est.cand_ms
+        detail.update(median_ms=implied_ms, reference_ms=est.ref_ms, runs=len(means[1]) * count,
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
                       checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200],
                       reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
