@@ -39,3 +39,16 @@ for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
 def shared_build_root() -> Path:
     """The one build root of this pytest run (precompiled headers built once)."""
     return Path(os.environ["EVOKERNEL_BUILD_DIR"])
+
+
+@pytest.fixture(autouse=True)
+def _isolation_stays_on():
+    """`--unsafe-no-isolation` run in-process (a CliRunner test) sets EVOKERNEL_UNSAFE_NO_ISOLATION for the
+    whole process: every later verification of the run then went unisolated, and the hostile tests wrote
+    the person's files and poisoned the shared headers. Each test gets the variable as it found it."""
+    before = os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION")
+    yield
+    if before is None:
+        os.environ.pop("EVOKERNEL_UNSAFE_NO_ISOLATION", None)
+    else:
+        os.environ["EVOKERNEL_UNSAFE_NO_ISOLATION"] = before

@@ -230,7 +230,7 @@ def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach
             pending = None
         out, ms = timed_call(persistent)
         times.append(ms)
-        if keep_outputs and by_reference:
+        if keep_outputs and by_reference and detach_inputs:  # an in-place task's outputs are its inputs: copied
             kept.append(plain_outputs(torch, out))
         elif keep_outputs:
             pending = plain_outputs(torch, out)
