@@ -25,15 +25,17 @@ class _Job:
 
 
 def test_a_flood_of_build_requests_starts_few_trusted_builds(monkeypatch, tmp_path):
-    import verifier.api as api
 
     started: list[list[str]] = []
 
-    def fake_run(argv, **kwargs):
+    def fake_run(self, argv, env, log, timeout):
         started.append(argv)
         time.sleep(0.05)
+        return 0
 
-    monkeypatch.setattr(api.subprocess, "run", fake_run)
+    from verifier import trusted_builds
+
+    monkeypatch.setattr(trusted_builds.TrustedBuilds, "run", fake_run)
     run = _Run.__new__(_Run)
     run.job = _Job()
     run.config = VerifyConfig(build_root=str(tmp_path))
