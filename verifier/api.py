@@ -128,6 +128,11 @@ def _new_run_dir() -> Path:
     return run
 
 
+# what a wrong timed call's verdict says, whichever way its outputs reached the parent
+FRESH_OUTPUTS = ("every call gets new inputs and must compute its outputs afresh (a cached or stale result, or a view "
+                 "of its inputs?)")
+
+
 class JobTampered(OSError):
     """The candidate changed the job directory under the trusted side (swapped a hand-over directory
     for a link, planted a file where an input goes): an anti-hacking failure, never a verifier error."""
@@ -915,33 +920,11 @@ class _Run:
             self.record_round(wall_ms, pre, post)
             self._drop_held(d)
             return times if checked else None
-        if self.be.device == "cuda":
-            ok = self.check_blocks(d, rdir, ref_mark, count, r)
-            self.record_round(wall_ms, pre, post)
-            self._drop_held(d)
-            return times if ok else None
-        self.job.send({"cmd": "save", "dir": d.name, "indices": list(range(count))})  # every call, see `_timed_rounds`
-        smark = self.job.expect({"saved", "report"}, self.config.run_timeout_s)
-        if smark is None or smark.get("phase") == "report":
-            self._take_report(smark)
-            return None
+        # device memory cannot be read from /proc: blocks drawn after the round, saved by both sides
+        ok = self.check_blocks(d, rdir, ref_mark, count, r)
         self.record_round(wall_ms, pre, post)
-        self._check_held(d, rdir)
-        saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
-        for k in range(count):
-            metas = saved.get(str(k))
-            want = [{"file": f"s{k}_out{j}.npy", **m} for j, m in enumerate(ref_mark["outputs"][k])]
-            verdict = compare_files(d, rdir, metas, want, self.config.atol, self.config.rtol, self.config,
-                                    label=f"timed call {k + 1} of round {r + 1}")
-            self.checked_calls = getattr(self, "checked_calls", 0) + 1
-            if verdict.get("fail"):
-                self.timed_mismatch = verdict
-                self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
-                                               "its outputs afresh (a cached or stale result, or a view of "
-                                               "its inputs?)")
-                return None
         self._drop_held(d)
-        return times
+        return times if ok else None
 
     def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """The GPU's check of a timed round: for every call and output, blocks chosen here after the round
@@ -972,9 +955,7 @@ class _Run:
                                     label=f"timed call {k + 1} of round {r + 1} (blocks)")
             if verdict.get("fail"):
                 self.timed_mismatch = verdict
-                self.timed_mismatch["fail"] = (f"{verdict['fail']} — every call gets new inputs and must compute "
-                                               "its outputs afresh (a cached or stale result, or a view of "
-                                               "its inputs?)")
+                self.timed_mismatch["fail"] = f"{verdict['fail']} — {FRESH_OUTPUTS}"
                 return False
             self.checked_calls = getattr(self, "checked_calls", 0) + 1
         return True
@@ -1015,9 +996,7 @@ class _Run:
                                      f"output {j}", spread=spread)
                 if not cmp.ok:
                     self.timed_mismatch = {
-                        "fail": (f"timed call {k + 1} of {label}: {cmp.reason} — every call gets new inputs and "
-                                 "must compute its outputs afresh (a cached or stale result, or a view of its "
-                                 "inputs?)"),
+                        "fail": f"timed call {k + 1} of {label}: {cmp.reason} — {FRESH_OUTPUTS}",
                         "mismatch": cmp.mismatch, "max_abs": cmp.max_abs, "max_rel": cmp.max_rel}
                     return False
             self.checked_calls = getattr(self, "checked_calls", 0) + 1

@@ -387,13 +387,6 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 kept = []
                 channel.mark("saved", outputs=saved)
-            elif kind == "save":
-                d = _subdir(job_dir, cmd["dir"])
-                saved = {}
-                for k in cmd.get("indices", []):
-                    saved[str(k)] = [save_tensor(torch, np, d / f"s{k}_out{j}.npy", o) for j, o in enumerate(kept[int(k)])]
-                kept = []
-                channel.mark("saved", outputs=saved)
     report["threads_after_forward"] = threading.active_count() - threads_before
     report["patched_after_forward"] = _patched(before, _snapshot(torch))
     report["phase"] = "done"
