@@ -11,29 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.verifier.test_isolation import PREAMBLE, RELU_EXT
 from verifier import verify
 
 pytestmark = pytest.mark.slow
 
-KERNEL = '''import os, sys, time, subprocess
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-CPP = r"""
-#include <torch/extension.h>
-torch::Tensor kernel_forward(torch::Tensor x) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
-    return out;
-}
-"""
-_ext = load_inline(name="evk_test_shared", cpp_sources=[CPP], functions=["kernel_forward"],
-                   extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
-'''
+KERNEL = PREAMBLE + RELU_EXT  # the shared-extension relu of the isolation tests
 
 MODEL = '''
 class ModelNew(nn.Module):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.verifier.test_isolation import RELU_EXT  # the same shared-extension relu as the isolation tests
 from verifier import verify
 
 pytestmark = pytest.mark.slow
@@ -36,21 +37,6 @@ _orig_mark = _ch.Channel.mark
 STATE = {"timing": 0, "call": 0}
 '''
 
-RELU_EXT = '''
-CPP = r"""
-#include <torch/extension.h>
-torch::Tensor kernel_forward(torch::Tensor x) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
-    return out;
-}
-"""
-_ext = load_inline(name="evk_test_shared", cpp_sources=[CPP], functions=["kernel_forward"],
-                   extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
-'''
 
 # right during the correctness trials and the profile, garbage once timing started
 FAKE_WHEN_TIMING = '''
