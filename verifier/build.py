@@ -485,7 +485,7 @@ class InlineBuilder:
         functions reuse it. Built concurrently with the kernel; yields (object path, module name) and, on
         leaving the block, waits for the compiler and checks it."""
         bflags = ["-O1"]
-        key = _digest("bind-v3", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
+        key = _digest("bind-v4", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
         module = f"evk_bind_{key[:16]}"
         d = self.root / "bind" / key
         obj = d / "bind.o"
@@ -499,24 +499,23 @@ class InlineBuilder:
                 if asked:
                     with contextlib.suppress(Exception):
                         self.request("bind", spec, wait="only")
-                if trusted.exists():
+                if binding_object_ok(trusted, module):
                     d.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(trusted, obj)
+                    tmp = d / f"bind.o.tmp{os.getpid()}"
+                    shutil.copyfile(trusted, tmp)
+                    _install_binding_object(tmp, obj, module)
                     return
                 self._compile_bindings(d, obj, module, sigs, bflags, deadline)
                 return
-            if trusted.exists():
+            if binding_object_ok(trusted, module):
                 yield trusted, module
                 return
-        if obj.exists():
+        if binding_object_ok(obj, module):
             yield obj, module
             return
         d.mkdir(parents=True, exist_ok=True)
-        src = d / "bind.cpp"
-        src.write_text(_shared_bindings(module, sigs))
-        tmp = d / f"bind.o.tmp{os.getpid()}"
+        src, tmp, log_path = _binding_scratch(d, module, sigs)
         cmd = [_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c", str(src), "-o", str(tmp)]
-        log_path = d / f"bind.log{os.getpid()}"
         try:
             # the log goes to a file, not a pipe: nothing left behind can keep a reader waiting
             with open(log_path, "w") as log_file:
@@ -534,25 +533,25 @@ class InlineBuilder:
             _kill_compiler(proc)
             raise BuildError("the Python bindings timed out while building", [], "") from exc
         log = log_path.read_text(errors="replace")
-        log_path.unlink(missing_ok=True)
+        for scratch in (log_path, src):
+            scratch.unlink(missing_ok=True)
         if proc.returncode != 0:
             diags = parse_diagnostics(log)
             raise BuildError("the Python bindings failed to build: " + first_error(diags, log), diags, log)
-        os.replace(tmp, obj)
+        _install_binding_object(tmp, obj, module)
 
     def _compile_bindings(self, d: Path, obj: Path, module: str, sigs: list[Signature], bflags: list[str],
                           deadline: float) -> None:
         """The bindings object built here and now (when the trusted side could not provide it)."""
         d.mkdir(parents=True, exist_ok=True)
-        src = d / "bind.cpp"
-        src.write_text(_shared_bindings(module, sigs))
-        tmp = d / f"bind.o.tmp{os.getpid()}"
+        src, tmp, _log = _binding_scratch(d, module, sigs)
         code, log = _run([_compiler(), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c", str(src),
                           "-o", str(tmp)], d, max(1.0, deadline - time.monotonic()))
+        src.unlink(missing_ok=True)
         if code != 0:
             diags = parse_diagnostics(log)
             raise BuildError("the Python bindings failed to build: " + first_error(diags, log), diags, log)
-        os.replace(tmp, obj)
+        _install_binding_object(tmp, obj, module)
 
     def _build_single(self, name, source, fns, cflags, ldflags, out_dir, so_path, deadline) -> None:
         pch_dir = self._pch("evk_full", FULL_PCH_HEADER, cflags, deadline)
@@ -584,6 +583,35 @@ class InlineBuilder:
             diags = parse_diagnostics(log)
             raise BuildError("linking failed: " + first_error(diags, log), diags, log)
         os.replace(tmp, so_path)
+
+
+def _binding_scratch(d: Path, module: str, sigs: list[Signature]) -> tuple[Path, Path, Path]:
+    """This process's own source, object and log names for one bindings build. Builders of the same
+    signatures run at once (the trusted side, the sandbox's fallback, several verifications): one shared
+    `bind.cpp` rewritten by one while another's compiler reads it compiled to an empty object, which was
+    then cached and linked into every later kernel of those signatures (no `PyInit_<module>`)."""
+    pid = os.getpid()
+    src = d / f"bind.tmp{pid}.cpp"
+    src.write_text(_shared_bindings(module, sigs))
+    return src, d / f"bind.o.tmp{pid}", d / f"bind.log.tmp{pid}"
+
+
+def binding_object_ok(obj: Path, module: str) -> bool:
+    """Whether `obj` is a bindings object for `module`: it exists and defines `PyInit_<module>`. A cached
+    object that does not (truncated, empty, another module's) is never linked; it is built again."""
+    try:
+        with open(obj, "rb") as f:
+            return (b"PyInit_" + module.encode()) in f.read(64 << 20)
+    except OSError:
+        return False
+
+
+def _install_binding_object(tmp: Path, obj: Path, module: str) -> None:
+    """Rename a finished bindings object into place, only if it really is one."""
+    if not binding_object_ok(tmp, module):
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"the Python bindings compiled to an object without PyInit_{module}; try again", [], "")
+    os.replace(tmp, obj)
 
 
 def _omp_ld(cflags: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ layout, as the CPU backend does it (`verifier.build`):
 * **host TU** `main.cpp`, only when `cpp_sources` holds more than declarations: built by g++ with
   the same shim, in the sandbox.
 * **bindings** `bind.o`: the pybind11 module keyed by the bound functions' *types* only (the CPU
-  backend's `bind-v3` object, byte-for-byte the same artefact, which also holds the tiny Tensor's bridge). The sandbox never builds a shared
+  backend's `bind-v4` object, byte-for-byte the same artefact, which also holds the tiny Tensor's bridge). The sandbox never builds a shared
   one: it asks the trusted side with a `need` request (`kind="bind"`), exactly like the CPU backend,
   and only a copy in its own job directory is built locally when the trusted side refuses.
 * **link**: g++ `-shared` over those objects (the bindings object's path put in by the executor) with
