@@ -40,7 +40,28 @@ RETRIEVAL_MODES = ("value", "similarity", "random")
 RESUME_KEYS = ("suite", "backend", "model", "draft_steps", "refine_steps", "retrieval", "mode")
 #: the memory ablations must match too; a bench.json written before a key existed ran at its default
 RESUME_DEFAULTS: dict[str, Any] = {"seed": 0, "epsilon": None, "pool_size": None, "k": None, "memory_mode": "shared",
-                                   "order": "curriculum", "budget": None, "refine_norm": False}
+                                   "order": "curriculum", "budget": None, "refine_norm": False,
+                                   "policy": "strict", "allow": []}
+#: a bench.json written before policies existed was judged as `strict` judges now
+LEGACY_POLICY = "strict"
+
+
+def bench_policy(settings: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The anti-hacking policy a bench ran under: (preset, allowed rules)."""
+    return str(settings.get("policy") or LEGACY_POLICY), tuple(sorted(settings.get("allow") or ()))
+
+
+def policy_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two bench runs cannot be compared (judged under different policies), or None."""
+    pa, pb = bench_policy(a), bench_policy(b)
+    if pa == pb:
+        return None
+
+    def label(p: tuple[str, tuple[str, ...]]) -> str:
+        return p[0] + (f" allowing {', '.join(p[1])}" if p[1] else "")
+
+    return (f"A was judged under the {label(pa)} policy and B under {label(pb)}: their figures do not compare; "
+            "rerun one with the other's --policy")
 
 
 class BenchError(Exception):
@@ -650,7 +671,9 @@ class BenchConfig:
             "seed": self.seed, "workers": self.workers, "executor": self.executor, "memory": self.memory,
             "wall_s": self.wall_s, "epsilon": self.epsilon, "pool_size": self.pool_size, "k": self.k,
             "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget,
-            "refine_norm": self.refine_norm, **self.extra,
+            "refine_norm": self.refine_norm,
+            "policy": getattr(self.verify_config, "policy", "kernelbench"),
+            "allow": list(getattr(self.verify_config, "allow", []) or []), **self.extra,
         }
 
 

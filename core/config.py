@@ -29,6 +29,7 @@ KNOWN_KEYS: dict[str, tuple[type, ...]] = {
     "retries": (int,),
     "temperature": (int, float),
     "max_tokens": (int,),
+    "policy": (str,),
 }
 
 
@@ -68,6 +69,11 @@ def load_config(path: Path | None = None) -> dict[str, Any]:
         if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
             want = " or ".join("a number" if t in (int, float) else "a string" for t in types[:1])
             raise ConfigError(f"config file {path}: `{key}` must be {want}, not {value!r}; {_fix_hint()}")
+    from verifier.rules import PRESETS
+
+    if data.get("policy") is not None and data["policy"] not in PRESETS:
+        raise ConfigError(f"config file {path}: `policy` must be {' or '.join(PRESETS)}, not {data['policy']!r}; "
+                          f"{_fix_hint()}")
     return data
 
 
@@ -80,6 +86,7 @@ class Settings:
     api_base: str | None = None
     sessions_dir: Path | None = None
     memory: Path | None = None
+    policy: str | None = None
     file: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -104,6 +111,7 @@ def load_settings(path: Path | None = None) -> Settings:
         api_base=pick(API_BASE_ENV, "api_base"),
         sessions_dir=Path(sessions).expanduser() if sessions else None,
         memory=Path(memory).expanduser() if memory else None,
+        policy=pick("EVOKERNEL_POLICY", "policy"),
         file=data,
     )
 

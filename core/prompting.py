@@ -53,6 +53,8 @@ class PromptContext:
     tried: list[Tried] = field(default_factory=list)
     #: the correctness rule the kernel will be checked at (`core.verifying.tolerance_text`)
     tolerance: str = DEFAULT_TOLERANCE
+    #: the anti-hacking preset in force (`verifier.rules`): what the kernel may leave to libraries
+    policy: str = "kernelbench"
 
 
 def template(name: str, backend: str | None = None) -> Template:
@@ -64,12 +66,17 @@ def template(name: str, backend: str | None = None) -> Template:
     return Template((PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8"))
 
 
-def system_prompt(backend: str, tolerance: str = DEFAULT_TOLERANCE) -> str:
-    """The contract for `backend`, naming the tolerance the kernel's outputs are checked at."""
+def system_prompt(backend: str, tolerance: str = DEFAULT_TOLERANCE, policy: str = "kernelbench") -> str:
+    """The contract for `backend`, naming the tolerance the kernel's outputs are checked at and the
+    anti-hacking policy in force (what may be left to libraries)."""
     notes_path = PROMPTS_DIR / f"backend_{backend}.md"
     notes = notes_path.read_text(encoding="utf-8") if notes_path.exists() else ""
+    rules_path = PROMPTS_DIR / f"policy_{policy}.md"
+    if not rules_path.exists():
+        raise ValueError(f"unknown policy {policy!r}; expected kernelbench or strict")
     return template("system").substitute(backend_notes="\n" + notes if notes else "",
-                                         tolerance=tolerance or DEFAULT_TOLERANCE).strip() + "\n"
+                                         tolerance=tolerance or DEFAULT_TOLERANCE, policy=policy,
+                                         policy_rules=rules_path.read_text(encoding="utf-8").rstrip("\n")).strip() + "\n"
 
 
 def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
@@ -93,7 +100,7 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
         "tried": render_tried(ctx.tried),
     }
     user = template(stage, ctx.backend).safe_substitute(values)
-    return [{"role": "system", "content": system_prompt(ctx.backend, ctx.tolerance)}, {"role": "user", "content": user.strip() + "\n"}]
+    return [{"role": "system", "content": system_prompt(ctx.backend, ctx.tolerance, ctx.policy)}, {"role": "user", "content": user.strip() + "\n"}]
 
 
 def render_memories(memories: list[Any]) -> str:

@@ -7,6 +7,10 @@ from collections.abc import Callable
 
 from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
+from verifier.rules import Policy, PolicyError, make_policy
+
+__all__ = ["Policy", "PolicyError", "VerifyError", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
+           "with_policy"]
 
 
 class VerifyError(Exception):
@@ -29,6 +33,8 @@ def verify_task(
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
     result.tolerance = result.tolerance or tolerance_text(config, degenerate=False)
+    result.policy = result.policy or make_policy((config or VerifyConfig()).policy,
+                                                 (config or VerifyConfig()).allow).to_dict()
     if config is not None and not result.degenerate:
         result.degenerate = [*(config.extra.get("degenerate") or []), *(config.extra.get("pass_through") or [])]
     return result
@@ -44,6 +50,20 @@ def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol:
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
     config = VerifyConfig(atol=atol, rtol=rtol, **{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
     config.extra["tolerance"] = tolerance
+    return config
+
+
+def resolve_policy(preset: str | None = None, allow: tuple[str, ...] | list[str] = ()) -> Policy:
+    """The anti-hacking policy in force: the flag, else `$EVOKERNEL_POLICY` or config.toml's `policy`, else
+    kernelbench; rule names checked (PolicyError, one line, for an unknown one)."""
+    from core.config import load_settings
+
+    return make_policy(preset or load_settings().policy, list(allow))
+
+
+def with_policy(config: VerifyConfig, policy: Policy) -> VerifyConfig:
+    """`config` judging under `policy` (its preset and allowed rules are part of the verdict cache key)."""
+    config.policy, config.allow = policy.preset, list(policy.allowed)
     return config
 
 

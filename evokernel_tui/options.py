@@ -15,6 +15,7 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 BACKENDS = ("cpu", "cuda", "triton")
+POLICIES = ("kernelbench", "strict")  # verifier.rules.PRESETS (a test checks)
 TOLERANCE_PRESETS = ("kernelbench", "v0", "paper")  # verifier.compare.TOLERANCE_PRESETS (a test checks)
 DEFAULT_MEMORY_GB = 8.0  # verifier.config.VerifyConfig().memory_gb (a test checks)
 
@@ -64,6 +65,17 @@ tolerance = stack(
                  help="kernelbench: fp32 1e-4, fp16/bf16 1e-2 (KernelBench today); v0 / paper: 1e-2 for every dtype."),
     click.option("--atol", default=None, type=float, help="Absolute tolerance (overrides --tolerance)."),
     click.option("--rtol", default=None, type=float, help="Relative tolerance (overrides --tolerance)."),
+)
+
+
+policy = stack(
+    click.option("--policy", type=click.Choice(POLICIES), default=None,
+                 help="Anti-hacking preset. kernelbench (default, or `policy` in config.toml): torch ops and "
+                      "vendor libraries may do part of the work beside a custom kernel, and the verdict names "
+                      "each with its share of forward's time; strict: all of the compute in custom kernels."),
+    click.option("--allow", "allow_rules", multiple=True, metavar="RULE",
+                 help="Switch one anti-hacking rule off for an experiment (repeatable; recorded in the verdict "
+                      "and bench.json). `evokernel verify --list-rules` lists them."),
 )
 
 

@@ -10,6 +10,8 @@ import ast
 import re
 from dataclasses import asdict, dataclass
 
+from verifier.rules import RULE_HELP
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -24,36 +26,7 @@ class Violation:
         return f"line {self.line}: [{self.rule}] {self.message}"
 
 
-RULES = {
-    "syntax": "the candidate is not valid Python",
-    "no-modelnew": "the candidate must define class ModelNew(nn.Module)",
-    "torch-op": "a torch operator does the work instead of the custom kernel",
-    "indirection": "dynamic code (exec/eval/importlib/getattr/base64) can hide torch calls",
-    "reference-model": "the reference Model must not be imported or instantiated",
-    "try-fallback": "try/except can fall back to torch when the kernel fails",
-    "compiler-standin": "a compiler or another library stands in for the kernel",
-    "output-cache": "state kept across forward calls can replay cached outputs",
-    "monkey-patch": "patching torch, comparison functions or clocks",
-    "introspection": "reading other objects through gc, frames or sys.modules",
-    "concurrency": "threads or processes can finish the work after forward returns",
-    "cpp-torch-op": "the C++ code calls a torch/ATen operator instead of computing",
-    "cpp-library": "the C++ code calls a vendor library (BLAS, oneDNN, cuBLAS, cuDNN) for the work",
-    "os-escape": "os functions other than os.environ and os.path can touch files and processes",
-    "tensor-arithmetic": "arithmetic on tensors in forward runs torch operators instead of the kernel",
-    "torch-work-outside-kernel": "torch operators around the custom kernel do most of the work",
-    "cpp-escape": "the C++ code starts threads or processes, runs Python or touches files",
-    "gpu-stream": "side streams and events let GPU work run outside the timed stream",
-    "cuda-graph": "CUDA graph replay can return outputs captured earlier",
-    "unsynchronised-work": "the output was not ready on the current stream when forward returned",
-    "vendor-kernel": "a vendor library kernel (cuBLAS, cuDNN) ran in place of the custom kernel",
-    "forward-outside-class": "forward must be defined with def inside class ModelNew, not bound from elsewhere",
-    "tensor-subclass": "outputs must be plain tensors: Tensor subclasses and __torch_function__ can run code later",
-    "job-tamper": "the candidate changed the job directory while the verifier handed it inputs",
-    "deserialization": "unpickling or mapping files (torch.load, pickle, marshal, np.load, from_file) runs code "
-                       "or brings in data the verifier did not hand over",
-    "cpp-python-escape": "the C++ code reaches Python internals (__globals__, __builtins__, imports, eval) "
-                         "through pybind11",
-}
+RULES = RULE_HELP  # every rule's one-line help: verifier.rules is the registry
 
 # torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
 ALLOWED_TORCH = {

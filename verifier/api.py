@@ -40,6 +40,7 @@ from verifier.gates import (
 )
 from verifier.jobfiles import HeldDir, create_held, discard, empty_dir
 from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
+from verifier.rules import PolicyError, make_policy
 from verifier.sandbox import Limits, LiveJob
 
 GateCallback = Callable[[str, str], None]
@@ -279,7 +280,11 @@ def verify(
     if not isolated:
         result.notes.append("unisolated: candidates ran without OS isolation (--unsafe-no-isolation)")
 
-    hack = AntiHackingGate()
+    try:
+        hack = AntiHackingGate(make_policy(config.policy, config.allow))
+    except PolicyError as exc:
+        raise VerifierError(str(exc)) from None
+    result.policy = hack.policy.to_dict()
     notify("anti_hacking", "running")
     static = hack.static(candidate_source, be.name) if config.static_scan else GateResult(
         "anti_hacking", PASS, 0.0, "", {"checks": "static scan off"})
@@ -357,6 +362,15 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
     be = get_backend(backend)
     be.check_available()
     isolated = isolation_mode(config)
+    try:
+        hack = AntiHackingGate(make_policy(config.policy, config.allow))
+    except PolicyError as exc:
+        raise VerifierError(str(exc)) from None
+    for label, source in (("A", source_a), ("B", source_b)):
+        static = hack.static(source, be.name) if config.static_scan else None
+        if static is not None and static.status == FAIL:
+            return {"error": f"kernel {label} is refused under the {hack.policy.label()} policy: {static.reason}",
+                    "policy": hack.policy.to_dict()}
     quiet = lambda name, state: None  # noqa: E731
     run_a = _Run(reference_source, source_a, be, config, isolated, quiet)
     run_b = _Run(reference_source, source_b, be, config, isolated, quiet)
@@ -503,7 +517,7 @@ class _Run:
             gates.append(correct if correct.status == FAIL else GateResult("correctness", SKIP, 0.0, "anti-hacking failed"))
             return gates
         if dyn is not None:
-            static.detail.update(dyn.detail)
+            _merge_passes(static, dyn, hack.policy)
         gates.append(correct)
         if correct.passed:
             if latency is not None:
@@ -1433,13 +1447,29 @@ def writable_mappings_in(maps: str, job_dir: Path | None, read_only: list[Path] 
 
 
 def _with_findings(hack: AntiHackingGate, dyn: GateResult, findings: list[tuple[str, str]]) -> GateResult:
+    """The dynamic gate with the trusted audits' findings added, judged under the same policy."""
     from verifier.antihack import Violation
 
     violations = [Violation(rule, 0, msg) for rule, msg in findings]
     if dyn.status == FAIL:
-        dyn.detail.setdefault("violations", []).extend(v.to_dict() for v in violations)
+        dyn.detail.setdefault("violations", []).extend(v.to_dict() for v in violations if hack.policy.refuses(v.rule))
+        dyn.detail.setdefault("reported", []).extend(v.to_dict() for v in violations if not hack.policy.refuses(v.rule))
         return dyn
-    return hack._fail(time.monotonic(), violations)
+    earlier = [Violation(str(v["rule"]), int(v.get("line", 0)), str(v["message"])) for v in dyn.detail.get("reported", [])]
+    rest = {k: v for k, v in dyn.detail.items() if k not in ("reported", "policy")}
+    return hack._judge(time.monotonic() - dyn.seconds, [*earlier, *violations], **rest)
+
+
+def _merge_passes(static: GateResult, dyn: GateResult, policy) -> None:
+    """One passing anti-hacking gate from its static and dynamic halves: every reported rule of both."""
+    from verifier.antihack import Violation
+    from verifier.gates import reported_reason
+
+    reported = [*static.detail.get("reported", []), *dyn.detail.get("reported", [])]
+    static.detail.update(dyn.detail)
+    if reported:
+        static.detail["reported"] = reported
+        static.reason = reported_reason([Violation(str(v["rule"]), 0, "") for v in reported], policy)
 
 
 def _no_result(run: _Run, when: str) -> str:

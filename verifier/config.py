@@ -51,6 +51,10 @@ class VerifyConfig:
     timing_memory_mb: float = 256.0
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
     gpu_memory_fraction: float | None = 0.9
+    #: the anti-hacking preset (verifier.rules): kernelbench lets library ops do part of the work, strict not
+    policy: str = "kernelbench"
+    #: rules switched off for an experiment (`--allow RULE`), recorded in the verdict and bench.json
+    allow: list[str] = field(default_factory=list)
     sandbox_tmp_mb: float = 1024.0  # the size of each private tmpfs in the sandbox (/tmp, /var/tmp, /dev/shm)
 
     def seeds(self) -> list[int]:

@@ -14,6 +14,7 @@ import numpy as np
 from verifier.antihack import RULES, Violation, scan
 from verifier.compare import compare_tensor, output_spread
 from verifier.result import FAIL, PASS, SKIP, GateResult
+from verifier.rules import Policy
 
 OP_FAMILIES = {
     "matmul": re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_addmm_activation|addbmm)$"),
@@ -66,22 +67,38 @@ class Gate:
 
 
 class AntiHackingGate(Gate):
-    """Static AST/C++ rules before anything runs; dynamic checks from the sandboxed run afterwards."""
+    """Static AST/C++ rules before anything runs; dynamic checks from the sandboxed run afterwards.
+
+    The policy (`verifier.rules`) decides which raised rules refuse the candidate; the others are
+    reported in the gate's detail (`reported`) and, with the share of forward's time each library op took
+    (`library_ops`), shown beside a passing gate."""
 
     name = "anti_hacking"
 
+    def __init__(self, policy: Policy | None = None):
+        self.policy = policy or Policy()
+
     def static(self, source: str, backend: str) -> GateResult:
         start = time.monotonic()
-        violations = scan(source, backend)
-        if violations:
-            return self._fail(start, violations)
-        return self._result(PASS, start, "", checks="static")
+        return self._judge(start, scan(source, backend), checks="static")
 
-    def _fail(self, start: float, violations: list[Violation]) -> GateResult:
+    def _judge(self, start: float, violations: list[Violation], **detail) -> GateResult:
+        refused = [v for v in violations if self.policy.refuses(v.rule)]
+        reported = [v for v in violations if not self.policy.refuses(v.rule)]
+        if refused:
+            return self._fail(start, refused, reported)
+        if reported:
+            detail["reported"] = [v.to_dict() for v in reported]
+            detail["policy"] = self.policy.to_dict()
+        return self._result(PASS, start, reported_reason(reported, self.policy), **detail)
+
+    def _fail(self, start: float, violations: list[Violation], reported: list[Violation] | None = None) -> GateResult:
         first = violations[0]
         reason = f"line {first.line}: [{first.rule}] {first.message}" if first.line else f"[{first.rule}] {first.message}"
+        extra = {"reported": [v.to_dict() for v in reported]} if reported else {}
         return self._result(FAIL, start, reason, rule=first.rule, line=first.line,
-                            rule_help=RULES.get(first.rule, ""), violations=[v.to_dict() for v in violations])
+                            rule_help=RULES.get(first.rule, ""), violations=[v.to_dict() for v in violations],
+                            policy=self.policy.to_dict(), **extra)
 
     def dynamic(self, ev: Evidence, ignored_ops: set[str]) -> GateResult:
         start = time.monotonic()
@@ -113,10 +130,41 @@ class AntiHackingGate(Gate):
             from verifier.gpu_timing import gpu_findings
 
             found.extend(Violation(rule, 0, msg) for rule, msg in gpu_findings(cand, ev.reference, ev.marks))
-        if found:
-            return self._fail(start, found)
-        probes = {"gpu_probes": len(ev.candidate["gpu_probes"])} if ev.candidate.get("gpu_probes") is not None else {}
-        return self._result(PASS, start, "", checks="static+dynamic", reference_dominant_ops=ref_ops, **probes)
+        detail: dict = {"checks": "static+dynamic", "reference_dominant_ops": ref_ops}
+        if ev.candidate.get("gpu_probes") is not None:
+            detail["gpu_probes"] = len(ev.candidate["gpu_probes"])
+        library = library_ops(cand.get("work_split"))
+        if library:
+            detail["library_ops"] = library
+        return self._judge(start, found, **detail)
+
+
+def reported_reason(reported: list[Violation], policy: Policy) -> str:
+    """One line for a gate that passed with rules the policy reports but does not refuse."""
+    if not reported:
+        return ""
+    names = sorted({v.rule for v in reported})
+    return f"passes under the {policy.label()} policy, reported: {', '.join(names)}"
+
+
+def library_ops(split: dict | None, limit: int = 8) -> list[dict]:
+    """The library ops (torch/ATen) that ran in forward beside the custom kernel, each with its time and
+    its share of forward's compute time (kernel + library), largest first: what the kernelbench policy
+    allows, named so a person sees how much of the speed is the library's."""
+    if not split:
+        return []
+    kernel_ms, torch_ms = float(split.get("kernel_ms", 0.0)), float(split.get("torch_ms", 0.0))
+    total = kernel_ms + torch_ms
+    if total <= 0:
+        return []
+    rows = []
+    for item in list(split.get("torch_ops", []))[:limit]:
+        try:
+            name, ms = str(item[0])[:80], float(item[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        rows.append({"op": name, "ms": round(ms, 4), "share": round(ms / total, 4)})
+    return rows
 
 
 def _scan_built_sources(marks: list) -> list[Violation]:

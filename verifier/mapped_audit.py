@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier.rules import finding_rule
+
 WRITABLE_PLACES = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/")
 MAX_PROCESSES = 256  # a fork bomb in the namespace is audited up to this many processes, then fails
 
@@ -198,7 +200,7 @@ def audit_namespace(pid: int, job_dir: Path | None, trusted: Iterable[Path],
             for f in found:
                 if skip is not None and skip(m.path, f):
                     continue
-                add(("binary-import", f"{name} imports {f.symbol} ({f.family}): {f.reason}"))
+                add((finding_rule(f.family), f"{name} imports {f.symbol} ({f.family}): {f.reason}"))
     return NamespaceAudit(findings, len(pids), job_objects)
 
 
@@ -217,7 +219,7 @@ def audit_objects(paths: Iterable[Path], audit_fn: Callable[[str], list]) -> lis
                 out.append(entry)
             continue
         for f in found:
-            entry = ("binary-import", f"{path.name} imports {f.symbol} ({f.family}): {f.reason}")
+            entry = (finding_rule(f.family), f"{path.name} imports {f.symbol} ({f.family}): {f.reason}")
             if entry not in out:
                 out.append(entry)
     return out

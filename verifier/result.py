@@ -17,6 +17,17 @@ GATE_TITLES = {
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
+def library_line(detail: dict) -> str:
+    """`library: aten::mm 98%, aten::add 1% of forward (kernelbench policy)`: what a passing anti-hacking
+    gate let library ops do, so a person sees how much of a speed-up is the library's."""
+    ops = [o for o in detail.get("library_ops", []) if isinstance(o, dict)]
+    if not ops:
+        return ""
+    shown = ", ".join(f"{o.get('op', '?')} {float(o.get('share', 0)):.0%}" for o in ops[:3])
+    preset = (detail.get("policy") or {}).get("preset", "kernelbench")
+    return f"library: {shown} of forward ({preset} policy)"
+
+
 @dataclass
 class GateResult:
     """The outcome of one gate: status, time taken, a one-line reason and structured detail."""
@@ -70,6 +81,8 @@ class VerificationResult:
     #: seconds spent in each phase of a fresh verification (start, build, reference wait, construct, ...):
     #: where a verdict's time goes, for the speed benchmarks (a cached verdict keeps its measuring run's)
     phases: dict[str, float] = field(default_factory=dict)
+    #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
+    policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def noisy(self) -> bool:
@@ -183,4 +196,5 @@ class VerificationResult:
             tolerance=d.get("tolerance", ""),
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
+            policy=dict(d.get("policy") or {}),
         )

@@ -34,6 +34,7 @@ from core.bench import (
     outcomes_of,
     parse_levels,
     parse_names,
+    policy_mismatch,
     reference_skip_reason,
     replay_bench,
     run_bench,
@@ -128,10 +129,13 @@ def default_out() -> Path:
 
 
 def verify_config(use_cache: bool, compare_compile: bool, tolerance: str = "kernelbench",
-                  memory_gb: float | None = None, atol: float | None = None, rtol: float | None = None) -> Any:
-    from core.verifying import make_config
+                  memory_gb: float | None = None, atol: float | None = None, rtol: float | None = None,
+                  policy: str | None = None, allow: tuple[str, ...] = ()) -> Any:
+    from core.verifying import PolicyError, make_config, resolve_policy, with_policy
 
-    return make_config(tolerance, atol, rtol, use_cache=use_cache, compare_compile=compare_compile, memory_gb=memory_gb)
+    config = make_config(tolerance, atol, rtol, use_cache=use_cache, compare_compile=compare_compile, memory_gb=memory_gb)
+    with one_line_errors(PolicyError):
+        return with_policy(config, resolve_policy(policy, allow))
 
 
 def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> None:
@@ -154,6 +158,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
               help="Task names, KernelBench problem numbers, or LEVEL/NUMBER (e.g. 2/12), comma separated.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N selected tasks.")
 @options.tolerance
+@options.policy
 @options.memory_gb(default=None, then="is skipped")
 @options.backend
 @options.model
@@ -194,7 +199,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of each reference (fast_p vs compile).")
 @options.json_output("Print bench.json instead of the summary table.")
 @click.pass_context
-def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
+def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, policy, allow_rules, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
@@ -218,7 +223,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                              seed=seed, workers=workers, executor=executor_kind,
                              suite=str(kernelbench and f"kernelbench:{kernelbench}" or suite),
                              verify_config=verify_config(verdict_cache and not replay_dir, compare_compile,
-                                                         tolerance, memory_gb, atol, rtol),
+                                                         tolerance, memory_gb, atol, rtol, policy, allow_rules),
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
                              refine_norm=refine_norm,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
@@ -274,6 +279,9 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     """Set two bench runs A and B (folders or bench.json files) side by side, over the tasks both ran."""
     with one_line_errors(BenchError):
         da, db = load_bench(a), load_bench(b)
+    mismatch = policy_mismatch(da.get("settings", {}), db.get("settings", {}))
+    if mismatch:
+        raise click.ClickException(mismatch)
     levels, tasks = compare_outcomes(outcomes_of(da), outcomes_of(db))
     if as_json:
         click.echo(json.dumps({

@@ -25,15 +25,19 @@ def _version(text: str) -> int:
 @click.argument("version_b")
 @options.sessions_dir
 @options.threads
+@options.policy
 @options.unsafe_no_isolation
 @options.json_output()
-def compare(session_ref, version_a, version_b, sessions_dir, threads, unsafe, as_json) -> None:
+def compare(session_ref, version_a, version_b, sessions_dir, threads, policy, allow_rules, unsafe, as_json) -> None:
     """Re-time versions A and B of SESSION's kernel back to back on the same fresh inputs and print B's
     speedup over A with its 95% interval. Exit status 0 when both ran, 1 otherwise."""
     from core.session import Session, SessionError, find_session
     from core.tasks import Task
-    from core.verifying import VerifyError, compare_sources, describe_comparison
+    from core.verifying import PolicyError, VerifyError, compare_sources, describe_comparison, resolve_policy
     from verifier import VerifyConfig
+
+    with one_line_errors(PolicyError):
+        the_policy = resolve_policy(policy, allow_rules)
 
     va, vb = _version(version_a), _version(version_b)
     with one_line_errors(SessionError):
@@ -44,7 +48,8 @@ def compare(session_ref, version_a, version_b, sessions_dir, threads, unsafe, as
     if missing:
         known = ", ".join(f"v{v}" for v in sorted(sources)) or "none"
         raise click.ClickException(f"{' and '.join(missing)} not in session {path.name} (versions: {known})")
-    config = VerifyConfig(threads=threads, isolate=not unsafe, use_cache=False)
+    config = VerifyConfig(threads=threads, isolate=not unsafe, use_cache=False, policy=the_policy.preset,
+                          allow=list(the_policy.allowed))
     with one_line_errors(VerifyError):
         result = compare_sources(Task.from_dict(session.meta["task"]), sources[va], sources[vb], session.backend,
                                  config)

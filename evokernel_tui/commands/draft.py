@@ -236,20 +236,26 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
 @click.option("--max-cost", type=float, default=None, help="Cost budget in dollars (known prices only).")
 @options.memory_gb(default=None)
 @options.tolerance
+@options.policy
 @options.threads
 def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_dir, memory_path, no_memory,
           kernelbench, level, problem, timeout, wall, max_tokens, max_cost, memory_gb, tolerance="kernelbench",
-          atol=None, rtol=None, threads=None) -> None:
+          atol=None, rtol=None, policy=None, allow_rules=(), threads=None) -> None:
     """Draft a kernel for TASK (a built-in name, a task file, or --kernelbench) and optionally refine it.
 
     Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
     """
     console = Console(stderr=as_json)
+    from core.verifying import PolicyError, resolve_policy
+
+    with one_line_errors(PolicyError, ConfigError):
+        the_policy = resolve_policy(policy, allow_rules)
     with one_line_errors(TaskError, SessionError, ModelError, ConfigError):
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
         check_task_size(the_task, memory_gb)
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
-                                                              threads=threads))
+                                                              threads=threads, policy=the_policy.preset,
+                                                              allow=list(the_policy.allowed)))
         cfg = model_or_exit(model, api_base, timeout, as_json)
         memory = open_memory_checked(memory_path, not no_memory)
         shapes = task_shapes(the_task) if memory is not None else ""

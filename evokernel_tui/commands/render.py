@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from verifier.result import GATE_TITLES, VerificationResult
+from verifier.result import GATE_TITLES, VerificationResult, library_line
 
 LIGHTS = {"pass": ("●", "bold green"), "fail": ("●", "bold red"), "skip": ("○", "dim"), "running": ("◌", "yellow")}
 
@@ -58,6 +58,8 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
         elif g.status == "pass" and g.name == "profile":
             top = g.detail.get("top_ops", [])[:3]
             reason = ", ".join(f"{r['name']} {r['self_ms']:.2f} ms" for r in top)
+        elif g.status == "pass" and g.name == "anti_hacking" and g.detail.get("reported"):
+            reason = "\n".join(x for x in (g.reason, library_line(g.detail)) if x)
         elif g.status == "fail":
             extra = [g.detail["mismatch"]] if g.detail.get("mismatch") else []
             extra += g.detail.get("diagnostics", [])[:5]

@@ -185,6 +185,7 @@ def run_replay(path: Path) -> None:
 @options.memory_bank()
 @options.kernelbench
 @options.tolerance
+@options.policy
 @options.memory_gb(default=None, then="is shown in the panes (the app opens at once)")
 @options.threads
 def tui(
@@ -205,6 +206,8 @@ def tui(
     tolerance: str = "kernelbench",
     atol: float | None = None,
     rtol: float | None = None,
+    policy: str | None = None,
+    allow_rules: tuple[str, ...] = (),
     memory_gb: float | None = None,
     threads: int | None = None,
 ) -> None:
@@ -215,9 +218,13 @@ def tui(
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
 
-    from core.verifying import make_config
+    from core.verifying import PolicyError, make_config, resolve_policy
+    from evokernel_tui.cli import one_line_errors
 
-    config = partial(make_config, tolerance, atol, rtol, memory_gb=memory_gb, threads=threads)  # made in the worker
+    with one_line_errors(PolicyError):
+        the_policy = resolve_policy(policy, allow_rules)
+    config = partial(make_config, tolerance, atol, rtol, memory_gb=memory_gb, threads=threads,  # made in the worker
+                     policy=the_policy.preset, allow=list(the_policy.allowed))
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return

@@ -70,6 +70,19 @@ def _distributions(text: str) -> list[str]:
     return names
 
 
+def _list_rules(ctx: click.Context, value: bool) -> None:
+    """`--list-rules`: the registry as a table, then exit (before any argument is checked)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from verifier.rules import listing
+
+    table = Table("rule", "runs", "refused by", "what it means", title="anti-hacking rules", title_justify="left")
+    for name, stage, presets, help_text in listing():
+        table.add_row(name, stage, presets, help_text)
+    Console().print(table)
+    ctx.exit(0)
+
+
 @click.command(name="verify")
 @click.argument("args", nargs=-1, metavar="[TASK] CANDIDATE")
 @options.backend
@@ -85,17 +98,30 @@ def _distributions(text: str) -> list[str]:
 @click.option("--input-distributions", "dists", default="task", show_default=True,
               help="Comma-separated: task (get_inputs as written), normal, uniform, heavy; trials cycle through them.")
 @options.threads
+@options.policy
+@click.option("--list-rules", is_flag=True, is_eager=True, expose_value=False, callback=lambda ctx, _p, v: _list_rules(ctx, v),
+              help="List every anti-hacking rule (name, when it runs, the presets that refuse it, what it means) and exit.")
 @options.unsafe_no_isolation
 @options.json_output()
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, dists, threads, unsafe, as_json) -> None:
+           timeout, memory_gb, no_degenerate_check, ncu, dists, threads, policy, allow_rules, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
     Exit status 0 only when the kernel is feasible (anti-hacking, compile and correctness pass).
     """
-    from core.verifying import VerifyError, make_config, verify_task, with_degeneracy
+    from core.verifying import (
+        PolicyError,
+        VerifyError,
+        make_config,
+        resolve_policy,
+        verify_task,
+        with_degeneracy,
+        with_policy,
+    )
 
+    with one_line_errors(PolicyError):
+        the_policy = resolve_policy(policy, allow_rules)
     with one_line_errors(TaskError):
         the_task, candidate = resolve_args(args, kernelbench, level, problem)
     path = Path(candidate)
@@ -111,6 +137,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
                          threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
     with_degeneracy(config, probed.found, probed.separating)
+    with_policy(config, the_policy)
     degenerate = probed.found
     tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
     console = Console(stderr=as_json)
@@ -136,6 +163,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         out.print(gate_table(result, title=f"{the_task.name} ← {path.name} ({result.backend}, {result.device})"))
         out.print(verdict_line(result))
         out.print(f"tolerance: {tolerance_text}", highlight=False)
+        out.print(f"policy: {the_policy.label()}", highlight=False)
         if degenerate:
             from verifier.compare import describe_degenerate
 

@@ -10,6 +10,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from evokernel_tui.view import GateView
+from verifier.result import library_line
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _KERNEL_CPP_LINE = re.compile(r"\bkernel\.cpp:(\d+):")
@@ -48,6 +49,8 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
     line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}"
     text = Text(line, no_wrap=True, overflow="ellipsis")
     reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
+    if gate.state == "pass" and gate.detail.get("reported"):
+        reason = library_line(gate.detail) or gate.reason
     if reason:
         first = reason.splitlines()[0]
         room = max(width - 4, 16) * 3  # at most three wrapped lines; Enter shows everything

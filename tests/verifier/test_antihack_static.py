@@ -12,6 +12,7 @@ import pytest
 from core.tasks import load_task
 from verifier import verify
 from verifier.antihack import RULES, scan
+from verifier.rules import Policy
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 HOSTILE = sorted((CANDIDATES / "hostile").glob("*.py"))
@@ -49,11 +50,13 @@ def test_scan_flags_each_marked_line(path):
 
 @pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
 def test_verify_rejects_before_building(path, make_config, build_root):
+    """Under strict every marked rule refuses before anything builds."""
     source = path.read_text()
     task = load_task(_task_of(source))
     seen = []
     start = time.monotonic()
-    res = verify(task.source, source, config=make_config(), on_gate=lambda name, state: seen.append((name, state)))
+    res = verify(task.source, source, config=make_config(policy="strict"),
+                 on_gate=lambda name, state: seen.append((name, state)))
     assert time.monotonic() - start < 5, "a static rejection must not build or run anything"
     gate = res.gate("anti_hacking")
     marks = _marks(source)
@@ -70,6 +73,43 @@ def test_verify_rejects_before_building(path, make_config, build_root):
     assert not (build_root / "ext").exists() or not any((build_root / "ext").glob(f"*/{path.stem}*.so"))
     fb = res.feedback()
     assert f"rule: {first[0]}" in fb and f"line: {first[1]}" in fb
+
+
+LIBRARY_ONLY = [p for p in HOSTILE if not any(Policy().refuses(rule) for rule, _ in _marks(p.read_text()))]
+
+
+def test_kernelbench_refuses_statically_all_but_the_library_rules():
+    """Under the default (kernelbench) preset the only hostile files that get past the static scan are those
+    whose every marked rule is a library rule (torch ops, C++ torch/vendor calls): their fate is decided at
+    run time (a custom kernel must run on every forward and reach the output)."""
+    reported = {rule for p in LIBRARY_ONLY for rule, _ in _marks(p.read_text())}
+    assert reported <= {"torch-op", "tensor-arithmetic", "cpp-torch-op", "cpp-library"}, reported
+    for path in HOSTILE:
+        if path in LIBRARY_ONLY:
+            continue
+        refused = [(rule, line) for rule, line in _marks(path.read_text()) if Policy().refuses(rule)]
+        assert refused, path.name
+        found = {(v.rule, v.line) for v in scan(path.read_text())}
+        assert set(refused) <= found, (path.name, refused, found)
+
+
+LIBRARY_ONLY_RUNTIME = ["torch_relu", "functional_softmax", "cpp_identity_kernel"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", LIBRARY_ONLY_RUNTIME)
+def test_kernelbench_still_refuses_torch_without_a_working_kernel(stem, make_config):
+    """What the library rules no longer stop statically, the run-time rules stop: torch doing the work
+    with no custom kernel, or with one whose result never reaches the output."""
+    path = CANDIDATES / "hostile" / f"{stem}.py"
+    assert path in LIBRARY_ONLY
+    source = path.read_text()
+    res = verify(load_task(_task_of(source)).source, source, config=make_config())
+    gate = res.gate("anti_hacking")
+    assert not res.feasible and gate.status == "fail", (stem, [(g.name, g.status, g.reason) for g in res.gates])
+    assert gate.detail["rule"] in {"no-custom-kernel", "custom-kernel-unused", "custom-kernel-skipped",
+                                   "decoy-kernel", "copy-kernel"}, gate.reason
+    assert res.policy["preset"] == "kernelbench"
 
 
 @pytest.mark.parametrize("path", HONEST, ids=[p.stem for p in HONEST])
