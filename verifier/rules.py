@@ -84,6 +84,8 @@ _DEFINITIONS: tuple[Rule, ...] = (
     Rule("binary-library", RUN, "a built object calls BLAS or ATen operators directly", _STRICT_ONLY),
     Rule("binary-import", RUN, "a loaded object imports process, file, socket, dynamic-loading or Python "
          "symbols, or cannot be audited"),
+    Rule("kernel-not-mapped", RUN, "the candidate says its kernel ran, but no process of its sandbox has the "
+         "built kernel mapped"),
     Rule("unsynchronised-work", RUN, "the output was not ready on the current stream when forward returned"),
     Rule("job-tamper", RUN, "the candidate changed the job directory while the verifier handed it inputs"),
     Rule("timed-output", RUN, "a timed call's outputs were wrong, missing or replaced"),

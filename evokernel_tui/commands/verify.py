@@ -76,7 +76,11 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
         return
     from verifier.rules import listing
 
-    table = Table("rule", "runs", "refused by", "what it means", title="anti-hacking rules", title_justify="left")
+    table = Table(title="anti-hacking rules", title_justify="left")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("runs", no_wrap=True)
+    table.add_column("refused by", no_wrap=True)
+    table.add_column("what it means")
     for name, stage, presets, help_text in listing():
         table.add_row(name, stage, presets, help_text)
     Console().print(table)

@@ -1,182 +1,46 @@
-"""Static anti-hacking rules: read the candidate's Python AST and its embedded C++ without running it.
+"""The rules over the candidate's Python: one AST pass (`_Scanner`) that names each torch call, alias,
+indirection, patch, cache, thread and escape, with the line it is on.
 
-Every rule names itself and the line, so a person (or the model's next prompt) knows what to remove.
-Dynamic checks (profiler, tripwires, clocks, threads) run in the sandbox; see `verifier.harness`.
-"""
+Just over 600 lines, on purpose: it is one visitor whose methods share the state of the pass (aliases of
+torch and of the reference, the class being read, set-up methods, containers made in them); split
+across modules those would become a protocol of their own for no reader's gain."""
 
 from __future__ import annotations
 
 import ast
-import re
-from dataclasses import asdict, dataclass
 
-from verifier.rules import RULE_HELP
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    line: int
-    message: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"line {self.line}: [{self.rule}] {self.message}"
-
-
-RULES = RULE_HELP  # every rule's one-line help: verifier.rules is the registry
-
-# torch attributes a kernel wrapper legitimately needs: allocation, metadata, dtypes, building.
-ALLOWED_TORCH = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "tensor", "as_tensor", "from_numpy", "arange", "manual_seed", "no_grad", "inference_mode", "device", "dtype",
-    "Size", "Tensor", "is_tensor", "is_floating_point", "get_default_dtype", "float32", "float16", "bfloat16",
-    "float64", "float", "half", "double", "int8", "uint8", "int16", "int32", "int64", "long", "int", "bool",
-    "contiguous_format", "channels_last", "preserve_format", "finfo", "iinfo", "set_grad_enabled",
-    "get_num_threads", "set_num_threads", "strided", "cdiv",
-}
-ALLOWED_TORCH_PREFIXES = (
-    "torch.nn.Module", "torch.nn.Parameter", "torch.nn.init", "torch.nn.ParameterList", "torch.nn.ModuleList",
-    "torch.utils.cpp_extension", "torch.cuda.is_available", "torch.cuda.current_device", "torch.cuda.device",
-    "torch.cuda.get_device", "torch.cuda.synchronize", "torch.backends.cpu", "torch.version", "torch.Size",
+from verifier.antihack.cpp import TORCH_CUDA_GRAPHS, TORCH_CUDA_STREAMS
+from verifier.antihack.names import (
+    ALLOWED_TORCH,
+    ALLOWED_TORCH_PREFIXES,
+    ARITHMETIC_DUNDERS,
+    COMPILER_MODULES,
+    COMPILER_TORCH,
+    COMPUTE_METHODS,
+    CONCURRENCY_MODULES,
+    CONTAINER_MUTATORS,
+    DESERIALIZATION_ATTRS,
+    DESERIALIZATION_KEYWORDS,
+    DESERIALIZATION_NAMES,
+    INDIRECTION_CALLS,
+    INDIRECTION_MODULES,
+    INTROSPECTION_ATTRS,
+    INTROSPECTION_MODULES,
+    KNOWN_MODULES,
+    MODULE_HOOKS,
+    MUTABLE_FACTORIES,
+    NN_LAYER_PREFIX,
+    OS_ALLOWED,
+    PATCHABLE_ROOTS,
+    REACHABLE_MODULES,
+    TENSOR_BASES,
+    TENSOR_METHODS_OK,
+    TENSOR_SUBCLASS_NAMES,
+    TENSOR_SUBCLASS_TORCH,
+    TENSOR_VIEWS,
+    TORCH_ALLOCATIONS,
 )
-# nn layers may hold parameters (built in __init__) but calling them runs torch's kernel.
-NN_LAYER_PREFIX = "torch.nn."
-
-COMPUTE_METHODS = {
-    "matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "dot", "einsum", "softmax", "log_softmax", "relu", "relu_",
-    "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sum", "mean", "max", "min", "amax", "amin", "argmax",
-    "argmin", "var", "std", "norm", "layer_norm", "batch_norm", "group_norm", "conv1d", "conv2d", "conv3d",
-    "conv_transpose2d", "linear", "clamp", "clamp_min", "clamp_max", "pow", "sqrt", "rsqrt", "mul", "add", "sub",
-    "div", "addcmul", "cumsum", "prod", "abs", "neg", "where", "maximum", "minimum", "logsumexp", "erf",
-    "softplus", "hardtanh", "leaky_relu", "elu", "dropout", "scaled_dot_product_attention", "matmul_", "mul_",
-    "add_", "div_", "sub_", "exp_", "sigmoid_", "tanh_", "t_", "topk", "sort", "cumprod", "tril", "triu",
-}
-COMPILER_MODULES = {"numba", "jax", "jaxlib", "tvm", "tensorflow", "cupy", "numpy", "scipy", "numexpr",
-                    "torch_tensorrt", "tensorrt", "onnxruntime", "taichi", "mlx", "sklearn", "pandas"}
-COMPILER_TORCH = ("torch.compile", "torch.jit", "torch._dynamo", "torch._inductor", "torch.fx", "torch.export",
-                  "torch._C", "torch.ops", "torch.library", "torch._prims", "torch._refs", "torch._decomp",
-                  "torch.func", "torch.vmap", "torch.cuda.graphs", "torch.cuda.CUDAGraph", "torch.cuda.graph",
-                  "torch.cuda.make_graphed_callables", "torch.backends.cudnn", "torch.backends.cuda")
-INDIRECTION_MODULES = {"importlib", "base64", "codecs", "marshal", "pickle", "zlib", "binascii", "runpy", "dill",
-                       "cloudpickle", "types", "builtins", "operator", "functools", "copyreg", "zipimport", "lzma",
-                       "bz2", "gzip"}
-INDIRECTION_CALLS = {"exec", "eval", "compile", "__import__", "globals", "vars", "locals", "setattr", "delattr",
-                     "memoryview", "breakpoint", "open"}
-INTROSPECTION_MODULES = {"gc", "inspect", "ctypes", "cffi", "traceback", "weakref", "tracemalloc", "dis",
-                         "faulthandler"}
-INTROSPECTION_ATTRS = {"__globals__", "__builtins__", "__subclasses__", "__code__", "f_back", "f_locals",
-                       "f_globals", "gi_frame", "__closure__", "_getframe", "modules", "settrace", "setprofile",
-                       "__dict__", "__class__", "__bases__", "__mro__", "__reduce__", "__reduce_ex__",
-                       "tb_frame", "cr_frame", "__self__", "__func__", "__wrapped__", "_current_frames",
-                       "__getattribute__", "__getattr__", "__loader__", "__spec__", "__import__"}
-CONCURRENCY_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "signal",
-                       "pty", "socket", "sched", "shutil", "resource", "atexit", "posix", "nt"}
-# os, sys and time are common in honest wrappers (os.environ for build flags); everything else in os can
-# touch files (the reference and build caches included) or processes, so only these names are allowed.
-# tensor methods that return a view or copy of the same data (not a number like .numel() or .size())
-TENSOR_VIEWS = {"contiguous", "view", "reshape", "to", "float", "half", "double", "cuda", "cpu", "flatten",
-                "permute", "transpose", "t", "unsqueeze", "squeeze", "expand", "clone", "detach", "view_as",
-                "reshape_as", "narrow", "select", "type_as", "unflatten", "movedim"}
-ARITHMETIC_DUNDERS = {f"__{op}__" for op in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "abs", "gt", "ge", "lt", "le", "eq",
-    "ne", "and", "or", "xor", "invert", "radd", "rsub", "rmul", "rtruediv", "iadd", "isub", "imul", "itruediv")}
-# what forward may call on a tensor: views and copies of the same data, metadata, allocation
-TENSOR_METHODS_OK = TENSOR_VIEWS | {
-    "size", "numel", "nelement", "dim", "ndimension", "stride", "data_ptr", "is_contiguous", "element_size",
-    "get_device", "storage_offset", "untyped_storage", "is_floating_point", "new_empty", "new_zeros",
-    "new_ones", "new_full", "new_empty_strided", "requires_grad_", "record_stream", "type",
-}
-OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "linesep", "name", "pathsep"}
-PATCHABLE_ROOTS = {"torch", "time", "np", "numpy", "builtins", "math", "sys", "os", "random", "F", "nn"}
-# modules that other modules re-export as attributes (`os.path.os`, `torch.sys`): reaching them that way
-# hides an import the rules above would have refused
-REACHABLE_MODULES = {"os", "sys", "subprocess", "importlib", "builtins", "ctypes", "gc", "inspect", "threading",
-                     "multiprocessing", "shutil", "socket", "pickle", "numpy", "io", "pathlib", "glob", "tempfile",
-                     "signal", "posix", "marshal", "_thread", "weakref", "traceback", "functools", "operator"}
-# names an import statement makes that are modules (so `_T = torch` makes _T a module alias)
-KNOWN_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.cuda", "torch.utils", "torch.utils.cpp_extension",
-                 "torch.linalg", "torch.fft", "torch.special", "torch.backends", "os", "os.path", "sys", "time",
-                 "math", "triton", "triton.language", "numpy", "collections", "typing", "dataclasses"}
-TENSOR_BASES = ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter", "torch._C", "torch.nn.Buffer")
-TENSOR_SUBCLASS_NAMES = {"__torch_function__", "__torch_dispatch__", "as_subclass", "_make_subclass",
-                         "_make_wrapper_subclass", "_disabled_torch_function_impl"}
-TENSOR_SUBCLASS_TORCH = ("torch.overrides", "torch.utils._python_dispatch", "torch._subclasses",
-                         "torch.utils._pytree")
-MODULE_HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-                "register_backward_hook", "register_full_backward_pre_hook", "register_module_forward_hook",
-                "register_module_forward_pre_hook", "register_module_full_backward_hook"}
-MUTABLE_FACTORIES = {"dict", "list", "set", "bytearray", "deque", "defaultdict", "OrderedDict", "Counter",
-                     "SimpleNamespace", "ChainMap", "collections.deque", "collections.defaultdict",
-                     "collections.OrderedDict", "collections.Counter", "collections.ChainMap"}
-CONTAINER_MUTATORS = {"append", "extend", "insert", "pop", "popitem", "clear", "remove", "update", "setdefault", "add",
-                      "discard", "appendleft", "extendleft", "__setitem__", "__delitem__", "sort", "reverse"}
-# deserialization: a pickle runs code and can forge any record the candidate's process writes; a mapped
-# or read file brings in data (or host secrets) the verifier did not hand over. Refused everywhere,
-# __init__ included (set-up is no excuse: a torch.load in __init__ forged a whole run).
-DESERIALIZATION_NAMES = ("torch.load", "torch.serialization", "torch.from_file", "torch.hub", "torch.package",
-                         "torch.utils.model_zoo", "torch.utils.data", "torch.storage", "numpy.load", "numpy.fromfile",
-                         "numpy.memmap", "numpy.lib", "pickle", "_pickle", "cPickle", "marshal", "dill",
-                         "cloudpickle", "shelve", "joblib", "copyreg")
-DESERIALIZATION_ATTRS = {"from_file", "fromfile", "_load_from_bytes", "_legacy_load", "__setstate__",
-                         "_new_shared_filename", "_new_shared_filename_cpu", "_new_using_filename",
-                         "_new_using_filename_cpu", "_share_filename_", "_share_filename_cpu_", "memmap"}
-DESERIALIZATION_KEYWORDS = {("weights_only", False), ("allow_pickle", True), ("mmap", True)}
-TORCH_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-                     "full_like", "tensor", "as_tensor", "from_numpy", "arange"}
-
-CPP_ALLOWED = {
-    "Tensor", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "empty_strided", "TensorOptions", "ScalarType", "Device", "DeviceType", "kFloat", "kFloat32", "kHalf",
-    "kBFloat16", "kDouble", "kInt", "kLong", "kBool", "kCPU", "kCUDA", "IntArrayRef", "Scalar", "Half",
-    "BFloat16", "MemoryFormat", "Layout", "kStrided", "dtype", "device", "TensorAccessor",
-    "PackedTensorAccessor32", "PackedTensorAccessor64", "RestrictPtrTraits", "DefaultPtrTraits", "get_num_threads",
-    "parallel_for", "cuda", "OptionalDeviceGuard", "DeviceGuard", "TensorArg", "checkDim", "opmath_type",
-    "acc_type", "native", "detail", "vec", "Vectorized", "getCurrentCUDAStream", "CUDAStream", "Generator",
-    "TORCH_CHECK", "IntList", "optional", "nullopt", "kInt32", "kInt64", "kFloat16", "kByte", "kChar",
-    "MaybeOwned", "ArrayRef", "cuda::getCurrentCUDAStream", "scalar_type",
-}
-CPP_METHODS = {"matmul", "mm", "bmm", "addmm", "softmax", "log_softmax", "relu", "gelu", "sigmoid", "tanh",
-               "sum", "mean", "amax", "amin", "var", "std", "norm", "layer_norm", "conv1d", "conv2d", "linear",
-               "clamp", "clamp_min", "pow", "sqrt", "rsqrt", "exp", "log", "mul", "add", "sub", "div", "einsum",
-               "max", "min", "argmax", "matmul_", "mul_", "add_", "copy_", "logsumexp", "baddbmm", "cumsum", "abs",
-               "maximum", "minimum", "transpose", "permute", "t"}
-CPP_LIBRARIES = re.compile(
-    r"\b(cblas_\w+|sgemm_?|dgemm_?|mkl_\w+|dnnl\w*|mkldnn\w*|cublas\w*|cublasLt\w*|cudnn\w*|cutlass::\w+|cute::\w+|"
-    r"openblas\w*|Eigen::\w+|at::native::\w+|at::cpu::\w+|at::cuda::blas\w*|at::_\w+)"
-)
-CPP_INCLUDES = re.compile(r"#\s*include\s*[<\"](cblas|mkl|dnnl|oneapi|cublas|cudnn|cutlass|cute|Eigen|openblas|"
-                          r"ATen/native|ATen/ops|ATen/cpu|torch/torch\.h|thread|future|pthread|Python\.h)")
-CPP_ESCAPE = re.compile(r"\b(std::thread|std::async|pthread_create|fork\s*\(|vfork\s*\(|system\s*\(|popen\s*\(|"
-                        r"execv\w*\s*\(|dlopen\s*\(|dlsym\s*\(|PyRun_\w+|PyImport_\w+|PyEval_\w+|py::module|"
-                        r"py::eval|py::exec|getenv\s*\(|std::getenv|fopen\s*\(|freopen\s*\(|std::[io]?fstream|"
-                        r"\bifstream\b|\bofstream\b|\bopen\s*\(|\bmmap\s*\(|opendir\s*\(|std::filesystem|"
-                        r"\bsyscall\s*\(|\bkill\s*\(|\bsignal\s*\(|\bsetenv\s*\()")
-# pybind11 reaches any Python object from C++: `m.attr("__globals__")`, `module_::import("builtins")`,
-# `py::eval`, `py::globals()`, `py::getattr(o, name)`, whatever the namespace alias (`namespace q = pybind11`)
-CPP_PY_ESCAPE = re.compile(
-    r"(::\s*(?:import|eval|exec|eval_file|globals|getattr|setattr|hasattr|delattr|builtins|module_?|dict|cpp_function|"
-    r"reinterpret_borrow|reinterpret_steal)\b|\battr\s*\(\s*(?!\"[A-Za-z][A-Za-z0-9_]*\"\s*\))|"
-    r"\bPy[A-Z]\w*_(?:GetAttr\w*|GetItem\w*|Call\w*|Import\w*|GetBuiltins|GetGlobals|GetLocals|GetFrame)\b|"
-    r"\bPyEval_\w+|\bPyRun_\w+|\bPyImport_\w+|\bPyObject_\w+)")
-CPP_PY_DUNDER = re.compile(r'"[^"\n]*__(?:globals|builtins|import|dict|class|subclasses|code|getattribute|getattr|'
-                           r'loader|spec|self|func|closure|mro|bases|reduce|reduce_ex|main|frame|traceback)__')
-CPP_GPU_STREAMS = re.compile(
-    r"\b(cudaStreamCreate\w*|cudaStreamNonBlocking|cudaStreamPerThread|cudaStreamAddCallback|cudaLaunchHostFunc|"
-    r"cudaEvent\w*|cuStreamCreate\w*|cuEvent\w*|getStreamFromPool|getStreamFromExternal|setCurrentCUDAStream|"
-    r"CUDAStreamGuard|CUDAMultiStreamGuard|CUDAEvent)\b"
-)
-CPP_GPU_GRAPHS = re.compile(r"\b(cudaGraph\w*|cuGraph\w*|cudaStreamBeginCapture\w*|cudaStreamEndCapture|CUDAGraph)\b")
-VENDOR_LDFLAGS = re.compile(r"^-l\s*(cublas\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|curand\w*|nvblas|mkl\w*|"
-                            r"openblas|blas|cblas|dnnl|mkldnn)$")
-TORCH_CUDA_STREAMS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.Event", "torch.cuda.set_stream",
-                      "torch.cuda.ExternalStream", "torch.cuda.StreamContext", "torch.cuda._sleep", "torch.Stream",
-                      "torch.Event", "torch.cuda.streams")
-TORCH_CUDA_GRAPHS = ("torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables")
-CPP_OPS = re.compile(r"\b(?:torch|at)::((?:\w+::)*\w+)\s*\(")
-CPP_METHOD_CALL = re.compile(r"[\w\)\]]\s*\.\s*(\w+)\s*\(")
+from verifier.antihack.violation import Violation
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -753,119 +617,3 @@ class _Scanner(ast.NodeVisitor):
         if name.startswith("torch.cuda.") and parts[2] in {"current_stream", "default_stream", "synchronize"}:
             return
         self.add("torch-op", node, f"{name} does the work in torch; compute it in the custom kernel")
-
-
-def _embedded_sources(tree: ast.Module) -> list[tuple[int, str]]:
-    """String constants that look like C/C++/CUDA code, with the line where each starts."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 30:
-            text = node.value
-            if any(tok in text for tok in ("{", "#include", "__global__", "torch::", "at::")):
-                found.append((node.lineno, text))
-    return found
-
-
-def _cpp_line(base_line: int, text: str, pos: int) -> int:
-    return base_line + text.count("\n", 0, pos)
-
-
-_CPP_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
-CPP_LOCAL_INCLUDE = re.compile(r'#\s*include\s*(?:"|<\s*/|<[^>\n]*\.\.)')
-
-
-def strip_cpp_comments(code: str) -> str:
-    """Comments out, string literals kept (a "//" inside a string must not hide the rest of the line);
-    newlines are preserved so line numbers still match."""
-
-    def keep(m: re.Match) -> str:
-        text = m.group(0)
-        return text if text[0] in "\"'" else "\n" * text.count("\n")
-
-    return _CPP_TOKENS.sub(keep, code)
-
-
-CPP_ESCAPE_WORDS = re.compile(r"\b(system|popen|fork|vfork|execv\w*|execl\w*|execvp\w*|dlopen|dlsym|syscall|"
-                              r"posix_spawn\w*|fopen|freopen|ifstream|ofstream|fstream|mmap|opendir|setenv|putenv)\b")
-
-
-def _blank_strings(code: str) -> str:
-    """String and character literals emptied (quotes kept): their text is data, not code."""
-    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', re.sub(r"'(?:\\.|[^'\\\n])*'", "''", code))
-
-
-def scan_cpp(base_line: int, code: str) -> list[Violation]:
-    """Regex rules over embedded C++: torch/ATen operators, vendor libraries, escapes, local includes.
-
-    Comments are stripped string-aware; identifiers are matched with string contents blanked, and
-    dangerous calls are matched as bare names, so a `#define` cannot rename them out of sight.
-    """
-    clean = strip_cpp_comments(code)
-    bare = _blank_strings(clean)
-    out: list[Violation] = []
-
-    def at(pos: int) -> int:
-        return _cpp_line(base_line, clean, pos)
-
-    for m in CPP_LOCAL_INCLUDE.finditer(clean):
-        out.append(Violation("cpp-escape", at(m.start()), "only system headers may be included (#include <...>), not files by path"))
-    for m in CPP_INCLUDES.finditer(clean):
-        rule = "cpp-escape" if m.group(1) in {"thread", "future", "pthread", "Python.h"} else "cpp-library"
-        out.append(Violation(rule, at(m.start()), f"#include of {m.group(1)} is not allowed"))
-    for m in CPP_LIBRARIES.finditer(bare):
-        out.append(Violation("cpp-library", at(m.start()), f"{m.group(1)} does the work in a vendor library"))
-    for m in CPP_GPU_STREAMS.finditer(bare):
-        out.append(Violation("gpu-stream", at(m.start()),
-                             f"{m.group(1)}: launch on at::cuda::getCurrentCUDAStream(); own streams and events are not allowed"))
-    for m in CPP_GPU_GRAPHS.finditer(bare):
-        out.append(Violation("cuda-graph", at(m.start()), f"{m.group(1)}: CUDA graph replay can return captured outputs"))
-    for m in CPP_ESCAPE.finditer(bare):
-        out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1).strip('( ')} is not allowed"))
-    for m in CPP_PY_ESCAPE.finditer(bare):
-        out.append(Violation("cpp-python-escape", at(m.start()),
-                             f"{' '.join(m.group(0).split())} reaches Python objects from C++; the kernel may only "
-                             "compute on the tensors it is given"))
-    for m in CPP_PY_DUNDER.finditer(clean):
-        out.append(Violation("cpp-python-escape", at(m.start()),
-                             f"{m.group(0).strip(chr(34))!r} names a Python internal; not allowed in C++"))
-    for m in CPP_ESCAPE_WORDS.finditer(bare):
-        out.append(Violation("cpp-escape", at(m.start()), f"{m.group(1)} is not allowed in a kernel"))
-    for m in CPP_OPS.finditer(bare):
-        op = m.group(1)
-        leaf = op.split("::")[-1]
-        if op in CPP_ALLOWED or leaf in CPP_ALLOWED or op.split("::")[0] in {"cuda", "Tensor"}:
-            continue
-        out.append(Violation("cpp-torch-op", at(m.start()), f"{m.group(0).rstrip('( ')} is a torch operator; compute it in the kernel"))
-    for m in CPP_METHOD_CALL.finditer(bare):
-        if m.group(1) in CPP_METHODS:
-            out.append(Violation("cpp-torch-op", at(m.start(1)),
-                                 f".{m.group(1)}() on a tensor runs a torch operator; compute it in the kernel"))
-    return out
-
-
-def _vendor_ldflags(tree: ast.Module) -> list[Violation]:
-    """Linker flags that pull in a vendor library (`-lcublas` in extra_ldflags)."""
-    return [Violation("cpp-library", node.lineno, f"linking {node.value.strip()} brings in a vendor library")
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and VENDOR_LDFLAGS.match(node.value.strip())]
-
-
-def scan(source: str, backend: str = "cpu") -> list[Violation]:
-    """All static violations, sorted by line; an empty list means the gate's static part passes."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return [Violation("syntax", exc.lineno or 0, f"{exc.msg}")]
-    scanner = _Scanner(backend)
-    scanner.prepare(tree)
-    scanner.visit(tree)
-    violations = list(scanner.violations)
-    if not scanner.has_modelnew:
-        violations.append(Violation("no-modelnew", 1, "define class ModelNew(nn.Module) with the same __init__ arguments as Model"))
-    for line, code in _embedded_sources(tree):
-        violations.extend(scan_cpp(line, code))
-    violations.extend(_vendor_ldflags(tree))
-    unique: dict[tuple[str, int], Violation] = {}
-    for v in violations:
-        unique.setdefault((v.rule, v.line), v)
-    return sorted(unique.values(), key=lambda v: (v.line, v.rule))
