@@ -47,7 +47,11 @@ def test_honest_kernel_is_feasible_and_timed(backend, task, gpu_config):
 
 @pytest.mark.parametrize(("name", "task", "backend", "wanted"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_gpu_candidate_fails_anti_hacking(name, task, backend, wanted, gpu_config):
-    res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), gpu_config)
+    import dataclasses
+
+    # strict: cuBLAS doing the work is reported, not refused, under the kernelbench preset
+    config = dataclasses.replace(gpu_config, policy="strict") if "vendor-kernel" in wanted else gpu_config
+    res = _verify(backend, task, (CANDIDATES / "hostile_gpu" / f"{name}.py").read_text(), config)
     gate = res.gates[0]
     rules = {v["rule"] for v in gate.detail.get("violations", [])} | {gate.detail.get("rule")}
     assert res.outcome == "hack_fail" and rules & wanted, (res.outcome, gate.reason)

@@ -64,7 +64,8 @@ for _o in glob.glob(os.path.join(os.path.dirname(_blas_so), "*.o")):
 
 @pytest.fixture()
 def hostile_config(make_config):
-    return lambda **kw: make_config(static_scan=False, **kw)
+    # strict: these kernels import BLAS to be seen by the audit, which the kernelbench preset only reports
+    return lambda **kw: make_config(static_scan=False, **{"policy": "strict", **kw})
 
 
 def _anti_hacking_detail(res) -> str:

@@ -38,7 +38,7 @@ def test_pure_pytorch_model_is_refused_by_rule_not_by_crash(make_config):
     """A ModelNew that only re-expresses the computation with other torch ops is not a kernel: the
     anti-hacking gate names the rule and the line."""
     path = HONEST / "softmax_rows__pure_pytorch.py"
-    res = verify(load_task("softmax_rows").source, path.read_text(), config=make_config())
+    res = verify(load_task("softmax_rows").source, path.read_text(), config=make_config(policy="strict"))
     assert not res.feasible
     gate = res.failed_gate
     assert gate.name == "anti_hacking" and gate.detail.get("rule") in ("tensor-arithmetic", "torch-op"), res.feedback()

@@ -348,7 +348,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return _blas.blas_forward(x.contiguous())
 '''
-    res = verify(task_source("relu"), candidate(body, model), config=hostile_config())
+    res = verify(task_source("relu"), candidate(body, model), config=hostile_config(policy="strict"))
     assert not res.feasible
     gate = res.failed_gate
     assert gate.name in ("anti_hacking", "compile"), res.feedback()
@@ -368,11 +368,11 @@ os.chmod("/tmp/cxx-wrap.sh", 0o755)
 os.environ["CXX"] = "/tmp/cxx-wrap.sh"
 '''
     source = PREAMBLE + body + RELU_EXT + PLAIN_MODEL
-    res = verify(task_source("relu"), source, config=hostile_config())
+    res = verify(task_source("relu"), source, config=hostile_config(policy="strict"))
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
     assert gate.name == "anti_hacking", res.feedback()
-    assert "binary-import" in str(gate.detail) and "matmul" in str(gate.detail), gate.detail
+    assert "binary-library" in str(gate.detail) and "matmul" in str(gate.detail), gate.detail
 
 
 def test_private_tmp_cannot_eat_the_machines_memory(task_source, hostile_config):
@@ -440,7 +440,7 @@ def test_a_kernel_that_lets_aten_copy_do_the_work_fails(task_source, make_config
     ATen's copy (an allowed entry point for the binary audit) does the whole transpose. The copy's
     time counts as torch work in the profile's split (it was accepted before)."""
     source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_aten_copy_transpose.py").read_text()
-    res = verify(task_source("transpose_copy"), source, config=make_config())
+    res = verify(task_source("transpose_copy"), source, config=make_config(policy="strict"))
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
     assert gate.name == "anti_hacking" and gate.detail.get("rule") == "torch-work-outside-kernel", res.feedback()

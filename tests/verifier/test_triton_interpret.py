@@ -103,7 +103,7 @@ def test_torch_doing_the_work_is_caught_at_run_time(task_source, config):
     """With the static scan off, the run-time checks alone reject a launch whose output is discarded
     while torch computes the answer."""
     src = (TRITON / "relu.py").read_text().replace("return y", "return torch.relu(x)")
-    res = _verify(task_source, "relu", src, dataclasses.replace(config, static_scan=False))
+    res = _verify(task_source, "relu", src, dataclasses.replace(config, static_scan=False, policy="strict"))
     assert res.outcome == "hack_fail", _failed(res)
     rules = {v["rule"] for v in res.gates[0].detail.get("violations", [])}
     assert rules & {"reference-op-at-runtime", "torch-work-outside-kernel"}, (rules, res.gates[0].reason)

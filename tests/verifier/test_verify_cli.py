@@ -30,7 +30,7 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
 def test_hostile_candidate_json(build_root):
     path = CANDIDATES / "hostile" / "torch_relu.py"
     marked = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "HACK: torch-op" in text)
-    proc = _evokernel(["relu", str(path), "--json"], build_root)
+    proc = _evokernel(["relu", str(path), "--json", "--policy", "strict"], build_root)
     assert proc.returncode == 1, proc.stderr
     out = proc.stdout.strip().splitlines()
     assert len(out) == 1

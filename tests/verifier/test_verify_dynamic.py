@@ -177,7 +177,7 @@ def test_torch_op_hidden_behind_an_alias_is_caught_at_run_time(task_source, make
     run-time check alone): the profiler sees the reference's op (aten::relu dispatches to
     aten::clamp_min on CPU)."""
     source = kernel_source(RELU, forward="return act(_ext.kernel_forward(x))", prelude="act = torch.relu\n")
-    res = verify(task_source("relu"), source, config=make_config(static_scan=False))
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, policy="strict"))
     gate = res.gates[0]
     assert gate.status == "fail" and gate.detail["rule"] == "reference-op-at-runtime"
     assert gate.detail["line"] == 0 and "ran inside ModelNew.forward" in gate.reason
@@ -218,7 +218,7 @@ def test_operator_arithmetic_beside_a_copy_kernel_is_caught(task_source, make_co
     copy = RELU.replace("in[i] > 0.0f ? in[i] : 0.0f", "in[i]")
     # operators reached through getattr slip past the static tensor-arithmetic rule: the profiler's work split must not
     source = kernel_source(copy, forward='y = _ext.kernel_forward(x)\n        return getattr(y, "__mul__")(getattr(y, "__gt__")(0))')
-    res = verify(task_source("relu"), source, config=make_config())
+    res = verify(task_source("relu"), source, config=make_config(policy="strict"))
     assert res.gates[0].status == "fail", "the copy kernel plus torch arithmetic passed every gate"
     assert res.gates[0].detail["rule"] == "torch-work-outside-kernel"
     assert "aten::" in res.gates[0].reason
