@@ -32,7 +32,7 @@ def test_layering_contract_is_kept():
     out = _lint(REPO, REPO / "pyproject.toml", REPO)
     assert "No module named 'importlinter'" not in out.stderr, "install the test extra: pip install -e '.[test]'"
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert "1 kept, 0 broken" in out.stdout
+    assert f"{len(_contract()['contracts'])} kept, 0 broken" in out.stdout
 
 
 def test_contract_catches_memory_importing_verifier_and_core_importing_the_app(tmp_path):
@@ -55,3 +55,30 @@ def test_contract_catches_memory_importing_verifier_and_core_importing_the_app(t
     assert out.returncode != 0, out.stdout
     assert "0 kept, 1 broken" in out.stdout
     assert "memory -> verifier" in out.stdout and "core -> evokernel_tui" in out.stdout
+
+
+def test_forbidden_contract_catches_the_core_importing_textual(tmp_path):
+    """The headless-core contract as configured (external packages included) fails a core that imports
+    the terminal UI's toolkit."""
+    cfg = _contract()
+    forbidden = next(c for c in cfg["contracts"] if c["type"] == "forbidden")
+    assert "textual" in forbidden["forbidden_modules"] and "core" in forbidden["source_modules"]
+    for pkg, body in {"evokernel_tui": "import textual\n", "core": "from textual.app import App\n",
+                      "memory": "x = 1\n", "verifier": "x = 1\n"}.items():
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(body)
+    sources = ", ".join(f'"{m}"' for m in forbidden["source_modules"])
+    banned = ", ".join(f'"{m}"' for m in forbidden["forbidden_modules"])
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [tool.importlinter]
+        root_packages = ["evokernel_tui", "core", "memory", "verifier"]
+        include_external_packages = true
+        [[tool.importlinter.contracts]]
+        name = "headless"
+        type = "forbidden"
+        source_modules = [{sources}]
+        forbidden_modules = [{banned}]
+    """))
+    out = _lint(tmp_path, tmp_path / "pyproject.toml", tmp_path)
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert "0 kept, 1 broken" in out.stdout and "core -> textual" in out.stdout
