@@ -18,6 +18,20 @@ SESSIONS_ENV = "EVOKERNEL_SESSIONS"
 MODEL_ENV = "EVOKERNEL_MODEL"
 API_BASE_ENV = "EVOKERNEL_API_BASE"
 MEMORY_ENV = "EVOKERNEL_MEMORY"
+API_KEY_ENV = "EVOKERNEL_API_KEY"
+SCRIPTED_PREFIX = "scripted:"  # --model scripted:FILE.json: canned replies, no model called
+
+# the key each litellm provider reads, checked before a session starts (`api_key_problem`)
+_PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
 
 # config.toml keys and the type each must have (numbers may be written as ints)
 KNOWN_KEYS: dict[str, tuple[type, ...]] = {
@@ -130,8 +144,6 @@ def api_key_problem(model: str, api_base: str | None = None) -> str | None:
     (openai/…, anthropic/…, …) needs that variable unless an API base (a local server) or
     `EVOKERNEL_API_KEY` is given. Scripted models and unknown providers pass; litellm still checks.
     """
-    from core.llm import _PROVIDER_KEYS, API_KEY_ENV, SCRIPTED_PREFIX
-
     if model.startswith(SCRIPTED_PREFIX) or api_base or os.environ.get(API_KEY_ENV):
         return None
     provider = model.split("/", 1)[0] if "/" in model else ("anthropic" if model.startswith("claude") else "openai")

@@ -13,6 +13,8 @@ import os
 import threading
 from pathlib import Path
 
+from verifier.procs import pid_alive
+
 try:  # POSIX; elsewhere the lock falls back to the pid written in the file
     import fcntl
 except ImportError:  # pragma: no cover - not on Linux/macOS
@@ -77,16 +79,6 @@ class LockHeld(Exception):
 
 _held: dict[str, list] = {}  # real path of the lock file -> [fd, count]
 _held_guard = threading.RLock()  # re-entrant: a finalizer may release another lock during a collection inside acquire
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _holder_text() -> str:
@@ -154,7 +146,7 @@ class FolderLock:
                     raise
         # no flock here: trust the pid in the file while that process lives
         pid, _ = _parse_holder(os.pread(fd, 4096, 0).decode(errors="replace"))
-        if pid is not None and pid != os.getpid() and _pid_alive(pid):
+        if pid is not None and pid != os.getpid() and pid_alive(pid):
             raise self._held_error(fd)
 
     def _held_error(self, fd: int) -> LockHeld:
@@ -162,7 +154,7 @@ class FolderLock:
         pid, cmd = _parse_holder(text)
         if pid is None:
             return LockHeld(self.path, "another process", None)
-        if not _pid_alive(pid):  # the named process died but a child it forked still holds the file
+        if not pid_alive(pid):  # the named process died but a child it forked still holds the file
             return LockHeld(self.path, f"a child of process {pid} (which has exited)", pid)
         return LockHeld(self.path, f"process {pid}" + (f" ({cmd})" if cmd else ""), pid)
 

@@ -15,11 +15,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.config import API_BASE_ENV, MODEL_ENV, ConfigError, how_to_configure, load_config
+from core.config import (  # noqa: F401  (SCRIPTED_PREFIX, API_KEY_ENV: imported from here by callers)
+    _PROVIDER_KEYS,
+    API_BASE_ENV,
+    API_KEY_ENV,
+    MODEL_ENV,
+    SCRIPTED_PREFIX,
+    ConfigError,
+    how_to_configure,
+    load_config,
+)
 from core.fsutil import first_line
-
-SCRIPTED_PREFIX = "scripted:"
-API_KEY_ENV = "EVOKERNEL_API_KEY"
 
 Messages = list[dict[str, str]]
 TokenSink = Callable[[str], None]
@@ -151,16 +157,6 @@ class ScriptedModel:
         )
 
 
-_PROVIDER_KEYS = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-}
 
 
 def _litellm():

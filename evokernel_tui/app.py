@@ -36,24 +36,13 @@ from evokernel_tui.themes import (
     short_name,
     textual_name,
 )
-from evokernel_tui.view import SessionView, apply_event, event_parts, memory_row, source_of
+from evokernel_tui.view import SessionView, apply_event, event_parts, memory_row, read_events, source_of
 from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.activity_log import ActivityLog
 from evokernel_tui.widgets.kernel_pane import KernelPane
 
 THEMES_DIR = Path(__file__).resolve().parent.parent / "themes"
 MAX_RUN_STEPS = 100
-
-
-def read_events(session_dir: Path) -> list[dict[str, Any]]:
-    """The recorded events of a session folder in their stored (dict) form, read by `core.events.read_events`
-    (a torn last line is skipped); a log damaged elsewhere shows nothing rather than half a session."""
-    from core.events import read_events as read_log
-
-    try:
-        return [event.to_dict() for event in read_log(Path(session_dir))]
-    except (OSError, ValueError):
-        return []
 
 
 def prebuild_starter(session: Any) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.events import (
@@ -439,3 +440,14 @@ def timeline(events: list[Any]) -> list[int]:
 def view_at(events: list[Any], step: int) -> SessionView:
     """The screen as it stood once every event of `step` (and earlier) had arrived."""
     return fold(e for e in events if (event_parts(e)[2] or 0) <= step)
+
+
+def read_events(session_dir: Path) -> list[dict[str, Any]]:
+    """The recorded events of a session folder in their stored (dict) form, read by `core.events.read_events`
+    (a torn last line is skipped); a log damaged elsewhere shows nothing rather than half a session."""
+    from core.events import read_events as read_log
+
+    try:
+        return [event.to_dict() for event in read_log(Path(session_dir))]
+    except (OSError, ValueError):
+        return []

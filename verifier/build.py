@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.diagnostics import first_error, parse_diagnostics
+from verifier.procs import descendants
 
 # torch:: spellings kernels use, over ATen (shared by the CPU shim and the light CUDA shim).
 TORCH_NAMESPACE = """namespace torch {
@@ -271,29 +272,9 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def _descendants(pid: int) -> list[int]:
-    """Live descendants of `pid` (cc1plus, as under the g++ driver), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, stack = [], [pid]
-    while stack:
-        for c in children.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
-    return out
-
-
 def _kill_compiler(proc: subprocess.Popen) -> None:
     """Kill the g++ driver and its children: killing the driver alone leaves cc1plus running on."""
-    tree = _descendants(proc.pid)
+    tree = descendants(proc.pid)
     proc.kill()
     for pid in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -14,6 +14,8 @@ import contextlib
 import os
 from dataclasses import dataclass
 
+from verifier.procs import descendants
+
 _TICK_NS = 1e9 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
@@ -32,30 +34,9 @@ def parent_wait_ns(tids) -> float:
     return sum(thread_wait_ns(int(t), pid) for t in tids if t)
 
 
-def _children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
 def tree(root: int) -> list[int]:
     """`root` and all its live descendants."""
-    children = _children_map()
-    out, stack = [root], [root]
-    while stack:
-        for c in children.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
-    return out
+    return [root, *descendants(root)]
 
 
 def _schedstat(path: str) -> tuple[int, int] | None:

@@ -197,7 +197,7 @@ def clean_stale_runs(scratch: Path, budget_s: float = 20.0) -> int:
     deadline = time.monotonic() + budget_s
     removed = 0
     try:
-        from verifier.sandbox import _alive
+        from verifier.procs import pid_alive
 
         trash = scratch / "trash"
         stale = sorted(trash.iterdir()) if trash.is_dir() else []
@@ -206,7 +206,7 @@ def clean_stale_runs(scratch: Path, budget_s: float = 20.0) -> int:
                 owner = int((run / ".owner").read_text()[:32])
             except (OSError, ValueError):
                 owner = -1
-            if owner > 0 and _alive(owner):
+            if owner > 0 and pid_alive(owner):
                 continue
             stale.append(run)
         for path in stale:

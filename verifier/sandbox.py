@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier.procs import descendants
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -63,30 +65,9 @@ class SandboxOutcome:
         return f"exited with code {self.exit_code}"
 
 
-def _descendants(root: int) -> list[int]:
-    """All live descendants of `root`, read from /proc (no psutil needed in the supervisor)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out, stack = [], [root]
-    while stack:
-        for c in children.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
-    return out
-
-
 def _kill_tree(root: int) -> None:
     for _ in range(5):
-        pids = _descendants(root)
+        pids = descendants(root)
         if not pids:
             return
         for pid in pids:
@@ -211,20 +192,6 @@ def run_sandboxed(
             os.killpg(sup.pid, signal.SIGKILL)
         reader.join(timeout=2)
     return _outcome(status_path, stderr_path, limits, time.monotonic() - start, marks)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _outcome(status_path: Path, stderr_path: Path, limits: Limits, seconds: float, marks: list) -> SandboxOutcome:
@@ -391,7 +358,7 @@ class LiveJob:
 
     def job_pid(self) -> int | None:
         """The worker's pid as seen from here (inside bubblewrap it has another one)."""
-        for pid in _descendants(self.proc.pid):
+        for pid in descendants(self.proc.pid):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:

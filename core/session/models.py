@@ -19,10 +19,9 @@ def default_verify(reference_source: str, candidate_source: str, backend: str = 
 
 
 def _default_verify(*args: Any, **kwargs: Any) -> VerificationResult:
-    """`default_verify` looked up on the package when called, so it can be replaced there (tests do)."""
-    import core.session
-
-    return core.session.default_verify(*args, **kwargs)
+    """`default_verify` looked up in this module when called, so it can be replaced here (tests do:
+    `monkeypatch.setattr(core.session.models, "default_verify", fake)`)."""
+    return default_verify(*args, **kwargs)
 
 
 def fresh_config(config: Any) -> Any:

@@ -204,7 +204,7 @@ def compare_in_session(session: Any) -> Callable[[str, str], dict] | None:
 
 
 def session_events(session: Any) -> list[dict[str, Any]]:
-    from evokernel_tui.app import read_events
+    from evokernel_tui.view import read_events
 
     path = getattr(session, "path", None)
     return read_events(Path(path)) if path else []

@@ -31,13 +31,13 @@ def _marked_verify(noisy: bool, cached_min: float | None):
 @pytest.fixture
 def recorded(tmp_path, monkeypatch):
     """Record a one-step draft whose only kernel is feasible at 0.8 ms (1.25× the fake eager 1.0 ms)."""
-    import core.session
+    import core.session.models
 
     def record(noisy: bool, cached_min: float | None):
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("COLUMNS", "200")  # rich tables at full width
         monkeypatch.setenv("EVOKERNEL_SESSIONS", str(tmp_path / "sessions"))
-        monkeypatch.setattr(core.session, "default_verify", _marked_verify(noisy, cached_min))
+        monkeypatch.setattr(core.session.models, "default_verify", _marked_verify(noisy, cached_min))
         replies = write_replies(tmp_path / "r.json", [reply("feasible", 0.8)])
         res = CliRunner().invoke(cli, ["draft", "relu", "--model", f"scripted:{replies}", "--no-memory",
                                        "--steps", "1", "--out", str(tmp_path / "k.py")], catch_exceptions=False)

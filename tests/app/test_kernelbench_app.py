@@ -77,7 +77,7 @@ def test_prompts_state_the_tolerance_in_force(tmp_path):
 
 
 def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, monkeypatch):
-    import core.session
+    import core.session.models
     from tests.fakes.verdicts import fake_verify, reply, write_replies
 
     seen = []
@@ -87,7 +87,7 @@ def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, 
         return fake_verify(reference_source, candidate_source, backend, config, on_gate)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(core.session, "default_verify", verify)
+    monkeypatch.setattr(core.session.models, "default_verify", verify)
     replies = write_replies(tmp_path / "r.json", [reply("feasible", 0.5)])
     args = ["draft", "--kernelbench", str(KB), "--level", "1", "--problem", "41", "--model", f"scripted:{replies}",
             "--no-memory", "--steps", "1", "--sessions-dir", str(tmp_path / "s"), "--out", str(tmp_path / "k.py")]

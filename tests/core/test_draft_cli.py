@@ -20,13 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """An isolated cwd and config, and the verifier double in place of the real one."""
-    import core.session
+    import core.session.models
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVOKERNEL_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.delenv("EVOKERNEL_MODEL", raising=False)
     monkeypatch.setenv("EVOKERNEL_SESSIONS", str(tmp_path / "sessions"))
-    monkeypatch.setattr(core.session, "default_verify", fake_verify)
+    monkeypatch.setattr(core.session.models, "default_verify", fake_verify)
     return tmp_path
 
 

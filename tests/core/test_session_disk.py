@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import core.events
-import core.session
+import core.session.models
 from core.llm import ScriptedModel
 from core.session import Budgets, Session, SessionError
 from core.tasks import load_task
@@ -49,7 +49,7 @@ def test_a_full_disk_while_stepping_is_one_line_and_the_log_stays_readable(tmp_p
 
 def test_draft_on_a_full_disk_prints_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(core.session, "default_verify", fake_verify)
+    monkeypatch.setattr(core.session.models, "default_verify", fake_verify)
     appended = []
     real_append = core.events.EventLog.append
 
