@@ -41,6 +41,8 @@ RULES = {
     "os-escape": "os functions other than os.environ and os.path can touch files and processes",
     "tensor-arithmetic": "arithmetic on tensors in forward runs torch operators instead of the kernel",
     "torch-work-outside-kernel": "torch operators around the custom kernel do most of the work",
+    "custom-kernel-skipped": "the custom kernel did not run on some forward call; every forward must call it",
+    "decoy-kernel": "the custom kernel's result does not reach the output (it runs beside torch and is thrown away)",
     "cpp-escape": "the C++ code starts threads or processes, runs Python or touches files",
     "gpu-stream": "side streams and events let GPU work run outside the timed stream",
     "cuda-graph": "CUDA graph replay can return outputs captured earlier",
