@@ -806,7 +806,9 @@ class _Run:
             self.candidate["trials"].append({"seed": rt["seed"]})
             # the harness runs the next trial while this one is compared (its files are in their own folder)
             following = self.reference_trial(i + 1)
-            probe_dir = self.send_probe(probe_plan["of"], i) if i == probe_plan["after"] else None  # before trial i+1
+            if i == probe_plan["of"]:
+                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+            probe_dir = self.send_probe(probe_plan["rt"], i) if i == probe_plan["after"] else None  # before trial i+1
             after = send_trial(i + 1, following) if following is not None else None
             self._check_held(d, self.trusted_dir / rt["dir"])
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
@@ -826,11 +828,10 @@ class _Run:
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
                            **self.inputs_detail()})
 
-    def send_probe(self, of: int, index: int) -> HeldDir:
-        """The decoy probe (`verifier/decoy.py`): trial `of`'s inputs again, every custom-kernel result
-        replaced by garbage in the harness; sent as the harness's next command after trial `index`."""
+    def send_probe(self, rt: dict, index: int) -> HeldDir:
+        """The decoy probe (`verifier/decoy.py`): the inputs of reference trial `rt` again, every
+        custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
         assert self.job is not None and self.trusted_dir is not None
-        rt = self.reference["trials"][of]
         d = self._job_subdir(f"t{index + 1}")  # named as a trial's folder
         if self.reference.get("recipe") is None:
             self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
@@ -856,8 +857,11 @@ class _Run:
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
             return False
         found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
-        record = {"trial": probe_plan["of"], "kernel_calls": int(found.get("kernel_calls") or 0),
-                  "replaced": int(found.get("replaced") or 0), "error": str(found.get("error") or "")[:300],
+        def count(v) -> int:  # a claim of the candidate's process: anything but a plain count is none
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+        record = {"trial": probe_plan["of"], "kernel_calls": count(found.get("kernel_calls")),
+                  "replaced": count(found.get("replaced")), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
             record["probe_digests"] = self.output_digests(d, mark.get("outputs"))

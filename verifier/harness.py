@@ -343,7 +343,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             kind = cmd.get("cmd")
             if kind == "finish":
                 break
-            report["phase"] = {"trial": "correctness", "profile": "profile", "round": "latency"}.get(kind, kind)
+            report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
+                               "round": "latency"}.get(kind, kind)
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
