@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from verifier import decoy
 from verifier.backends import Backend, get_backend
 from verifier.compare import compare_tensor, output_spread
 from verifier.config import VerifyConfig
@@ -789,10 +790,12 @@ class _Run:
         atol, rtol = self.config.atol, self.config.rtol
         worst_abs = worst_rel = 0.0
 
+        probe_plan = decoy.plan(self.rng, max(1, self.config.trials))  # the decoy probe (verifier/decoy.py)
+
         def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
             if self.reference.get("recipe") is None:
-                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
                 self.job.send({"cmd": "trial", "dir": d.name, "index": i})
             else:  # the harness draws the trial's inputs from its seed, revealed now
                 self.job.send({"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"],
@@ -817,6 +820,9 @@ class _Run:
             self.candidate["trials"].append({"seed": rt["seed"]})
             # the harness runs the next trial while this one is compared (its files are in their own folder)
             following = self.reference_trial(i + 1)
+            if i == probe_plan["of"]:
+                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+            probe_dir = self.send_probe(probe_plan["rt"], i) if i == probe_plan["after"] else None  # before trial i+1
             after = send_trial(i + 1, following) if following is not None else None
             self._check_held(d, self.trusted_dir / rt["dir"])
             verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
@@ -826,11 +832,56 @@ class _Run:
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i, **self.inputs_detail()})
             worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+            if i == probe_plan["of"]:
+                probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
+            if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
+                return CorrectnessGate().failure(self.evidence(), start)
             i, rt, d = i + 1, following, after
         return GateResult("correctness", PASS, time.monotonic() - start, "",
                           {"trials": i, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
                            **self.inputs_detail()})
+
+    def send_probe(self, rt: dict, index: int) -> HeldDir:
+        """The decoy probe (`verifier/decoy.py`): the inputs of reference trial `rt` again, every
+        custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
+        assert self.job is not None and self.trusted_dir is not None
+        d = self._job_subdir(f"t{index + 1}")  # named as a trial's folder
+        if self.reference.get("recipe") is None:
+            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+            self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1})
+        else:
+            self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
+                           "dist": rt.get("dist", "task")})
+        return d
+
+    def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
+        try:
+            return decoy.digests(d, outputs, self.config)
+        except Exception:  # noqa: BLE001 - unreadable outputs: no decoy finding from this probe
+            return None
+
+    def await_probe(self, d: HeldDir, probe_plan: dict, deadline: float) -> bool:
+        """The probe's result (the harness's next `trial_done`), recorded for the anti-hacking gate as
+        `decoy_probe`; False when the harness died meanwhile."""
+        assert self.job is not None
+        mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
+            return False
+        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        def count(v) -> int:  # a claim of the candidate's process: anything but a plain count is none
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+        record = {"trial": probe_plan["of"], "kernel_calls": count(found.get("kernel_calls")),
+                  "replaced": count(found.get("replaced")), "error": str(found.get("error") or "")[:300],
+                  "trial_digests": probe_plan.get("digests")}
+        if not record["error"]:
+            record["probe_digests"] = self.output_digests(d, mark.get("outputs"))
+        self.candidate["decoy_probe"] = record
+        self._drop_held(d)
+        return True
 
     def inputs_detail(self) -> dict:
         """What the verdict says of the inputs: their distribution and how they reached the candidate."""
@@ -852,7 +903,7 @@ class _Run:
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             return False
-        for k in ("profile", "ops_run", "work_split", "profile_device_ms"):
+        for k in ("profile", "ops_run", "work_split", "profile_device_ms", "profile_kernel_calls"):
             if k in mark:
                 self.candidate[k] = mark[k]
         return True
@@ -923,6 +974,10 @@ class _Run:
             self._take_report(cmark)
             return None
         times = [float(t) for t in cmark.get("times_ms") or [] if isinstance(t, (int, float))]
+        calls = cmark.get("kernel_calls")  # per timed call (verifier/decoy.py: custom-kernel-skipped)
+        timed = self.candidate.setdefault("timed_forwards", [0, 0])  # [timed calls, calls without the kernel]
+        timed[0] += count
+        timed[1] += count - sum(1 for c in (calls if isinstance(calls, list) else [])[:count] if isinstance(c, int) and c > 0)
         if len(times) != count or any(t < 0 for t in times):
             self.timing_violation = f"round {r + 1} reported {len(times)} timings for {count} calls"
             return None

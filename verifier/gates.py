@@ -13,6 +13,7 @@ import numpy as np
 
 from verifier.antihack import RULES, Violation, scan
 from verifier.compare import compare_tensor, output_spread
+from verifier.decoy import kernel_findings
 from verifier.result import FAIL, PASS, SKIP, GateResult
 from verifier.rules import Policy
 
@@ -116,6 +117,8 @@ class AntiHackingGate(Gate):
                 found.append(Violation("no-custom-kernel", 0, "no custom kernel was built: call load_inline with your kernel"))
             elif not any(cand["kernel_calls"]):
                 found.append(Violation("custom-kernel-unused", 0, "forward never called the custom kernel"))
+            else:  # it ran: on every forward, and did its result reach the output? (verifier/decoy.py)
+                found.extend(Violation(rule, 0, msg) for rule, msg in kernel_findings(cand))
         ref_ops = dominant_ops(ev.reference.get("profile", []), ignored_ops)
         families = {op_family(op): op for op in ref_ops}
         ran = [op for op in cand.get("ops_run", []) if op_family(op) in families]

@@ -84,28 +84,33 @@ def request_artefact(kind: str, spec: dict, wait: bool | str = True) -> None:
 
 
 class CountingModule:
-    """Wraps a built extension so the harness can tell whether forward called the custom kernel."""
+    """Wraps a built extension so the harness can tell whether forward called the custom kernel (and,
+    in the decoy probe, replace what each call produced: `verifier.decoy`). The counter lives in the
+    wrapper's closure, not on an attribute the candidate could read."""
 
     def __init__(self, module, counter: dict):
-        object.__setattr__(self, "_module", module)
-        object.__setattr__(self, "_counter", counter)
+        from verifier.decoy import through
 
-    def __getattr__(self, name):
-        attr = getattr(self._module, name)
-        if callable(attr) and not name.startswith("__"):
-            counter = self._counter
-
+        def wrap(name: str, attr):
             def counted(*args, **kwargs):
                 counter["calls"] += 1
                 if counter.get("profiling"):
                     from torch.profiler import record_function
 
                     with record_function(f"kernel::{name}"):
-                        return attr(*args, **kwargs)
-                return attr(*args, **kwargs)
+                        return through(counter, attr, args, kwargs)
+                return through(counter, attr, args, kwargs)
 
             counted.__name__ = name
             return counted
+
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_wrap", wrap)
+
+    def __getattr__(self, name):
+        attr = getattr(self._module, name)
+        if callable(attr) and not name.startswith("__"):
+            return self._wrap(name, attr)
         return attr
 
 
@@ -122,11 +127,13 @@ def _snapshot(torch) -> dict[str, int]:
     snap["torch.Tensor.clone"] = id(torch.Tensor.clone)
     snap["torch.Tensor.copy_"] = id(torch.Tensor.copy_)
     snap["torch.Tensor.__torch_function__"] = id(vars(torch.Tensor).get("__torch_function__"))
+    import verifier.decoy as decoy
     import verifier.input_recipe as input_recipe
     import verifier.runner as runner
 
     snap.update({f"runner.{k}": id(v) for k, v in vars(runner).items() if not k.startswith("__")})
     snap.update({f"input_recipe.{k}": id(v) for k, v in vars(input_recipe).items() if not k.startswith("__")})
+    snap.update({f"decoy.{k}": id(v) for k, v in vars(decoy).items() if not k.startswith("__")})
     snap["harness._perf_ns"] = id(_perf_ns)
     return snap
 
@@ -247,6 +254,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     import numpy as np
     import torch
 
+    from verifier.decoy import counted_model, probe_forward
     from verifier.input_recipe import draw
     from verifier.runner import (
         draw_sets,
@@ -335,7 +343,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             kind = cmd.get("cmd")
             if kind == "finish":
                 break
-            report["phase"] = {"trial": "correctness", "profile": "profile", "round": "latency"}.get(kind, kind)
+            report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
+                               "round": "latency"}.get(kind, kind)
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
@@ -356,14 +365,23 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 save_args(torch, np, d, inputs, prefix="after")
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls,
                              **({"gpu_probe": probe} if probe is not None else {}))
+            elif kind == "probe":  # the decoy probe: a trial's inputs again, kernel results garbled
+                d = _subdir(job_dir, cmd["dir"])
+                outs, found = probe_forward(torch, model, call_inputs(cmd, d), counter)
+                sync(torch, device)
+                metas = [save_tensor(torch, np, d / f"out{j}.npy", o) for j, o in enumerate(plain_outputs(torch, outs))
+                         ] if outs is not None else []
+                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, probe=found)
             elif kind == "profile":
                 inputs = call_inputs(cmd, None if "seed" in cmd and recipe is not None else _subdir(job_dir, cmd["dir"]))
                 counter["profiling"] = True
+                before_calls = counter["calls"]
                 with profiler(torch, device) as prof:
                     model(*inputs)
                     sync(torch, device)
                 counter["profiling"] = False
-                found = {"profile": top_ops(prof), "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS)}
+                found = {"profile": top_ops(prof), "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
+                         "profile_kernel_calls": counter["calls"] - before_calls}
                 if device == "cuda":
                     found["profile_device_ms"] = device_ms(prof)
                 else:
@@ -374,15 +392,17 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     sets = draw_sets(torch, recipe, cmd["seeds"], device)
                 else:
                     sets = load_sets(torch, np, _subdir(job_dir, cmd["dir"]), int(cmd["count"]), device)
+                per_call: list[int] = []  # custom-kernel calls of each timed forward (custom-kernel-skipped)
                 channel.mark("timing_start")
-                times, kept = time_round(torch, model, sets, device, detach_inputs=cmd.get("detach_inputs") is not False,
-                                         by_reference=device == "cpu")
+                times, kept = time_round(torch, counted_model(model, counter, per_call), sets, device,
+                                         detach_inputs=cmd.get("detach_inputs") is not False, by_reference=device == "cpu")
                 # On the CPU the parent pauses this sandbox and reads the kept outputs from this process's
                 # memory at these addresses (verifier/frozen_read.py): nothing is saved after the clock.
                 at = ([[{"addr": o.data_ptr(), "nbytes": o.numel() * o.element_size(), "shape": list(o.shape),
                          "dtype": str(o.dtype).replace("torch.", "")} for o in outs] for outs in kept]
                       if device == "cpu" else None)
-                channel.mark("timing_end", times_ms=times, **({"outputs_at": at} if at is not None else {}))
+                channel.mark("timing_end", times_ms=times, kernel_calls=per_call,
+                             **({"outputs_at": at} if at is not None else {}))
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 kept = []

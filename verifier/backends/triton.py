@@ -101,6 +101,7 @@ def install(job: dict, counter: dict, report: dict) -> None:
     import triton  # noqa: F401  (imported before the candidate so the wrapped classes are the ones it gets)
 
     from verifier.build import BuildError
+    from verifier.decoy import through
 
     classes = []
     from triton.runtime.jit import JITFunction
@@ -123,7 +124,7 @@ def install(job: dict, counter: dict, report: dict) -> None:
             first = name not in built
             t0 = time.monotonic()
             try:
-                result = original(self, *args, **kwargs)
+                result = through(counter, original, (self, *args), kwargs)  # garbled in the decoy probe
             except Exception as exc:
                 path = job.get("candidate_path") or "candidate.py"
                 if type(exc).__name__ == "CompilationError":

@@ -1,0 +1,213 @@
+"""Decoy kernels: a custom kernel must run on every forward, and its result must reach the output.
+
+Two rules, both read by the dynamic anti-hacking gate (`kernel_findings`):
+
+* `custom-kernel-skipped` — some forward the harness made (a correctness trial, the decoy probe, the
+  profiled call, a timed call) called no custom kernel function, while others did. The harness counts
+  calls into the built extension per forward call (`CountingModule`, Triton's launch hook); timed calls
+  are counted by a wrapper around the model (`counted_model`: one dict read and a list append per call).
+* `decoy-kernel` — the kernel ran beside torch and its result was thrown away. One extra forward, the
+  probe, replays the inputs of an earlier correctness trial (chosen by the parent, never the trial just
+  before it) after correctness and outside the timed path. In it the harness's wrapper around every
+  custom-kernel call (`Probe.call`) replaces what the call returned, and every tensor argument the call
+  wrote in place (found by comparing the arguments' bits before and after the call), with garbage of the
+  same shape and dtype: the call's own values rolled by a random offset (so ranges, sums and histograms
+  stay plausible and integer indices stay in range), noise where a roll changes nothing. The offsets
+  come from `os.urandom`, drawn at the probe. The parent reads the probe's outputs and the earlier
+  trial's (both from their held directories) and compares them bit for bit (`digests`): unchanged means
+  no kernel result reached the output, and the verdict is refused. An output that changes is fine, and
+  so is a forward that raises on the garbage (the result reached the control flow).
+
+What the candidate sees of the probe: a forward on inputs it has seen before, with the same tensors,
+shapes and devices; no flag (the probe state sits in the counting wrapper's closure, not on an attribute,
+and the command is a local of the harness). What it could still do — see docs/ARCHITECTURE.md, "Decoy
+kernels": fingerprint inputs and behave honestly on a repeat; count forwards; check its kernel's result
+against its own torch computation of a few elements; stitch a tiny kernel result into a torch output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+PROBE_KEY = "probe"  # the counter's key holding the active `Probe` (None between probes)
+
+
+# --- inside the sandbox -------------------------------------------------------------------------------
+def _tensors(torch, value) -> list:
+    """Tensors of one argument or return value: a tensor, or a list/tuple of them (one level)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _bits(torch, t):
+    """The bytes of a tensor's values, as a flat uint8 tensor (NaN compares as its bits)."""
+    flat = t.detach().reshape(-1).contiguous()
+    return flat.view(torch.uint8) if flat.numel() else flat
+
+
+def same_bits(torch, a, b) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(_bits(torch, a), _bits(torch, b)))
+
+
+class Probe:
+    """The garbage forward's state, held by the harness for one forward call."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.seed = int.from_bytes(os.urandom(8), "little") & ((1 << 62) - 1)
+        self.replaced = 0  # tensors replaced (returned or written in place)
+        self.calls = 0
+
+    def _offset(self, n: int) -> int:
+        self.seed = (self.seed * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
+        return 1 + (self.seed >> 11) % max(1, n - 1)
+
+    def garbage_like(self, t):
+        """A new tensor of `t`'s shape and dtype, bitwise different from `t` (when `t` has elements)."""
+        torch = self.torch
+        flat = t.detach().reshape(-1)
+        n = flat.numel()
+        if n == 0:
+            return t.detach().clone()
+        out = torch.roll(flat, self._offset(n)) if n > 1 else flat.clone()
+        if same_bits(torch, out, flat):
+            gen = torch.Generator(device=flat.device)
+            gen.manual_seed(self._offset(1 << 62))
+            if flat.dtype == torch.bool:
+                out = ~flat
+            elif flat.is_floating_point() or flat.is_complex():
+                scale = float(flat.abs().max()) + 1.0 if flat.is_floating_point() else 1.0
+                noise = torch.randn(flat.shape, generator=gen, device=flat.device, dtype=torch.float32) * scale
+                out = (flat.to(torch.float32) + noise + scale).to(flat.dtype)
+            else:
+                out = torch.where(flat > 0, flat - 1, flat + 1)
+        return out.reshape(t.shape)
+
+    def call(self, fn, args: tuple, kwargs: dict):
+        """`fn(*args, **kwargs)` with its result, and every tensor argument it changed, turned to garbage."""
+        torch = self.torch
+        self.calls += 1
+        given = [t for v in (*args, *kwargs.values()) for t in _tensors(torch, v)]
+        before = [t.detach().clone() for t in given]
+        result = fn(*args, **kwargs)
+        if any(t.is_cuda for t in given) and torch.cuda.is_available():
+            torch.cuda.synchronize()
+        for t, old in zip(given, before, strict=True):
+            if not same_bits(torch, t, old):
+                with torch.no_grad():
+                    t.copy_(self.garbage_like(t))
+                self.replaced += 1
+        if isinstance(result, torch.Tensor):
+            self.replaced += 1
+            return self.garbage_like(result)
+        if isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) for r in result):
+            out = [self.garbage_like(r) if isinstance(r, torch.Tensor) else r for r in result]
+            self.replaced += sum(isinstance(r, torch.Tensor) for r in result)
+            return type(result)(out) if isinstance(result, tuple) else out
+        return result
+
+
+def through(counter: dict, fn, args: tuple, kwargs: dict):
+    """A custom-kernel call as the harness's wrappers make it: through the probe while one is active."""
+    probe = counter.get(PROBE_KEY)
+    if probe is not None:
+        return probe.call(fn, args, kwargs)
+    return fn(*args, **kwargs)
+
+
+def counted_model(model, counter: dict, per_call: list):
+    """`model` for a timed round: each call's number of custom-kernel calls appended to `per_call`."""
+
+    def forward(*args):
+        before = counter["calls"]
+        out = model(*args)
+        per_call.append(counter["calls"] - before)
+        return out
+
+    return forward
+
+
+def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, dict]:
+    """One forward with every custom-kernel result replaced by garbage: (outputs or None, what happened)."""
+    probe = Probe(torch)
+    before = counter["calls"]
+    counter[PROBE_KEY] = probe
+    try:
+        out = model(*inputs)
+    except Exception as exc:  # noqa: BLE001 - garbage may well break forward: the result reached it
+        return None, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced,
+                      "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        counter[PROBE_KEY] = None
+    return out, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced}
+
+
+# --- the trusted side ---------------------------------------------------------------------------------
+def plan(rng, trials: int) -> dict:
+    """Where the probe goes: after trial `after`, replaying trial `of` (< `after` when there are two or
+    more trials, so a buffer the candidate keeps holds another trial's values when the probe runs)."""
+    if trials < 2:
+        return {"after": 0, "of": 0}
+    after = rng.randrange(1, trials)
+    return {"after": after, "of": rng.randrange(0, after)}
+
+
+def digests(held, outputs, config) -> list[str]:
+    """A digest of each output's dtype, shape and bytes, read from the call's held directory."""
+    import numpy as np
+
+    from verifier.gates import _dir_fd, _load_fd
+
+    found = []
+    with _dir_fd(held) as dfd:
+        for meta in outputs or []:
+            arr, _ = _load_fd(dfd, str(meta["file"]), config)
+            h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+            found.append(h.hexdigest())
+    return found
+
+
+def verdict(record: dict) -> str | None:
+    """The decoy finding of a probe record (None: the kernel's result reached the output)."""
+    if not record or record.get("error") or not record.get("kernel_calls"):
+        return None
+    trial, probe = record.get("trial_digests"), record.get("probe_digests")
+    if not trial or trial != probe:
+        return None
+    what = (f"{record.get('replaced', 0)} tensor(s) the custom kernel returned or wrote" if record.get("replaced")
+            else "the custom kernel returned and wrote no tensor, and")
+    return (f"{what} were replaced by garbage in one checked forward and its outputs did not change: "
+            "the kernel's result never reaches the output; compute the output with the kernel")
+
+
+def kernel_findings(cand: dict) -> list[tuple[str, str]]:
+    """(rule, message) for forwards that called no custom kernel while others did, and for a decoy."""
+    found: list[tuple[str, str]] = []
+    trials = [c for c in cand.get("kernel_calls", []) if isinstance(c, int)]
+    if not any(trials):
+        return found  # no forward called it: custom-kernel-unused, the gate's own rule
+    probe = cand.get("decoy_probe") if isinstance(cand.get("decoy_probe"), dict) else {}
+    skipped = []
+    if any(c == 0 for c in trials):
+        skipped.append(f"{sum(c == 0 for c in trials)} of {len(trials)} correctness trials")
+    if probe and not probe.get("error") and probe.get("kernel_calls") == 0:
+        skipped.append("the checked replay of a trial")
+    if cand.get("profile_kernel_calls") == 0:
+        skipped.append("the profiled call")
+    timed = cand.get("timed_forwards")
+    if isinstance(timed, list) and len(timed) == 2 and timed[1]:
+        skipped.append(f"{timed[1]} of {timed[0]} timed calls")
+    if skipped:
+        found.append(("custom-kernel-skipped", "forward did not call the custom kernel on " + ", ".join(skipped)
+                      + "; every forward must run it"))
+    decoy = verdict(probe)
+    if decoy:
+        found.append(("decoy-kernel", decoy))
+    return found
