@@ -875,7 +875,8 @@ class _Run:
             return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
         record = {"trial": probe_plan["of"], "kernel_calls": count(found.get("kernel_calls")),
-                  "replaced": count(found.get("replaced")), "error": str(found.get("error") or "")[:300],
+                  "replaced": count(found.get("replaced")), "results": count(found.get("results")),
+                  "copies": count(found.get("copies")), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
             record["probe_digests"] = self.output_digests(d, mark.get("outputs"))

@@ -63,6 +63,8 @@ class Probe:
         self.seed = int.from_bytes(os.urandom(8), "little") & ((1 << 62) - 1)
         self.replaced = 0  # tensors replaced (returned or written in place)
         self.calls = 0
+        self.results = 0  # tensors the kernel produced (returned, or written in place)
+        self.copies = 0  # of those, bit for bit one of the call's own inputs (copy-kernel)
 
     def _offset(self, n: int) -> int:
         self.seed = (self.seed * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
@@ -98,6 +100,11 @@ class Probe:
         result = fn(*args, **kwargs)
         if any(t.is_cuda for t in given) and torch.cuda.is_available():
             torch.cuda.synchronize()
+        produced = _tensors(torch, result) + [t for t, old in zip(given, before, strict=True)
+                                              if not same_bits(torch, t, old)]
+        for t in produced:
+            self.results += 1
+            self.copies += any(same_bits(torch, t, old) for old in before)
         for t, old in zip(given, before, strict=True):
             if not same_bits(torch, t, old):
                 with torch.no_grad():
@@ -142,10 +149,12 @@ def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, di
         out = model(*inputs)
     except Exception as exc:  # noqa: BLE001 - garbage may well break forward: the result reached it
         return None, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced,
+                      "results": probe.results, "copies": probe.copies,
                       "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     finally:
         counter[PROBE_KEY] = None
-    return out, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced}
+    return out, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced, "results": probe.results,
+                 "copies": probe.copies}
 
 
 # --- the trusted side ---------------------------------------------------------------------------------
@@ -210,4 +219,29 @@ def kernel_findings(cand: dict) -> list[tuple[str, str]]:
     decoy = verdict(probe)
     if decoy:
         found.append(("decoy-kernel", decoy))
+    copying = copy_only(probe, cand.get("work_split"))
+    if copying:
+        found.append(("copy-kernel", copying))
     return found
+
+
+COPY_TORCH_FLOOR_MS = 0.05  # torch compute below this (per forward) is set-up, not the work
+
+
+def copy_only(record: dict, split: dict | None) -> str | None:
+    """The copy-kernel finding: every tensor the custom kernel produced in the checked forward was, bit for
+    bit, one of that call's own inputs (it returned or copied an input), while torch operators computed in
+    the same forward. Such a kernel does none of the work it launders; under the kernelbench policy torch
+    may do *part* of the work, not all of it. A copy kernel with no torch work beside it is left to the
+    correctness gate (a ReLU copying non-negative inputs is right there, and wrong on other inputs)."""
+    if not record or not split:
+        return None
+    results, copies = record.get("results"), record.get("copies")
+    if not isinstance(results, int) or not isinstance(copies, int) or results <= 0 or copies != results:
+        return None
+    torch_ms = float(split.get("torch_ms", 0.0) or 0.0)
+    if torch_ms < COPY_TORCH_FLOOR_MS:
+        return None
+    ops = ", ".join(str(op[0]) for op in list(split.get("torch_ops", []))[:3] if op)
+    return (f"every tensor the custom kernel produced was a copy of one of its inputs while torch ops ({ops}) "
+            "computed in forward: the kernel does none of the work; compute the result in it")

@@ -76,6 +76,7 @@ _DEFINITIONS: tuple[Rule, ...] = (
     Rule("custom-kernel-unused", RUN, "forward never called the custom kernel"),
     Rule("custom-kernel-skipped", RUN, "the custom kernel did not run on every forward"),
     Rule("decoy-kernel", RUN, "the custom kernel's result does not reach forward's output"),
+    Rule("copy-kernel", RUN, "the custom kernel only copies its inputs while torch operators do the work"),
     Rule("reference-op-at-runtime", RUN, "the reference's dominant ATen op ran inside ModelNew.forward",
          _STRICT_ONLY),
     Rule("torch-work-outside-kernel", RUN, "torch operators around the custom kernel do most of the work",

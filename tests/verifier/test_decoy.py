@@ -23,6 +23,7 @@ RELU = """    auto xc = x.contiguous();
     float* o = out.data_ptr<float>();
     for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
     return out;"""
+RELU_COPY = RELU.replace("in[i] > 0.0f ? in[i] : 0.0f", "in[i]")
 
 
 def _ext(counter: dict) -> CountingModule:
@@ -187,3 +188,45 @@ def test_honest_relu_is_still_feasible(task_source, make_config):
     res = verify(task_source("relu"), (HONEST / "relu.py").read_text(), config=make_config())
     assert res.feasible, res.feedback()
     assert res.gates[0].detail["checks"] == "static+dynamic"
+
+
+def test_copy_only_needs_every_result_a_copy_and_torch_work_beside_it():
+    from verifier.decoy import copy_only
+
+    split = {"kernel_ms": 0.01, "torch_ms": 2.0, "torch_ops": [("aten::maximum", 2.0)]}
+    assert "aten::maximum" in copy_only({"results": 1, "copies": 1}, split)
+    assert copy_only({"results": 2, "copies": 1}, split) is None, "one real result is work"
+    assert copy_only({"results": 1, "copies": 1}, {"kernel_ms": 1.0, "torch_ms": 0.0}) is None, \
+        "a copy with no torch work beside it is the correctness gate's to judge"
+    assert copy_only({"results": 0, "copies": 0}, split) is None
+    assert copy_only({"results": "1", "copies": "1"}, split) is None, "counts are plain integers or nothing"
+
+
+def test_the_probe_counts_returned_and_written_copies():
+    import torch
+
+    from verifier.decoy import Probe
+
+    x = torch.randn(64)
+    probe = Probe(torch)
+    probe.call(lambda a: a, (x,), {})  # returns its input
+    probe.call(lambda a: a.clone(), (x,), {})  # a copy of it
+    assert (probe.results, probe.copies) == (2, 2)
+    out = torch.empty(64)
+
+    def relu_into(a, o):  # writes a real result in place, returns nothing
+        o.copy_(torch.relu(a))
+
+    probe.call(relu_into, (x, out), {})
+    assert (probe.results, probe.copies) == (3, 2)
+
+
+@pytest.mark.slow
+def test_a_copy_kernel_beside_getattr_arithmetic_is_refused_under_kernelbench(task_source, make_config, kernel_source):
+    """The kernelbench preset lets torch do part of the work; a kernel that only copies while torch's
+    operators (reached through getattr, past the static scan) compute everything is refused."""
+    source = kernel_source(RELU_COPY, forward='y = _ext.kernel_forward(x)\n        return getattr(y, "__mul__")(getattr(y, "__gt__")(0))')
+    res = verify(task_source("relu"), source, config=make_config())
+    gate = res.gates[0]
+    assert gate.status == "fail" and gate.detail["rule"] == "copy-kernel", (gate.reason, res.feedback())
+    assert res.policy["preset"] == "kernelbench"
