@@ -70,6 +70,9 @@ class VerificationResult:
     #: seconds spent in each phase of a fresh verification (start, build, reference wait, construct, ...):
     #: where a verdict's time goes, for the speed benchmarks (a cached verdict keeps its measuring run's)
     phases: dict[str, float] = field(default_factory=dict)
+    #: the correctness gate's numerics probes (verifier/probes.py): {"probe", "name", "status" (pass, fail,
+    #: skip, refused, off), "reason"[, "shapes"]} each, in the order they ran
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def noisy(self) -> bool:
@@ -183,4 +186,5 @@ class VerificationResult:
             tolerance=d.get("tolerance", ""),
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
+            probes=list(d.get("probes") or []),
         )

@@ -84,11 +84,19 @@ def _distributions(text: str) -> list[str]:
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
 @click.option("--input-distributions", "dists", default="task", show_default=True,
               help="Comma-separated: task (get_inputs as written), normal, uniform, heavy; trials cycle through them.")
+@click.option("--no-magnitude-probe", is_flag=True,
+              help="Skip the large-magnitude probe: by default the task's floating inputs are also run scaled x100 "
+                   "and x10000, and where the reference stays finite the kernel must too (tolerance scaled by the "
+                   "output's magnitude).")
+@click.option("--no-shape-probe", is_flag=True,
+              help="Skip the held-out shapes: by default the task's inputs are also run at smaller sizes that leave "
+                   "tails (primes); a wrong answer there fails, raising there is only noted.")
 @options.threads
 @options.unsafe_no_isolation
 @options.json_output()
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, dists, threads, unsafe, as_json) -> None:
+           timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, unsafe,
+           as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
@@ -109,7 +117,9 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
-                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
+                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
+                         magnitude_probe=False if no_magnitude_probe else None,
+                         shape_probe=False if no_shape_probe else None)
     with_degeneracy(config, probed.found, probed.separating)
     degenerate = probed.found
     tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
