@@ -205,3 +205,13 @@ def notes(records: list[dict]) -> list[str]:
         if r.get("status") in ("skip", "off"):
             out.append(f"probe {r['name']} {'skipped' if r['status'] == 'skip' else 'off'}: {r['reason']}")
     return out
+
+
+def summary(records: list[dict]) -> str:
+    """`inputs x100 pass, inputs x10000 skip, shapes 509x509 pass, shapes 61x4096 refused`: one line for the
+    command line and the app ("" when no probe is recorded)."""
+    parts = []
+    for r in records:
+        name = f"shapes {r['shapes']}" if r.get("shapes") else r.get("name", "?")
+        parts.append(f"{name} {r.get('status', '?')}")
+    return ", ".join(parts)

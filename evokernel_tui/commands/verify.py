@@ -146,6 +146,10 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         out.print(gate_table(result, title=f"{the_task.name} ← {path.name} ({result.backend}, {result.device})"))
         out.print(verdict_line(result))
         out.print(f"tolerance: {tolerance_text}", highlight=False)
+        if result.probes:
+            from verifier.probes import summary
+
+            out.print(f"probes: {summary(result.probes)}", highlight=False)
         if degenerate:
             from verifier.compare import describe_degenerate
 
