@@ -46,6 +46,8 @@ def probe_trials(config) -> list[dict]:
         from verifier.input_recipe import scaled
 
         for scale in getattr(config, "magnitude_scales", None) or DEFAULT_SCALES:
+            if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+                continue
             out.append({"probe": MAGNITUDE, "dist": scaled(scale), "name": f"inputs x{float(scale):g}"})
     if getattr(config, "shape_probe", True):
         for k in range(SHAPE_VARIANTS):
