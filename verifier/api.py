@@ -790,7 +790,13 @@ class _Run:
         start = time.monotonic()
         atol, rtol = self.config.atol, self.config.rtol
         worst_abs = worst_rel = 0.0
-        probe_log: list[dict] = probes.off_records(self.config)
+        logged: list[tuple[int, dict]] = [(-1, r) for r in probes.off_records(self.config)]
+
+        def log(at: int, rt: dict | None, status: str, reason: str = "") -> list[dict]:
+            """Record a probe; the records so far, in trial order (a skip is seen before the trial ahead of it ends)."""
+            if rt is not None:
+                logged.append((at, probes.record(rt, status, reason)))
+            return [r for _, r in sorted(logged, key=lambda x: x[0])]
 
         def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
@@ -808,10 +814,10 @@ class _Run:
             """The next trial from `i` on that the candidate runs; the probes the reference skipped are recorded."""
             while (rt := self.reference_trial(i)) is not None:
                 if rt.get("probe") and "skip" in rt:
-                    probe_log.append(probes.record(rt, "skip", str(rt["skip"])[:300]))
+                    log(i, rt, "skip", str(rt["skip"])[:300])
                 elif rt.get("probe") == probes.SHAPE and (self.reference.get("recipe") is None
                                                           or not _valid_recipe(rt.get("recipe"))):
-                    probe_log.append(probes.record(rt, "skip", "no input recipe for a held-out shape"))
+                    log(i, rt, "skip", "no input recipe for a held-out shape")
                 else:
                     return i, rt
                 i += 1
@@ -836,9 +842,8 @@ class _Run:
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
                 gate = CorrectnessGate().failure(self.evidence(), start)
                 if rt.get("probe"):
-                    probe_log.append(probes.record(rt, "fail", gate.reason))
+                    gate.detail["probes"] = log(i, rt, "fail", gate.reason)
                     gate.reason = f"{label_of(rt)}: {gate.reason}"
-                    gate.detail["probes"] = probe_log
                 return gate
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
             probe = mark.get("gpu_probe")
@@ -853,7 +858,7 @@ class _Run:
             if refused is not None:  # the candidate raised; allowed on a held-out shape only
                 text = " ".join(str(refused).split())[:240]
                 if rt.get("probe") == probes.SHAPE:
-                    probe_log.append(probes.record(rt, "refused", text))
+                    log(i, rt, "refused", text)
                     i, rt, d = ni, following, after
                     continue
                 verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
@@ -864,11 +869,11 @@ class _Run:
                                         after_digests=rt.get("after_digests"),
                                         magnitude=rt.get("probe") == probes.MAGNITUDE)
             if rt.get("probe"):
-                probe_log.append(probes.record(rt, "fail" if verdict.get("fail") else "pass", verdict.get("fail", "")))
+                log(i, rt, "fail" if verdict.get("fail") else "pass", verdict.get("fail", ""))
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"}
-                                  | {"trial": i, "probes": probe_log, **self.inputs_detail()})
+                                  | {"trial": i, "probes": log(i, None, ""), **self.inputs_detail()})
             if not rt.get("probe"):
                 trials += 1
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
@@ -876,7 +881,7 @@ class _Run:
         return GateResult("correctness", PASS, time.monotonic() - start, "",
                           {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
-                           "probes": probe_log, **self.inputs_detail()})
+                           "probes": log(i, None, ""), **self.inputs_detail()})
 
     def inputs_detail(self) -> dict:
         """What the verdict says of the inputs: their distribution and how they reached the candidate."""

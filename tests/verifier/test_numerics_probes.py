@@ -344,6 +344,7 @@ def test_a_model_that_cannot_take_other_shapes_skips_the_variant(make_config):
     v = _verify(make_config, FIXED_WEIGHT_TASK, FIXED_WEIGHT_CANDIDATE)
     assert v["feasible"], _gate(v, "correctness")["reason"]
     status = _probe_status(v)
+    assert list(status) == ["inputs x100", "inputs x10000", "held-out shapes #1", "held-out shapes #2"]  # trial order
     assert status["held-out shapes #1"] == "skip" and status["held-out shapes #2"] == "pass"
     skipped = next(p for p in v["probes"] if p["status"] == "skip")
     assert skipped["reason"].startswith("the reference raised RuntimeError")
