@@ -337,6 +337,12 @@ def verify(
         if lat.detail.get("noisy"):
             result.notes.append("noisy: " + (lat.detail.get("busy") or "the speedup's 95% interval stayed wider "
                                              f"than ±{config.noise_halfwidth:.0%}") + "; no speed claim")
+    corr = next((g for g in gates if g.name == "correctness"), None)
+    if corr is not None and corr.detail.get("probes"):
+        from verifier.probes import notes as probe_notes
+
+        result.probes = list(corr.detail["probes"])
+        result.notes.extend(probe_notes(result.probes))
     result.measured_at = time.time()
     prof = next((g for g in gates if g.name == "profile" and g.passed), None)
     if prof is not None:
@@ -564,6 +570,12 @@ class _Run:
             d = self.trusted_dir / f"trial{i}"
             d.mkdir()
             trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})
+        from verifier.probes import probe_trials
+
+        for spec in probe_trials(self.config):  # the numerics probes: more trials, after the ordinary ones
+            d = self.trusted_dir / f"trial{len(trials)}"
+            d.mkdir()
+            trials.append({**spec, "seed": self.seed(), "dir": str(d)})
         (self.trusted_dir / "profile").mkdir()
         self.init_seed = self.seed()
         self.profile_seed = self.seed()
@@ -784,11 +796,22 @@ class _Run:
         held.close()
 
     def correctness(self) -> GateResult:
+        """The trials, then the numerics probes (`verifier.probes`), every one compared by the parent from
+        the files of its held directory; the probes' records go into the gate's detail (`probes`)."""
+        from verifier import probes
+
         assert self.job is not None and self.trusted_dir is not None
         deadline = time.monotonic() + self.config.run_timeout_s
         start = time.monotonic()
         atol, rtol = self.config.atol, self.config.rtol
         worst_abs = worst_rel = 0.0
+        logged: list[tuple[int, dict]] = [(-1, r) for r in probes.off_records(self.config)]
+
+        def log(at: int, rt: dict | None, status: str, reason: str = "") -> list[dict]:
+            """Record a probe; the records so far, in trial order (a skip is seen before the trial ahead of it ends)."""
+            if rt is not None:
+                logged.append((at, probes.record(rt, status, reason)))
+            return [r for _, r in sorted(logged, key=lambda x: x[0])]
 
         probe_plan = decoy.plan(self.rng, max(1, self.config.trials))  # the decoy probe (verifier/decoy.py)
 
@@ -798,20 +821,47 @@ class _Run:
                 self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
                 self.job.send({"cmd": "trial", "dir": d.name, "index": i})
             else:  # the harness draws the trial's inputs from its seed, revealed now
-                self.job.send({"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"],
-                               "dist": rt.get("dist", "task")})
+                cmd = {"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task")}
+                if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
+                    cmd.update(recipe=rt["recipe"], may_refuse=True)
+                self.job.send(cmd)
             return d
 
-        i, rt = 0, self.reference_trial(0)
+        def next_trial(i: int) -> tuple[int, dict | None]:
+            """The next trial from `i` on that the candidate runs; the probes the reference skipped are recorded."""
+            while (rt := self.reference_trial(i)) is not None:
+                if rt.get("probe") and "skip" in rt:
+                    log(i, rt, "skip", str(rt["skip"])[:300])
+                elif rt.get("probe") == probes.SHAPE and (self.reference.get("recipe") is None
+                                                          or not _valid_recipe(rt.get("recipe"))):
+                    log(i, rt, "skip", "no input recipe for a held-out shape")
+                else:
+                    return i, rt
+                i += 1
+            return i, None
+
+        def label_of(rt: dict) -> str:
+            if rt.get("probe") == probes.SHAPE:
+                return f"held-out shapes {rt.get('label', '')} (seed {rt['seed']})"
+            if rt.get("probe"):
+                return f"{rt.get('name') or rt.get('dist')} (seed {rt['seed']})"
+            return f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)"
+
+        i, rt = next_trial(0)
         if rt is None:
             raise VerifierError("the reference task reported no trials")
-        d = send_trial(0, rt)
+        d = send_trial(i, rt)
+        trials = 0
         while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
-                return CorrectnessGate().failure(self.evidence(), start)
+                gate = CorrectnessGate().failure(self.evidence(), start)
+                if rt.get("probe"):
+                    gate.detail["probes"] = log(i, rt, "fail", gate.reason)
+                    gate.reason = f"{label_of(rt)}: {gate.reason}"
+                return gate
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
             probe = mark.get("gpu_probe")
             if isinstance(probe, dict):  # the GPU side-stream probe (verifier.gpu_timing.gpu_findings reads it)
@@ -819,28 +869,45 @@ class _Run:
                     {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
             # the harness runs the next trial while this one is compared (its files are in their own folder)
-            following = self.reference_trial(i + 1)
-            if i == probe_plan["of"]:
+            ni, following = next_trial(i + 1)
+            decoy_trial = not rt.get("probe")  # the decoy probe replays an ordinary trial, after one
+            if decoy_trial and i == probe_plan["of"]:
                 probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
-            probe_dir = self.send_probe(probe_plan["rt"], i) if i == probe_plan["after"] else None  # before trial i+1
-            after = send_trial(i + 1, following) if following is not None else None
-            self._check_held(d, self.trusted_dir / rt["dir"])
-            verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
-                                    atol, rtol, self.config, label=f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)",
-                                    after_digests=rt.get("after_digests"))
+            probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
+                         if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
+            after = send_trial(ni, following) if following is not None else None
+            refused = mark.get("refused")
+            if refused is not None:  # the candidate raised; allowed on a held-out shape only
+                text = " ".join(str(refused).split())[:240]
+                if rt.get("probe") == probes.SHAPE:
+                    log(i, rt, "refused", text)
+                    i, rt, d = ni, following, after
+                    continue
+                verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
+            else:
+                self._check_held(d, self.trusted_dir / rt["dir"])
+                verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
+                                        atol, rtol, self.config, label=label_of(rt),
+                                        after_digests=rt.get("after_digests"),
+                                        magnitude=rt.get("probe") == probes.MAGNITUDE)
+            if rt.get("probe"):
+                log(i, rt, "fail" if verdict.get("fail") else "pass", verdict.get("fail", ""))
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
-                                  {k: v for k, v in verdict.items() if k != "fail"} | {"trial": i, **self.inputs_detail()})
-            worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
-            if i == probe_plan["of"]:
+                                  {k: v for k, v in verdict.items() if k != "fail"}
+                                  | {"trial": i, "probes": log(i, None, ""), **self.inputs_detail()})
+            if not rt.get("probe"):
+                trials += 1
+                worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+            if decoy_trial and i == probe_plan["of"]:
                 probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
             if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
                 return CorrectnessGate().failure(self.evidence(), start)
-            i, rt, d = i + 1, following, after
+            i, rt, d = ni, following, after
         return GateResult("correctness", PASS, time.monotonic() - start, "",
-                          {"trials": i, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
+                          {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
-                           **self.inputs_detail()})
+                           "probes": log(i, None, ""), **self.inputs_detail()})
 
     def send_probe(self, rt: dict, index: int) -> HeldDir:
         """The decoy probe (`verifier/decoy.py`): the inputs of reference trial `rt` again, every

@@ -37,12 +37,23 @@ def tolerance_for(dtype: str, preset: str = "kernelbench") -> tuple[float, float
 
 
 def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype: str, atol: float | None,
-                   rtol: float | None, label: str, *, spread: float | None = None) -> Comparison:
+                   rtol: float | None, label: str, *, spread: float | None = None,
+                   magnitude: bool = False) -> Comparison:
     """Shape, dtype, then |got - want| <= atol + rtol * |want| everywhere (NaN only where the reference has NaN).
 
     atol/rtol None: KernelBench's precision-aware rule for `want_dtype` (`tolerance_for`). `spread`, for
     degenerate tasks (see `degenerate_answers`): the absolute tolerance shrinks to `atol * spread`, so an
     answer must be right relative to how much the output varies, and a constant or all-zeros cannot pass.
+
+    `magnitude`, for the large-magnitude probe (`verifier.probes`): the tolerance is relative to the
+    reference output's magnitude, M = max |want| over its finite elements:
+
+        |got - want| <= atol * max(1, M) + rtol * |want|
+
+    so float rounding that grows with the values (a sum of large terms, cancellation near zero) is
+    allowed as it is at the task's own scale (M <= 1 leaves the rule unchanged). Before that, every
+    element where `want` is finite must be finite in `got`: the failure says how many are not
+    (`4096 of 8388608 elements inf where the reference is finite`).
     """
     if tuple(got.shape) != tuple(want.shape):
         return Comparison(False, f"{label} has shape {list(got.shape)}, expected {list(want.shape)}")
@@ -60,6 +71,11 @@ def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype
         rtol = preset_rtol if rtol is None else rtol
     if spread is not None and np.isfinite(spread):
         atol = min(atol, atol * float(spread))
+    if magnitude:
+        blown = _nonfinite_where_finite(g, w)
+        if blown:
+            return Comparison(False, f"{label}: {blown}", float("inf"), float("inf"), f"{label}: {blown}")
+        atol = atol * max(1.0, _finite_max_abs(w))
     if g.size > CHUNK:
         quick = _within_chunked(g, w, float(atol), float(rtol))
         if quick is not None:  # everything close: the same figures as below, without full-size temporaries
@@ -88,6 +104,36 @@ def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype
                 f"({bad} of {close.size} elements differ beyond atol={atol:g}, rtol={rtol:g})")
     return Comparison(False, f"{label} differs from the reference: max abs error {max_abs:.3g}, max rel error {max_rel:.3g}",
                       max_abs, max_rel, mismatch)
+
+
+def _finite_max_abs(w: np.ndarray) -> float:
+    """max |w| over the finite elements (0.0 when there are none), block by block."""
+    top = 0.0
+    flat = w.reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, flat.size, CHUNK):
+            block = np.abs(flat[i:i + CHUNK])
+            block = block[np.isfinite(block)]
+            if block.size:
+                top = max(top, float(block.max()))
+    return top
+
+
+def _nonfinite_where_finite(g: np.ndarray, w: np.ndarray) -> str:
+    """`4096 of 8388608 elements inf where the reference is finite` ("" when there are none)."""
+    gf, wf = g.reshape(-1), w.reshape(-1)
+    inf = nan = 0
+    for i in range(0, gf.size, CHUNK):
+        gc, wc = gf[i:i + CHUNK], wf[i:i + CHUNK]
+        where = np.isfinite(wc) & ~np.isfinite(gc)
+        if where.any():
+            n_nan = int(np.isnan(gc[where]).sum())
+            nan += n_nan
+            inf += int(where.sum()) - n_nan
+    if not inf and not nan:
+        return ""
+    what = "inf" if not nan else "nan" if not inf else f"inf ({inf}) or nan ({nan})"
+    return f"{inf + nan} of {gf.size} elements {what} where the reference is finite"
 
 
 CHUNK = 1 << 18  # elements per block of `_within_chunked` (1 MB of float32: stays in the cache)

@@ -310,7 +310,7 @@ class CorrectnessGate(Gate):
 
 
 def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
-                  config, label: str, after_digests: list | None = None) -> dict:
+                  config, label: str, after_digests: list | None = None, magnitude: bool = False) -> dict:
     """One call's outputs (and its inputs after the call) against the reference's, from files.
 
     `cand_dir` is the `HeldDir` the trusted side created for this call (a plain path only in tests):
@@ -324,13 +324,14 @@ def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict]
             c_st, r_st = os.fstat(cfd), os.fstat(rfd)
             if (c_st.st_dev, c_st.st_ino) == (r_st.st_dev, r_st.st_ino):
                 return {"fail": f"{label}: the candidate's folder is the reference's own (a swapped link?)"}
-            return _compare_open(cfd, rfd, cand_outputs, ref_outputs, atol, rtol, config, label, after_digests)
+            return _compare_open(cfd, rfd, cand_outputs, ref_outputs, atol, rtol, config, label, after_digests,
+                                 magnitude)
     except Exception as exc:  # noqa: BLE001 - whatever the candidate's files do, a failure with one line
         return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {str(exc)[:300]})"}
 
 
 def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float, config,
-                  label: str, after_digests: list | None) -> dict:
+                  label: str, after_digests: list | None, magnitude: bool = False) -> dict:
     if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
         n = len(cand_outputs) if isinstance(cand_outputs, list) else 0
         return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
@@ -341,7 +342,8 @@ def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], ato
         # candidate nothing and the parent its memory
         got, _ = _load_fd(cfd, str(co["file"]), config, max_bytes=8 * ref_size + 65536)
         spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
-        cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread)
+        cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread,
+                             magnitude=magnitude)
         worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
         if not cmp.ok:
             return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,

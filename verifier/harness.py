@@ -317,8 +317,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     def call_inputs(cmd: dict, d: Path | None) -> list:
         """One call's inputs: drawn on the device from the command's seed when the task has a recipe,
         else read from the files the trusted side handed over in `d`."""
-        if recipe is not None and "seed" in cmd:
-            return draw(torch, recipe, int(cmd["seed"]), str(cmd.get("dist") or "task"), device)
+        drawn_from = cmd["recipe"] if isinstance(cmd.get("recipe"), list) else recipe  # a held-out shape's own
+        if drawn_from is not None and "seed" in cmd:
+            return draw(torch, drawn_from, int(cmd["seed"]), str(cmd.get("dist") or "task"), device)
         assert d is not None
         return load_args(torch, np, d, device)
 
@@ -349,11 +350,19 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
                 before_calls = counter["calls"]
-                outs = plain_outputs(torch, model(*inputs))
-                # Right as forward returns, before any synchronise: was its output finished on the current
-                # stream, and was the device idle once that stream drained? (work hidden on a side stream)
-                probe = clock.probe([o for o in outs if o.is_cuda]) if clock is not None else None
-                sync(torch, device)
+                try:
+                    outs = plain_outputs(torch, model(*inputs))
+                    # Right as forward returns, before any synchronise: was its output finished on the current
+                    # stream, and was the device idle once that stream drained? (work hidden on a side stream)
+                    probe = clock.probe([o for o in outs if o.is_cuda]) if clock is not None else None
+                    sync(torch, device)
+                except Exception as exc:
+                    if not cmd.get("may_refuse"):
+                        raise
+                    # a held-out shape (verifier/probes.py) the kernel does not take: noted, not refused
+                    channel.mark("trial_done", index=cmd.get("index"), outputs=[], refused=f"{type(exc).__name__}: "
+                                 f"{str(exc)[:300]}", kernel_calls=counter["calls"] - before_calls)
+                    continue
                 calls = counter["calls"] - before_calls
                 metas = []
                 for j, o in enumerate(outs):

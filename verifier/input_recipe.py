@@ -24,6 +24,23 @@ _SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f6
 OTHER_DISTRIBUTIONS = ("normal", "uniform", "heavy")
 
 
+def scaled(scale: float) -> str:
+    """The distribution name of the large-magnitude probe at `scale` (`x100`): the task's own inputs, their
+    floating tensors multiplied by `scale` (see `verifier.probes`)."""
+    return f"x{float(scale):g}"
+
+
+def dist_scale(dist: str) -> float | None:
+    """`scaled`'s inverse: 100.0 for `x100`, None for any other distribution name."""
+    if isinstance(dist, str) and dist.startswith("x"):
+        try:
+            value = float(dist[1:])
+        except ValueError:
+            return None
+        return value if value > 0 and math.isfinite(value) else None
+    return None
+
+
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -107,8 +124,12 @@ def capture(torch, get_inputs: Callable[[], list]) -> list[dict] | None:
 
 def draw(torch, recipe: list[dict], seed: int, dist: str, device: str) -> list:
     """The call's arguments drawn on `device` from `seed`: the task's own distribution (`dist="task"`) or
-    its floating tensors redrawn as normal / uniform in [-1, 1) / heavy-tailed (same shapes and dtypes)."""
+    its floating tensors redrawn as normal / uniform in [-1, 1) / heavy-tailed (same shapes and dtypes), or
+    (`dist="x100"`, the large-magnitude probe) the task's own draw with its floating tensors scaled."""
     gen = torch.Generator(device=device).manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    scale = dist_scale(dist)
+    if scale is not None:
+        dist = "task"
     out = []
     for entry in recipe:
         if entry["kind"] == "value":
@@ -136,6 +157,8 @@ def draw(torch, recipe: list[dict], seed: int, dist: str, device: str) -> list:
             t = torch.ones(shape, device=device, dtype=dtype)
         else:
             raise ValueError(f"unknown input recipe kind {kind!r}")
+        if scale is not None and floating:
+            t = t.mul_(scale)
         out.append(t)
     return out
 

@@ -35,9 +35,14 @@ def _load_task(path: str):
 def draw_inputs(torch, task, seed: int, dist: str, device: str) -> list:
     """`get_inputs()` under `seed`; other distributions redraw its floating tensors (same shapes and
     dtypes) so closed-form shortcuts that hold only for the task's own distribution fail."""
+    from verifier.input_recipe import dist_scale
+
     torch.manual_seed(seed)
     args = list(task.get_inputs())
-    if dist != "task":
+    scale = dist_scale(dist)
+    if scale is not None:  # the large-magnitude probe: the task's own inputs, floating tensors scaled
+        args = [a * scale if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    elif dist != "task":
         gen = torch.Generator().manual_seed(seed ^ 0x5EED)
         out = []
         for a in args:
@@ -124,12 +129,23 @@ class Worker:
         self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
                           input_distribution=input_recipe.describe(self.recipe, self.input_names))
         trials = []
+        task_outs = None
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
-                inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
-                self._save_inputs(d, inputs, "in")
-                outs = plain_outputs(torch, model(*inputs))
+                if trial.get("probe"):  # a numerics probe (verifier/probes.py): may be skipped, with a reason
+                    ran = self._probe(trial, trials)
+                    if "skip" in ran:
+                        trials.append(ran)
+                        self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
+                        continue
+                    inputs, outs, extra = ran["inputs"], ran["outs"], ran["extra"]
+                    self._save_inputs(d, inputs, "in")
+                else:
+                    inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
+                    self._save_inputs(d, inputs, "in")
+                    outs = task_outs = plain_outputs(torch, model(*inputs))
+                    extra = {}
                 sync(torch, self.device)
                 metas = []
                 for j, o in enumerate(outs):
@@ -140,7 +156,7 @@ class Worker:
                     metas.append(meta)
                 after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
-                               "after_digests": after})
+                               "after_digests": after, **extra})
                 self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
             pdir = Path(cmd["profile_dir"])
             inputs = self.draw(int(cmd["profile_seed"]), "task")
@@ -150,7 +166,7 @@ class Worker:
                 sync(torch, self.device)
             profile = top_ops(prof)
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        out_bytes = sum(o.numel() * o.element_size() for o in outs)
+        out_bytes = sum(o.numel() * o.element_size() for o in (task_outs if task_outs is not None else outs))
         result = {"trials": trials, "profile": profile, "recipe": self.recipe,
                   "input_distribution": input_recipe.describe(self.recipe, self.input_names),
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
@@ -161,6 +177,53 @@ class Worker:
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         return result
+
+    def _probe(self, trial: dict, done: list[dict]) -> dict:
+        """One numerics probe's reference run: {"inputs", "outs", "extra"} (what the trial record adds:
+        the probe's kind and name, a held-out shape's recipe and label), or the trial record of a skipped
+        probe ({"skip": why, ...}). Skipped: a magnitude probe where the reference raises or is not finite,
+        a held-out shape the recipe cannot make, the reference cannot take, or answers inconsistently."""
+        from verifier import probes
+        from verifier.runner import dtype_name, plain_outputs
+
+        torch = self.torch
+        extra = {"probe": trial["probe"], "name": trial.get("name", "")}
+        seed, dist = int(trial["seed"]), str(trial.get("dist", "task"))
+
+        def skipped(why: str) -> dict:
+            return {"seed": trial["seed"], "dist": dist, "outputs": [], **extra, "skip": why}
+
+        recipe = None
+        if trial["probe"] == probes.SHAPE:
+            variants = probes.shape_variants(self.recipe)
+            k = int(trial.get("variant", 0))
+            variant = variants[k] if k < len(variants) else {"skip": "no such variant"}
+            if "skip" in variant:
+                return skipped(variant["skip"])
+            recipe = variant["recipe"]
+            extra.update(recipe=recipe, label=variant["label"])
+        try:
+            if recipe is not None:
+                from verifier import input_recipe
+
+                inputs = input_recipe.draw(torch, recipe, seed, dist, self.device)
+            else:
+                inputs = self.draw(seed, dist)
+            outs = plain_outputs(torch, self.model(*inputs))
+        except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: no probe
+            return skipped(f"the reference raised {type(exc).__name__}: {str(exc)[:160]}")
+        if trial["probe"] == probes.MAGNITUDE:
+            why = probes.nonfinite_reason(torch, outs)
+            if why:
+                return skipped(why)
+        else:
+            first = next((t for t in done if not t.get("probe")), None)
+            if first is not None:
+                why = probes.outputs_consistent(first["outputs"], [{"shape": list(o.shape), "dtype": dtype_name(torch, o.dtype)}
+                                                                   for o in outs])
+                if why:
+                    return skipped(why)
+        return {"inputs": inputs, "outs": outs, "extra": extra}
 
     def device_name(self) -> str:
         if self.device == "cuda":

@@ -83,6 +83,9 @@ class VerificationResult:
     phases: dict[str, float] = field(default_factory=dict)
     #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
     policy: dict[str, Any] = field(default_factory=dict)
+    #: the correctness gate's numerics probes (verifier/probes.py): {"probe", "name", "status" (pass, fail,
+    #: skip, refused, off), "reason"[, "shapes"]} each, in the order they ran
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def noisy(self) -> bool:
@@ -197,4 +200,5 @@ class VerificationResult:
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
             policy=dict(d.get("policy") or {}),
+            probes=list(d.get("probes") or []),
         )

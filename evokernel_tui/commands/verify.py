@@ -101,6 +101,13 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
 @click.option("--input-distributions", "dists", default="task", show_default=True,
               help="Comma-separated: task (get_inputs as written), normal, uniform, heavy; trials cycle through them.")
+@click.option("--no-magnitude-probe", is_flag=True,
+              help="Skip the large-magnitude probe: by default the task's floating inputs are also run scaled x100 "
+                   "and x10000, and where the reference stays finite the kernel must too (tolerance scaled by the "
+                   "output's magnitude).")
+@click.option("--no-shape-probe", is_flag=True,
+              help="Skip the held-out shapes: by default the task's inputs are also run at smaller sizes that leave "
+                   "tails (primes); a wrong answer there fails, raising there is only noted.")
 @options.threads
 @options.policy
 @click.option("--list-rules", is_flag=True, is_eager=True, expose_value=False, callback=lambda ctx, _p, v: _list_rules(ctx, v),
@@ -108,7 +115,8 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @options.unsafe_no_isolation
 @options.json_output()
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, dists, threads, policy, allow_rules, unsafe, as_json) -> None:
+           timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
+           allow_rules, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
 
@@ -139,7 +147,9 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
-                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None)
+                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
+                         magnitude_probe=False if no_magnitude_probe else None,
+                         shape_probe=False if no_shape_probe else None)
     with_degeneracy(config, probed.found, probed.separating)
     with_policy(config, the_policy)
     degenerate = probed.found
@@ -168,6 +178,10 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         out.print(verdict_line(result))
         out.print(f"tolerance: {tolerance_text}", highlight=False)
         out.print(f"policy: {the_policy.label()}", highlight=False)
+        if result.probes:
+            from verifier.probes import summary
+
+            out.print(f"probes: {summary(result.probes)}", highlight=False)
         if degenerate:
             from verifier.compare import describe_degenerate
 
