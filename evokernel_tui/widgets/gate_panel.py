@@ -51,6 +51,11 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
     reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
     if gate.state == "pass" and gate.detail.get("reported"):
         reason = library_line(gate.detail) or gate.reason
+    probes = gate.detail.get("probes") if gate.state == "pass" else None
+    if isinstance(probes, list) and any(isinstance(r, dict) and r.get("status") != "pass" for r in probes):
+        from verifier.probes import summary  # a probe skipped or refused is worth a line; all passing is not
+
+        reason = "probes: " + summary([r for r in probes if isinstance(r, dict)])
     if reason:
         first = reason.splitlines()[0]
         room = max(width - 4, 16) * 3  # at most three wrapped lines; Enter shows everything

@@ -194,6 +194,25 @@ def test_compile_summary_numbers_lines_like_the_cpp_view():
     assert cpp_line_label("x kernel.cpp:7: warning: y") == "x C++ line 7: warning: y"
 
 
+def test_a_passing_gate_under_kernelbench_names_the_library_ops_and_their_share():
+    """The Gates pane's anti-hacking line says what the kernelbench policy let a library do (issue 23)."""
+    from evokernel_tui.view import GateView
+    from evokernel_tui.widgets.gate_panel import gate_line
+
+    detail = {"reported": [{"rule": "torch-op", "line": 12, "message": "torch.matmul does the work in torch"}],
+              "library_ops": [{"op": "aten::mm", "ms": 1.0, "share": 0.93}, {"op": "aten::add", "ms": 0.01, "share": 0.01}],
+              "policy": {"preset": "kernelbench", "allowed": []}}
+    line = gate_line(GateView("anti_hacking", "pass", 0.1, "passes under the kernelbench policy, reported: torch-op",
+                              detail), width=120).plain
+    assert "library: aten::mm 93%, aten::add 1% of forward (kernelbench policy)" in line
+    plain = gate_line(GateView("anti_hacking", "pass", 0.1, "", {}), width=120).plain
+    assert "library" not in plain and "\n" not in plain, "a clean pass stays one line"
+    probes = [{"probe": "magnitude", "name": "inputs x100", "status": "pass"},
+              {"probe": "shape", "name": "held-out shapes #1", "status": "refused", "shapes": "509x509"}]
+    line = gate_line(GateView("correctness", "pass", 1.0, "", {"probes": probes}), width=120).plain
+    assert "probes: inputs x100 pass, shapes 509x509 refused" in line
+
+
 async def test_starter_is_prebuilt_in_the_background_without_recording(make_session, verifier):
     s = make_session(None)
     app = EvoKernelApp(s, watch_file=False, prebuild_starter=True)
