@@ -82,3 +82,66 @@ def test_forbidden_contract_catches_the_core_importing_textual(tmp_path):
     out = _lint(tmp_path, tmp_path / "pyproject.toml", tmp_path)
     assert out.returncode != 0, out.stdout + out.stderr
     assert "0 kept, 1 broken" in out.stdout and "core -> textual" in out.stdout
+
+
+def import_cycles(*packages: str) -> list[list[str]]:
+    """Groups of modules that import each other, directly or round a loop (lazy imports included)."""
+    import grimp
+
+    graph = grimp.build_graph(*packages)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(start: str) -> None:  # Tarjan's strongly connected components, iteratively
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next((c for c in children if c in graph.modules), None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    cycles.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycles_in_the_product():
+    assert import_cycles("evokernel_tui", "core", "memory", "verifier") == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    pkg = tmp_path / "loopy"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from loopy import b\n")
+    (pkg / "b.py").write_text("from loopy import a\n")
+    (pkg / "c.py").write_text("from loopy import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("loopy") == [["loopy.a", "loopy.b"]]

@@ -14,7 +14,7 @@ Two rules, both read by the dynamic anti-hacking gate (`kernel_findings`):
   same shape and dtype: the call's own values rolled by a random offset (so ranges, sums and histograms
   stay plausible and integer indices stay in range), noise where a roll changes nothing. The offsets
   come from `os.urandom`, drawn at the probe. The parent reads the probe's outputs and the earlier
-  trial's (both from their held directories) and compares them bit for bit (`digests`): unchanged means
+  trial's (both from their held directories) and compares them bit for bit (`api._Run.output_digests`): unchanged means
   no kernel result reached the output, and the verdict is refused. An output that changes is fine, and
   so is a forward that raises on the garbage (the result reached the control flow).
 
@@ -27,7 +27,6 @@ against its own torch computation of a few elements; stitch a tiny kernel result
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 PROBE_KEY = "probe"  # the counter's key holding the active `Probe` (None between probes)
@@ -165,22 +164,6 @@ def plan(rng, trials: int) -> dict:
         return {"after": 0, "of": 0}
     after = rng.randrange(1, trials)
     return {"after": after, "of": rng.randrange(0, after)}
-
-
-def digests(held, outputs, config) -> list[str]:
-    """A digest of each output's dtype, shape and bytes, read from the call's held directory."""
-    import numpy as np
-
-    from verifier.gates import _dir_fd, _load_fd
-
-    found = []
-    with _dir_fd(held) as dfd:
-        for meta in outputs or []:
-            arr, _ = _load_fd(dfd, str(meta["file"]), config)
-            h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
-            found.append(h.hexdigest())
-    return found
 
 
 def verdict(record: dict) -> str | None:

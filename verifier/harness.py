@@ -36,7 +36,6 @@ IGNORED_OPS = {
     "aten::new_empty", "aten::new_empty_strided", "aten::set_", "aten::clone", "aten::copy_", "aten::flatten",
     "aten::unflatten", "aten::split", "aten::chunk", "aten::narrow", "aten::unbind", "aten::record_stream",
 }
-MAX_SOURCE_MARK = 256 * 1024
 
 
 class Progress:
@@ -51,67 +50,12 @@ class Progress:
         self._channel.mark(phase, **extra)
 
 
-def report_built_source(sources: list[str]) -> None:
-    """Tell the parent exactly which C++/CUDA text is about to be compiled, before it can run: sources
-    assembled at run time (string concatenation) never appear as literals for the static scan."""
-    fd = os.environ.get("EVK_PROGRESS_FD")
-    if not fd:
-        return
-    text = "\n".join(sources)
-    Progress(int(fd)).mark("source", text=text[:MAX_SOURCE_MARK], truncated=len(text) > MAX_SOURCE_MARK)
-
-
-_ANSWERED: dict[str, int] = {}
-
-
-def request_artefact(kind: str, spec: dict, wait: bool | str = True) -> None:
-    """Ask the trusted side to build a shared artefact (a precompiled header, bindings): the sandbox can
-    read the shared tree but never write it. `wait=False` only asks; `wait="only"` only waits; answers
-    name their kind, so waits for different kinds never take each other's answer."""
-    from verifier.channel import Channel
-
-    channel = Channel.from_env()
-    if wait != "only":
-        channel.mark("need", kind=kind, spec=spec)
-    if not wait:
-        return
-    while _ANSWERED.get(kind, 0) == 0:
-        answer = channel.recv()
-        if answer.get("cmd") != "built":
-            return
-        _ANSWERED[str(answer.get("kind"))] = _ANSWERED.get(str(answer.get("kind")), 0) + 1
-    _ANSWERED[kind] -= 1
-
-
-class CountingModule:
-    """Wraps a built extension so the harness can tell whether forward called the custom kernel (and,
-    in the decoy probe, replace what each call produced: `verifier.decoy`). The counter lives in the
-    wrapper's closure, not on an attribute the candidate could read."""
-
-    def __init__(self, module, counter: dict):
-        from verifier.decoy import through
-
-        def wrap(name: str, attr):
-            def counted(*args, **kwargs):
-                counter["calls"] += 1
-                if counter.get("profiling"):
-                    from torch.profiler import record_function
-
-                    with record_function(f"kernel::{name}"):
-                        return through(counter, attr, args, kwargs)
-                return through(counter, attr, args, kwargs)
-
-            counted.__name__ = name
-            return counted
-
-        object.__setattr__(self, "_module", module)
-        object.__setattr__(self, "_wrap", wrap)
-
-    def __getattr__(self, name):
-        attr = getattr(self._module, name)
-        if callable(attr) and not name.startswith("__"):
-            return self._wrap(name, attr)
-        return attr
+from verifier.inline_hook import (  # noqa: E402,F401  (sandbox-side pieces the backends install; re-exported)
+    MAX_SOURCE_MARK,
+    CountingModule,
+    report_built_source,
+    request_artefact,
+)
 
 
 def _snapshot(torch) -> dict[str, int]:
@@ -134,6 +78,10 @@ def _snapshot(torch) -> dict[str, int]:
     snap.update({f"runner.{k}": id(v) for k, v in vars(runner).items() if not k.startswith("__")})
     snap.update({f"input_recipe.{k}": id(v) for k, v in vars(input_recipe).items() if not k.startswith("__")})
     snap.update({f"decoy.{k}": id(v) for k, v in vars(decoy).items() if not k.startswith("__")})
+    import verifier.inline_hook as inline_hook
+
+    snap.update({f"inline_hook.{k}": id(v) for k, v in vars(inline_hook).items() if not k.startswith("__")})
+    snap.update({f"CountingModule.{k}": id(v) for k, v in vars(CountingModule).items()})
     snap["harness._perf_ns"] = id(_perf_ns)
     return snap
 

@@ -39,29 +39,3 @@ class Backend:
 
     def child_env(self) -> dict[str, str]:
         return {}
-
-
-def install_inline_builder(builder, counter: dict, report: dict) -> None:
-    """Inside the sandbox: route `cpp_extension.load_inline` through `builder` (CPU or CUDA), record its
-    builds for the compile gate and count calls into the built module for the anti-hacking gate."""
-    from torch.utils import cpp_extension
-
-    from verifier.harness import CountingModule, report_built_source
-
-    report["builds"] = []
-
-    def load_inline(*args, **kwargs):
-        sources = []
-        for position, key in ((1, "cpp_sources"), (2, "cuda_sources")):
-            value = kwargs.get(key, args[position] if len(args) > position else None)
-            sources += [value] if isinstance(value, str) else [str(v) for v in (value or [])]
-        report_built_source(sources)
-        mod = builder.load_inline(*args, **kwargs)
-        report["builds"] = [vars(r) for r in builder.records]
-        return CountingModule(mod, counter)
-
-    def load(*args, **kwargs):
-        raise RuntimeError("cpp_extension.load from files is not supported; pass the sources to load_inline")
-
-    cpp_extension.load_inline = load_inline
-    cpp_extension.load = load

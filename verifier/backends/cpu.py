@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from verifier.backends.base import Backend, install_inline_builder
+from verifier.backends.base import Backend
+from verifier.inline_hook import install_inline_builder
 
 
 @dataclass
@@ -23,7 +24,7 @@ class CpuBackend(Backend):
 def install(job: dict, counter: dict, report: dict) -> None:
     """Inside the sandbox: `load_inline` goes through the cached split builder."""
     from verifier.build import InlineBuilder
-    from verifier.harness import request_artefact
+    from verifier.inline_hook import request_artefact
 
     builder = InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180),
                             shared=job.get("shared_build_root"), request=request_artefact)

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verifier.backends.base import Backend, install_inline_builder
+from verifier.backends.base import Backend
+from verifier.inline_hook import install_inline_builder
 
 # load_inline prepends these many lines to what the person wrote (torch/extension.h; torch/types.h, cuda.h,
 # cuda_runtime.h), so compiler line numbers are shifted back by them.
@@ -383,7 +384,7 @@ class CudaBuilder:
 def install(job: dict, counter: dict, report: dict) -> None:
     """Inside the sandbox: `load_inline` goes through the split CUDA builder; shared bindings come from
     the trusted side (`need` requests), never from another candidate's build."""
-    from verifier.harness import request_artefact
+    from verifier.inline_hook import request_artefact
 
     builder = CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300),
                           shared=job.get("shared_build_root"), request=request_artefact)
