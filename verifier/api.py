@@ -40,6 +40,7 @@ from verifier.gates import (
     compare_files,
 )
 from verifier.jobfiles import HeldDir, create_held, discard, empty_dir
+from verifier.keys import content_key
 from verifier.result import FAIL, GATE_ORDER, PASS, SKIP, GateResult, VerificationResult
 from verifier.rules import PolicyError, make_policy
 from verifier.sandbox import Limits, LiveJob
@@ -49,13 +50,6 @@ GateCallback = Callable[[str, str], None]
 
 class VerifierError(Exception):
     """The verification could not run at all (bad task, unusable backend); one line saying what to do."""
-
-
-def _digest(*parts: object) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:24]
 
 
 def source_hash(source: str) -> str:
@@ -149,7 +143,7 @@ class _ReferenceWorkers:
         atexit.register(self.close)
 
     def get(self, reference_source: str, be: Backend, config: VerifyConfig) -> tuple[LiveJob, Path]:
-        key = _digest("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
+        key = content_key("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
         with self._lock:
             held = self._workers.pop(key, None)
             if held is not None and held[0].proc.poll() is None:
@@ -168,7 +162,7 @@ class _ReferenceWorkers:
         return job, task
 
     def give_back(self, reference_source: str, be: Backend, config: VerifyConfig, held: tuple[LiveJob, Path]) -> None:
-        key = _digest("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
+        key = content_key("refworker-v1", reference_source, be.name, be.device, _threads(config), config.memory_gb)
         with self._lock:
             if held[0].proc.poll() is None and config.warm_worker:
                 self._workers[key] = held
@@ -251,7 +245,7 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
 
 
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
-    return _digest("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
+    return content_key("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
                    config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
                    config.sandbox_tmp_mb)
 
@@ -1611,7 +1605,7 @@ def _ignored_ops() -> frozenset[str]:
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
-    return _digest("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+    return content_key("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:

@@ -17,7 +17,6 @@ the build falls back to the standard single-TU layout, still cached by hash.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import os
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.diagnostics import first_error, parse_diagnostics
+from verifier.keys import content_key
 from verifier.procs import descendants
 
 # torch:: spellings kernels use, over ATen (shared by the CPU shim and the light CUDA shim).
@@ -143,14 +143,6 @@ def _compiler_id() -> str:
     if not first:
         return "unknown"
     return first.split(None, 1)[1] if " " in first else first
-
-
-def _digest(*parts: object) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(repr(p).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:24]
 
 
 def _as_list(sources: str | list[str] | None) -> list[str]:
@@ -344,7 +336,7 @@ class InlineBuilder:
     # precompiled headers -----------------------------------------------------------------------
     def _pch(self, kind: str, header: str, cflags: list[str], deadline: float) -> Path:
         """A directory holding `<kind>.h` and its .gch for exactly these flags (built once, shared)."""
-        key = _digest(kind, header, cflags, self._env_key)
+        key = content_key(kind, header, cflags, self._env_key)
         shared = self._from_shared(Path("pch") / f"{kind}-{key}", f"{kind}.h.gch", "pch",
                                    {"kind": kind, "cflags": cflags})
         if shared is not None:
@@ -406,7 +398,7 @@ class InlineBuilder:
         for inc in extra_include_paths or []:
             cflags += ["-I", inc]
         ldflags = list(extra_ldflags or [])
-        key = _digest(name, source, fns, cflags, ldflags, self._env_key)
+        key = content_key(name, source, fns, cflags, ldflags, self._env_key)
         out_dir = self.root / "ext" / key
         so_path = out_dir / f"{name}.so"
         start = time.monotonic()
@@ -466,7 +458,7 @@ class InlineBuilder:
         functions reuse it. Built concurrently with the kernel; yields (object path, module name) and, on
         leaving the block, waits for the compiler and checks it."""
         bflags = ["-O1"]
-        key = _digest("bind-v4", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
+        key = content_key("bind-v4", [(sig.ret, sig.params) for sig in sigs], bflags, self._env_key)
         module = f"evk_bind_{key[:16]}"
         d = self.root / "bind" / key
         obj = d / "bind.o"

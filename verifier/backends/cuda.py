@@ -11,7 +11,6 @@ diagnostics whose lines count from the start of the person's own `cuda_sources` 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -104,14 +103,6 @@ def build_failure(log: str) -> tuple[str, list[str]]:
     if undefined and not diags:
         diags = [f"link: error: undefined symbol {undefined.group(1)} (declared but not defined?)"]
     return first_error(diags, log), diags
-
-
-def _digest(*parts: object) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:24]
 
 
 def _as_list(x) -> list[str]:

@@ -27,12 +27,11 @@ lines torch's layout prepends (3 and 1), so `map_cuda_diagnostics` maps both lay
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 
 from verifier.build import TORCH_NAMESPACE, Signature, extract_declarations, signature_of
+from verifier.keys import content_key as _key
 
 # What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
 CUDA_PRELUDE = "#include <torch/extension.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -125,14 +124,6 @@ class CudaPlan:
         return {"signatures": [[s.ret, list(s.params)] for s in self.signatures]}
 
 
-def _digest(*parts: object) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(json.dumps(p, sort_keys=True, default=str).encode())
-        h.update(b"\0")
-    return h.hexdigest()[:24]
-
-
 def _as_list(x) -> list[str]:
     if x is None:
         return []
@@ -161,7 +152,7 @@ def normalise_spec(name, cpp_sources=None, cuda_sources=None, functions=None, ex
 
 def content_key(spec: dict, toolchain: Toolchain, layout: str) -> str:
     """Same sources, flags, toolchain and GPU architecture: same key (an unchanged kernel is a hit)."""
-    return _digest("cuda-v2", layout, spec, toolchain.env_key, toolchain.arch, toolchain.std)
+    return _key("cuda-v2", layout, spec, toolchain.env_key, toolchain.arch, toolchain.std)
 
 
 def declarations_only(cpp_text: str) -> bool:
