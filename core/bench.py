@@ -819,8 +819,8 @@ def retrieval_slots(session_path: Path) -> tuple[int, int]:
         return 0, 0
     for ev in events:
         if ev.kind == "retrieved":
-            slots += int(ev.data.get("slots", 0) or 0)
-            value += int(ev.data.get("value_beyond_similarity", 0) or 0)
+            slots += int(ev.payload.slots or 0)
+            value += int(ev.payload.value_beyond_similarity or 0)
     return slots, value
 
 

@@ -149,6 +149,14 @@ class Retrieved(Payload):
     items: list[RetrievedItem] = field(default_factory=list)
     #: refine: the start point chosen by Q2 ({"version", "id", "q2", ...}); credited with the items
     start_point: dict[str, Any] | None = None
+    #: the value-driven choice behind the items (`memory.retrieval.Selection.event`): the pool recalled by
+    #: similarity ({"id", "similarity", "q", ...} each), similarity's own top-k ids, the slots exploration
+    #: filled, how many slots value chose beyond similarity's top-k, and the ranked slots in all
+    pool: list[dict[str, Any]] = field(default_factory=list)
+    similarity_top: list[str] = field(default_factory=list)
+    explored: list[int] = field(default_factory=list)
+    value_beyond_similarity: int = 0
+    slots: int = 0
     OMIT_NONE = ("start_point",)
 
     def _normalise(self) -> None:
@@ -249,7 +257,7 @@ class Verification(Payload):
 @dataclass(kw_only=True)
 class Reward(Payload):
     KIND = "reward"
-    OMIT_NONE = ("deferred",)
+    OMIT_NONE = ("deferred", "raw")
     version: int | None = None
     credited: list[str] = field(default_factory=list)
     #: ids held back for a pending refinement, credited at the person's verdict
@@ -260,6 +268,10 @@ class Reward(Payload):
     latency_ms: float | None = None
     best_ms: float | None = None
     improved: bool = False
+    #: the reward scheme that computed `value` (`core.rewards`)
+    scheme: str = ""
+    #: the refine reward before z-normalisation, when it was normalised
+    raw: float | None = None
 
     def _normalise(self) -> None:
         if self.value is None and "reward" in self.extra:
@@ -281,6 +293,8 @@ class MemoryAdded(Payload):
     kind: str = ""
     title: str = ""
     version: int | None = None
+    #: the lesson joined an existing item of the bank instead of adding one
+    merged: bool = False
 
 
 @dataclass(kw_only=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from core.events import (
+    PAYLOADS,
     Accepted,
     Attempt,
     Event,
@@ -606,7 +607,13 @@ class Session(Learning):
     def _emit(self, kind: str, data: dict[str, Any]) -> Event:
         """Record an event: append it (fsynced) to the log, fold it into `state` with `core.events.apply`,
         keep current_kernel.py equal to the kernel on screen, then tell the caller."""
-        event = Event(kind, data, step=self.step_no)
+        typed = PAYLOADS.get(kind)
+        if typed is None:
+            raise ValueError(f"no event payload type for {kind!r}: add it to core.events")
+        payload = typed.from_data(data)
+        if payload.extra:  # every key written has a typed field: readers never meet an untyped one
+            raise ValueError(f"{typed.__name__} has no field for {sorted(payload.extra)}")
+        event = Event(kind, payload.to_data(), step=self.step_no)
         if not self.folder_lock.held:
             self._take_folder_lock()
         try:

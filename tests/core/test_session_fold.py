@@ -142,6 +142,19 @@ def test_every_consumer_folds_the_same_session(tmp_path, store, scenario):
     assert ("pending" in text.splitlines()[-1]) == (expected["pending"] is not None)
     for ev in events:  # every kind of this recording has its line or is deliberately quiet
         describe_event(ev)
+        assert not ev.payload.extra, f"{ev.kind} was written with keys its payload has no field for"
+
+
+def test_a_session_writes_only_what_its_typed_payloads_say(tmp_path, store):
+    """`_emit` reads every event through its payload type: a key the type lacks, or a kind without a
+    type, is a programming error at the write, never an untyped key a reader meets later."""
+    session = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions")
+    with pytest.raises(ValueError, match="MemoryMarked has no field for \\['colour'\\]"):
+        session._emit("memory_marked", {"id": "x", "used": True, "colour": "red"})
+    with pytest.raises(ValueError, match="no event payload type for 'made_up'"):
+        session._emit("made_up", {})
+    kinds = [e.kind for e in read_events(session.path)]
+    assert "memory_marked" not in kinds and "made_up" not in kinds, "a refused event is not recorded"
 
 
 def test_replay_of_a_faster_edit_shows_no_stale_pending_refinement(tmp_path, store):
