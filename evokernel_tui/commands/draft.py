@@ -253,10 +253,10 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     with one_line_errors(TaskError, SessionError, ModelError, ConfigError):
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
         check_task_size(the_task, memory_gb)
+        cfg = model_or_exit(model, api_base, timeout, as_json)  # a bad model is one line before the task runs
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
                                                               threads=threads, policy=the_policy.preset,
                                                               allow=list(the_policy.allowed)))
-        cfg = model_or_exit(model, api_base, timeout, as_json)
         memory = open_memory_checked(memory_path, not no_memory)
         shapes = task_shapes(the_task) if memory is not None else ""
         session = Session.create(

@@ -107,33 +107,45 @@ def test_trusted_artefacts_are_built_with_the_sandboxs_compiler(tmp_path, monkey
     assert seen == [(build.sandbox_compiler(), sandbox_id)] and sandbox_id != trusted_id
 
 
+SCALED = """
+#include <torch/extension.h>
+torch::Tensor NAME(torch::Tensor x, double scale, int64_t poison_signature) {
+    auto out = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) o[i] = in[i] > THRESHOLD ? in[i] * (float)scale : 0.0f;
+    return out;
+}
+"""
+
+
 @pytest.mark.slow
-def test_a_bindings_object_without_its_module_is_never_linked(tmp_path):
+def test_a_bindings_object_without_its_module_is_never_linked(shared_build_root):
     """CI found it: several builders of the same signatures at once rewrote one shared `bind.cpp` while
     another's compiler read it; an empty object (no `PyInit_<module>`) was cached and every later
     kernel of those signatures failed to import. A cached object without its module's init is rebuilt,
-    and each build compiles a source of its own."""
+    and each build compiles a source of its own. (A signature no other test uses: its bindings alone are
+    poisoned, in the suite's shared build root, whose precompiled header is already there.)"""
     import subprocess
 
     import torch
 
     from verifier.build import InlineBuilder, binding_object_ok
 
-    builder = InlineBuilder(tmp_path)
-    fn = "relu_poison"
-    source = RELU.replace("NAME", fn).replace("THRESHOLD", "0.0f")
-    builder.load_inline("poison_a", source, functions=[fn], extra_cflags=["-O1"])
-    [obj] = (tmp_path / "bind").glob("*/bind.o")
+    fn = "scaled_relu_poison"
+    before = set((shared_build_root / "bind").glob("*/bind.o"))
+    InlineBuilder(shared_build_root).load_inline("poison_a", SCALED.replace("NAME", fn).replace("THRESHOLD", "0.0f"),
+                                                 functions=[fn], extra_cflags=["-O1"])
+    [obj] = set((shared_build_root / "bind").glob("*/bind.o")) - before
     module = "evk_bind_" + obj.parent.name[:16]
     assert binding_object_ok(obj, module)
     assert not list(obj.parent.glob("bind.cpp")), "no shared source another builder could rewrite"
-    empty = tmp_path / "empty.cpp"
+    empty = shared_build_root / "empty.cpp"
     empty.write_text("")
     subprocess.run(["c++", "-c", str(empty), "-o", str(obj)], check=True)  # what the race left behind
     assert not binding_object_ok(obj, module)
-    again = InlineBuilder(tmp_path)
-    renamed = RELU.replace("NAME", fn).replace("THRESHOLD", "1.0f")
-    loaded = again.load_inline("poison_b", renamed, functions=[fn], extra_cflags=["-O1"])
+    loaded = InlineBuilder(shared_build_root).load_inline(
+        "poison_b", SCALED.replace("NAME", fn).replace("THRESHOLD", "1.0f"), functions=[fn], extra_cflags=["-O1"])
     x = torch.tensor([-1.0, 0.5, 1.5])
-    assert torch.equal(getattr(loaded, fn)(x), torch.tensor([0.0, 0.0, 1.5]))
+    assert torch.equal(getattr(loaded, fn)(x, 2.0, 0), torch.tensor([0.0, 0.0, 3.0]))
     assert binding_object_ok(obj, module), "the poisoned object was replaced"

@@ -27,11 +27,13 @@ CANDIDATES = sorted(p for p in HONEST.glob("*__*.py") if "pure_pytorch" not in p
 @pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: p.stem)
 def test_honest_style_is_feasible(path, make_config):
     task = path.stem.split("__")[0]
-    res = verify(load_task(TASKS.get(task, task)).source, path.read_text(), config=make_config())
+    # feasibility is the question here (a false rejection): the clock has its own tests, so it is off
+    res = verify(load_task(TASKS.get(task, task)).source, path.read_text(), config=make_config(time_kernels=False))
     assert res.feasible, res.feedback()
     correct = next(g for g in res.gates if g.name == "correctness")
     assert correct.passed and correct.detail["atol"] is None and correct.detail["rtol"] is None, correct.detail
-    assert not any("floor was used" in n for n in res.notes), res.notes
+    probes = {r["name"]: r["status"] for r in correct.detail["probes"]}
+    assert probes and "fail" not in probes.values(), probes  # an honest kernel passes the numerics probes
 
 
 def test_pure_pytorch_model_is_refused_by_rule_not_by_crash(make_config):
