@@ -131,7 +131,7 @@ class ModelNew(nn.Module):
 def test_work_deferred_past_the_clock_is_caught(task_source, clock_config):
     """Garbage while timed, the right answers computed while the outputs are saved (after the clock):
     the parent reads the outputs from the paused process at `timing_end`, so nothing is saved late."""
-    res = verify(task_source("relu"), KERNEL + DEFER, config=clock_config())
+    res = verify(task_source("relu"), KERNEL + DEFER, config=clock_config(allow=["custom-kernel-skipped"]))  # the clock/data-path defence itself: skipping the kernel in timed calls is its own rule, allowed here
     assert not res.feasible
     failed = res.failed_gate
     assert failed is not None and failed.name == "correctness", res.feedback()

@@ -249,7 +249,8 @@ class ModelNew(nn.Module):
 def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostile_config):
     """Every timed call gets fresh content in the same buffers and sampled timed outputs are checked:
     caches keyed by pointer, version or a checksum, and "stale after N calls", are caught."""
-    res = verify(task_source("relu"), candidate("", MEMO_MODELS[trick]), config=hostile_config())
+    # the timed-output checks themselves: skipping the kernel on a memoised call is its own rule, allowed here
+    res = verify(task_source("relu"), candidate("", MEMO_MODELS[trick]), config=hostile_config(allow=["custom-kernel-skipped"]))
     assert not res.feasible, (trick, res.feedback())
     gate = res.failed_gate
     assert gate.name in ("anti_hacking", "correctness"), res.feedback()
@@ -428,7 +429,8 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     overwritten, so the view shows other data and the sampled check fails (it read ~150x before)."""
     source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_view_in_timing.py").read_text()
     # several calls per round, so the refilled buffers repeat within a round whatever the allocator does
-    res = verify(task_source("transpose_copy"), source, config=make_config(round_target_ms=400.0, timing_memory_mb=1024.0))
+    res = verify(task_source("transpose_copy"), source, config=make_config(round_target_ms=400.0, timing_memory_mb=1024.0,
+                                                                    shape_probe=False))  # the timing check, not the probe
     assert not res.feasible, (res.speedup, res.feedback())
     gate = res.failed_gate
     assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
@@ -440,7 +442,7 @@ def test_a_kernel_that_lets_aten_copy_do_the_work_fails(task_source, make_config
     ATen's copy (an allowed entry point for the binary audit) does the whole transpose. The copy's
     time counts as torch work in the profile's split (it was accepted before)."""
     source = (Path(__file__).resolve().parents[1] / "candidates" / "hostile_dynamic" / "cpp_aten_copy_transpose.py").read_text()
-    res = verify(task_source("transpose_copy"), source, config=make_config(policy="strict"))
+    res = verify(task_source("transpose_copy"), source, config=make_config(policy="strict", shape_probe=False))
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
     assert gate.name == "anti_hacking" and gate.detail.get("rule") == "torch-work-outside-kernel", res.feedback()

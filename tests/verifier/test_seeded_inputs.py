@@ -187,7 +187,9 @@ def test_caching_by_seed_or_address_still_fails(trick, make_config, kernel_sourc
 
     source = kernel_source(RELU_BODY)
     head, _, _ = source.partition("\nclass ModelNew")
-    res = verify(RELU_TASK, head + "\n" + HOSTILE[trick], config=make_config(static_scan=False))
+    # the timed-output checks themselves: skipping the kernel on a cached call is its own rule, allowed here
+    res = verify(RELU_TASK, head + "\n" + HOSTILE[trick], config=make_config(
+        static_scan=False, allow=["custom-kernel-skipped"], magnitude_probe=False, shape_probe=False))
     assert not res.feasible, (trick, res.feedback())
     assert res.failed_gate.name in ("anti_hacking", "correctness"), res.feedback()
     # right on every trial (fresh buffers, the harness's own draw): the timed calls' checks see it, whatever
