@@ -99,16 +99,14 @@ class Probe:
         result = fn(*args, **kwargs)
         if any(t.is_cuda for t in given) and torch.cuda.is_available():
             torch.cuda.synchronize()
-        produced = _tensors(torch, result) + [t for t, old in zip(given, before, strict=True)
-                                              if not same_bits(torch, t, old)]
-        for t in produced:
+        written = [t for t, old in zip(given, before, strict=True) if not same_bits(torch, t, old)]
+        for t in _tensors(torch, result) + written:
             self.results += 1
             self.copies += any(same_bits(torch, t, old) for old in before)
-        for t, old in zip(given, before, strict=True):
-            if not same_bits(torch, t, old):
-                with torch.no_grad():
-                    t.copy_(self.garbage_like(t))
-                self.replaced += 1
+        for t in written:
+            with torch.no_grad():
+                t.copy_(self.garbage_like(t))
+            self.replaced += 1
         if isinstance(result, torch.Tensor):
             self.replaced += 1
             return self.garbage_like(result)
