@@ -67,6 +67,8 @@ def compare_tensor(got: np.ndarray, want: np.ndarray, got_dtype: str, want_dtype
         return Comparison(False, f"{label} has dtype {got_dtype}, expected {want_dtype}")
     if got.size == 0:
         return Comparison(True)
+    if not magnitude and spread is None and got.dtype == want.dtype and _same_bits(got, want):
+        return Comparison(True, max_abs=0.0, max_rel=0.0)  # bit for bit the reference's: close whatever the tolerance
     common = np.float32 if got.dtype == want.dtype == np.float32 else np.float64
     # 0-dim outputs (a loss) become 1-element arrays: numpy turns 0-dim arithmetic into scalars
     g = np.atleast_1d(np.asarray(got).astype(common, copy=False))
@@ -140,6 +142,33 @@ def _nonfinite_where_finite(g: np.ndarray, w: np.ndarray) -> str:
         return ""
     what = "inf" if not nan else "nan" if not inf else f"inf ({inf}) or nan ({nan})"
     return f"{inf + nan} of {gf.size} elements {what} where the reference is finite"
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    """Whether two arrays hold the same bytes: one pass, where the tolerance test takes a dozen (every
+    timed call of a round is compared in full, and an elementwise kernel often matches torch bit for
+    bit). Equal bits pass any tolerance, NaN and infinities included, as they stand where the
+    reference has them."""
+    if got.nbytes != want.nbytes:
+        return False
+    a, b = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    if _MEMCMP is not None:
+        return _MEMCMP(a.ctypes.data, b.ctypes.data, a.nbytes) == 0  # in place: no copies of a big output
+    return a.tobytes() == b.tobytes()
+
+
+def _libc_memcmp():
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None).memcmp
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+_MEMCMP = _libc_memcmp()
 
 
 CHUNK = 1 << 18  # elements per block of `_within_chunked` (1 MB of float32: stays in the cache)

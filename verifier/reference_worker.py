@@ -82,11 +82,12 @@ class Worker:
             return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device)
         return draw_inputs(self.torch, self.task, int(seed), dist, self.device)
 
-    def _save_inputs(self, directory: Path, inputs: list, prefix: str) -> None:
-        """The file path's hand-over (a task without a recipe); nothing to write otherwise."""
+    def _save_inputs(self, directory: Path, inputs: list, prefix: str, files: bool = False) -> None:
+        """The file path's hand-over (a task without a recipe, or a round whose sets go by file:
+        `verifier.api.sets_by_file`); nothing to write otherwise."""
         from verifier.runner import save_args
 
-        if self.recipe is None:
+        if self.recipe is None or files:
             save_args(self.torch, self.np, directory, inputs, prefix=prefix)
 
     def prepare(self, cmd: dict) -> dict:
@@ -255,7 +256,7 @@ class Worker:
         sets = []
         for k, seed in enumerate(cmd["seeds"]):
             inputs = self.draw(int(seed), "task")
-            self._save_inputs(d, inputs, f"s{k}_in")
+            self._save_inputs(d, inputs, f"s{k}_in", bool(cmd.get("files")))
             sets.append(inputs)
         tid = threading_native_id()
         wait0, cpu0, t0 = thread_wait_ns(tid, os.getpid()), time.process_time_ns(), _perf_ns()
@@ -289,7 +290,7 @@ class Worker:
         (`load_sets`). The same code the harness runs, so the stub's overhead is like for like."""
         from verifier.runner import draw_sets, load_sets
 
-        if self.recipe is not None:
+        if self.recipe is not None and cmd.get("seeds") is not None:
             return draw_sets(self.torch, self.recipe, cmd["seeds"], self.device)
         return load_sets(self.torch, self.np, Path(cmd["dir"]), int(cmd["count"]), self.device)
 
