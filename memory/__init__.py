@@ -2,7 +2,7 @@
 
 from memory.items import KINDS, STAGES, MemoryItem, TaskSignature, ValueChange
 from memory.retrieval import RetrievalPolicy, Retrieved
-from memory.storage import SCHEMA_VERSION, MemoryCorrupt
+from memory.schema import SCHEMA_VERSION, MemoryCorrupt
 from memory.store import ENV_VAR, MemoryStore, default_path
 
 __all__ = [

@@ -8,6 +8,10 @@
   rewrite of the whole bank; the journal is folded into the snapshot ("compaction") now and then.
 - ``memory.json.lock``: the cross-process lock file (filelock).
 - ``memory.json.bm25/``: for large banks, the saved BM25 index (see `index`); safe to delete.
+
+This module is the file layer only: where a bank lives (`default_path`), atomic writes, reading and
+writing the snapshot, appending to and salvaging the journal. What a row holds and how rows of older
+schemas are migrated is `schema`; keeping the items in step with these files is `bank`.
 """
 
 from __future__ import annotations
@@ -16,21 +20,28 @@ import gc
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
+import platformdirs
 from tinydb import TinyDB
 from tinydb.middlewares import CachingMiddleware
 from tinydb.storages import Storage
 
-SCHEMA_VERSION = 3
+from memory.schema import SCHEMA_VERSION, MemoryCorrupt, check_record, migrate
+
+ENV_VAR = "EVOKERNEL_MEMORY"
 
 
-class MemoryCorrupt(Exception):
-    """A bank file cannot be read; `evokernel memory repair` restores the last good snapshot."""
+def default_path() -> Path:
+    """`$EVOKERNEL_MEMORY`, else `memory.json` in the user data dir (e.g. ~/.local/share/evokernel)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("evokernel")) / "memory.json"
 
 
 def journal_path(path: Path) -> Path:
@@ -147,58 +158,29 @@ def write_snapshot(path: Path, meta: dict[str, Any], items: list[dict[str, Any]]
     db.close()
 
 
-def _v1_to_v2(item: dict[str, Any]) -> dict[str, Any]:
-    """Schema 1 kept one value `q` and one `visits` for both stages; schema 2 splits them per stage."""
-    out = dict(item)
-    q = float(out.pop("q", 0.5))
-    visits = int(out.pop("visits", 0))
-    out.setdefault("q1", q)
-    out.setdefault("visits1", visits)
-    out.setdefault("q2", 0.0)
-    out.setdefault("visits2", 0)
-    out.setdefault("data", {})
-    return out
+def file_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _v2_to_v3(item: dict[str, Any]) -> dict[str, Any]:
-    """Schema 2 drafted on a 0..1 reward scale (neutral 0.5); schema 3 uses [-1, 1] (neutral 0)."""
-    out = dict(item)
-    out["q1"] = 2.0 * float(out.get("q1", 0.5)) - 1.0
-    return out
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The journal's first line ({"base_seq", "gen"}), or None when there is no journal yet."""
+    try:
+        with open(path, "rb") as fh:
+            line = fh.readline()
+    except FileNotFoundError:
+        return None
+    try:
+        header = json.loads(line)
+        return {"base_seq": int(header["base_seq"]), "gen": str(header["gen"]), "size": len(line),
+                "schema": int(header.get("schema", 2))}
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise MemoryCorrupt(f"{path} has a damaged header") from None
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
-
-
-def migrate_record(record: dict[str, Any], schema: int) -> dict[str, Any]:
-    """A journal operation written under an older `schema`, brought up to `SCHEMA_VERSION`."""
-    if schema >= SCHEMA_VERSION:
-        return record
-    out = dict(record)
-    if out.get("op") == "put":
-        items = [dict(d) for d in out.get("items", [])]
-        for version in range(schema, SCHEMA_VERSION):
-            items = [MIGRATIONS[version](d) for d in items]
-        out["items"] = items
-    elif out.get("op") == "credit" and out.get("stage") == "draft" and schema < 3:
-        out["reward"] = 2.0 * float(out["reward"]) - 1.0
-    return out
-
-
-def migrate(
-    meta: dict[str, Any], items: list[dict[str, Any]], path: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Bring items from an older schema up to `SCHEMA_VERSION`, one step at a time."""
-    version = int(meta.get("schema", 1))
-    if version > SCHEMA_VERSION:
-        raise MemoryCorrupt(
-            f"{path} uses memory schema {version}, newer than this evokernel ({SCHEMA_VERSION}); upgrade evokernel"
-        )
-    while version < SCHEMA_VERSION:
-        step = MIGRATIONS[version]
-        items = [step(item) for item in items]
-        version += 1
-    return {**meta, "schema": version, "migrated_from": meta.get("schema", 1)}, items
 
 
 class Journal:
@@ -266,26 +248,6 @@ class Journal:
                 os.fsync(fh.fileno())
             return fh.tell()
 
-
-JOURNAL_OPS = ("put", "remove", "credit")
-
-
-def check_record(record: Any) -> str | None:
-    """Why a parsed journal line is not a usable operation, or None when it is."""
-    if not isinstance(record, dict):
-        return "not an object"
-    if not isinstance(record.get("seq"), int):
-        return "no sequence number"
-    op = record.get("op")
-    if op not in JOURNAL_OPS:
-        return f"unknown operation {op!r}"
-    need = {"put": ("items",), "remove": ("ids",), "credit": ("ids", "stage", "reward", "alpha", "t")}[op]
-    absent = [k for k in need if k not in record]
-    if absent:
-        return f"{op} without {', '.join(absent)}"
-    if not isinstance(record.get("items", record.get("ids")), list):
-        return f"{op} with a malformed list"
-    return None
 
 
 def salvage_journal(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:

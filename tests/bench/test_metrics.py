@@ -161,3 +161,18 @@ def test_outcome_uses_the_sessions_accepted_best_when_given():
     accepted = outcome_from_results("t", 1, rs, best_index=1)
     assert accepted.best_ms == 1.0 and accepted.speedup == 1.0
     assert outcome_from_results("t", 1, rs).best_ms == 0.5
+
+
+def test_the_metrics_module_is_pure():
+    """core.bench.metrics reads no file and starts nothing: it imports only the standard library's
+    arithmetic and the records it scores (so a report can be recomputed from bench.json alone)."""
+    import ast
+    from pathlib import Path
+
+    import core.bench.metrics as metrics
+
+    tree = ast.parse(Path(metrics.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported <= {"__future__", "math", "statistics", "collections.abc", "dataclasses", "typing",
+                        "core.bench.records"}, imported

@@ -1,0 +1,148 @@
+"""The records of a bench run: one `TaskOutcome` per task (built from its kernels' verdicts) and one
+`LevelSummary` per report row, and the `BenchError` every bench module raises.
+
+Kept apart so the metrics, the bench file and the runner share one definition of what a task achieved;
+a record round-trips through `bench.json` with `to_dict` / `from_dict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from verifier.result import VerificationResult
+
+
+class BenchError(Exception):
+    """A bench that cannot start or continue; the message is one line saying what to do."""
+
+
+@dataclass
+class TaskOutcome:
+    """What one task's session achieved: the record every metric is computed from."""
+
+    task: str
+    level: int
+    compiled: bool = False
+    feasible: bool = False
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    first_feasible_ms: float | None = None
+    best_ms: float | None = None
+    tokens: int = 0
+    cost: float | None = 0.0
+    category: str = ""
+    kernels: int = 0
+    session: str = ""
+    seconds: float = 0.0
+    device: str = ""
+    error: str = ""
+    skipped: str = ""
+    rejected: int = 0
+    compile_failed: int = 0
+    #: retrieval slots filled in this task's session, and those chosen by value that similarity's top-k
+    #: would not have chosen (from the `retrieved` events)
+    slots: int = 0
+    value_slots: int = 0
+    #: feasible refinements after the first feasible draft (the paper's refine median counts tasks with one)
+    feasible_refinements: int = 0
+    #: 1-based kernel index of the first kernel that compiled / was correct (None: never)
+    first_compiled_at: int | None = None
+    first_feasible_at: int | None = None
+
+    @property
+    def status(self) -> str:
+        """correct, incorrect, did not compile, rejected by anti-hacking, no kernel, skipped (reason), or error: ..."""
+        if self.error:
+            return f"error: {self.error}"
+        if self.skipped:
+            return f"skipped ({self.skipped})"
+        if self.feasible:
+            return "correct"
+        if self.compiled:
+            return "incorrect"
+        if self.kernels and self.rejected == self.kernels:
+            return "rejected by anti-hacking"
+        return "did not compile" if self.kernels else "no kernel"
+
+    @property
+    def counted(self) -> bool:
+        """Whether the task enters the metrics: it ran (not skipped because its reference cannot run here)."""
+        return not self.error and not self.skipped
+
+    @property
+    def refine_speedup(self) -> float | None:
+        """Best refined latency over the first feasible draft's latency (1.0 when refining found nothing faster)."""
+        if self.feasible and self.first_feasible_ms and self.best_ms:
+            return self.first_feasible_ms / self.best_ms
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskOutcome:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
+class LevelSummary:
+    """The report row of one level (or of all tasks, `level=None`)."""
+
+    level: int | None
+    tasks: int
+    compile_rate: float
+    correct_rate: float
+    rejected_rate: float
+    fast: dict[str, float]
+    fast_vs_compile: dict[str, float] | None
+    geomean_speedup: float | None
+    median_refine_speedup: float | None
+    tokens: int
+    cost: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def best_attempt(results: Sequence[VerificationResult | None]) -> int | None:
+    """Index of the kernel the headless loop ends with: the fastest feasible one, else the first feasible.
+
+    The loop accepts the first feasible draft and then only strictly faster refinements, so this is
+    the same kernel the loop accepted; replay uses it to pick the best kernel on new hardware.
+    """
+    feasible = [i for i, r in enumerate(results) if r is not None and r.feasible]
+    if not feasible:
+        return None
+    timed = [i for i in feasible if results[i].latency_ms is not None]
+    if not timed:
+        return feasible[0]
+    return min(timed, key=lambda i: (results[i].latency_ms, i))
+
+
+def outcome_from_results(task: str, level: int, results: Sequence[VerificationResult | None], *,
+                         tokens: int = 0, cost: float | None = 0.0, category: str = "", session: str = "",
+                         seconds: float = 0.0, best_index: int | None = None) -> TaskOutcome:
+    """A task's outcome from its kernels' results, in the order they were written. `best_index`: the
+    session's accepted best kernel (the one definition of "best" the app, `sessions` and replay use);
+    without one (re-verified results), the fastest feasible kernel."""
+    best_i = best_index if best_index is not None else best_attempt(results)
+    first = next((r for r in results if r is not None and r.feasible), None)
+    best = results[best_i] if best_i is not None else None
+    compiled = any(r is not None and (g := r.gate("compile")) is not None and g.passed for r in results)
+    device = next((r.device for r in results if r is not None and r.device), "")
+    return TaskOutcome(
+        task=task, level=level, compiled=compiled, feasible=best is not None,
+        speedup=best.speedup if best else None,
+        speedup_vs_compile=best.speedup_vs_compile if best else None,
+        first_feasible_ms=first.latency_ms if first else None,
+        best_ms=best.latency_ms if best else None,
+        tokens=tokens, cost=cost, category=category, kernels=len(results), session=session,
+        seconds=seconds, device=device,
+        first_compiled_at=next((i + 1 for i, r in enumerate(results)
+                                if r is not None and (g := r.gate("compile")) is not None and g.passed), None),
+        first_feasible_at=next((i + 1 for i, r in enumerate(results) if r is not None and r.feasible), None),
+        rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
+        compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
+    )
