@@ -228,7 +228,8 @@ def test_latency_reports_how_many_timed_calls_were_checked(task_source, make_con
     assert res.feasible, res.feedback()
     lat = next(g for g in res.gates if g.name == "latency")
     d = lat.detail
-    assert d["checked_calls"] == d["sampled_checks"] == d["runs"] + 1  # every timed call, and the warm-up's
+    # every timed call: the calibration call, the warm-up rounds' and the counted rounds'
+    assert d["checked_calls"] == d["sampled_checks"] == d["runs"] + 1 + d["warmup_rounds"] * d["calls_per_round"]
 
 
 # ---------------------------------------------------------------------------------------------------
