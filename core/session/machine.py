@@ -11,18 +11,33 @@ import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.events import (
     PAYLOADS,
     Accepted,
     Attempt,
+    BudgetChanged,
+    ErrorEvent,
     Event,
     EventLog,
+    GateEvent,
+    HumanEdit,
+    Kernel,
+    MemoryMarked,
+    ModelErrorEvent,
+    NeedsHuman,
+    Payload,
     PendingRefinement,
+    Prompt,
+    Rejected,
+    SessionStarted,
     SessionState,
+    StageChanged,
+    Starter,
     StepDone,
     StepResumed,
+    Verification,
     apply,
     fold,
     read_events,
@@ -33,9 +48,9 @@ from core.fsutil import FolderLock, LockHeld, os_error_text, release_lock
 from core.fsutil import one_line as _one_line
 from core.llm import ModelClient, ModelConfig, ModelError, ScriptedModel, make_client
 from core.prompting import PromptContext, Tried, build_messages
-from core.rewards import best_in_frame, is_improvement
+from core.rewards import StartPoint, best_in_frame, is_improvement
 from core.session.folder import _atomic_write, _slug, _versions, load_meta
-from core.session.learning import Learning, _deferred_credit
+from core.session.learning import Learning, _deferred_credit, reply_payload
 from core.session.models import _default_verify, _model_meta, _policy_meta, fresh_config
 from core.session.records import (
     FATAL_MODEL_ERRORS,
@@ -49,6 +64,9 @@ from core.session.records import (
 )
 from core.verifying import tolerance_text
 from verifier.result import VerificationResult
+
+if TYPE_CHECKING:
+    from memory import Retrieved as Hit
 
 
 class Session(Learning):
@@ -81,10 +99,6 @@ class Session(Learning):
         # everything folded from events lives in `state` (core.events.apply); the attributes below
         # (stage, history, best, pending, ...) read it
         self.state = SessionState()
-        # the memories on screen as `memory.Retrieved` objects (prompts and the app's table); not folded
-        self.retrieved: list[Any] = []
-        self.start_point: Any = None  # refine: the start point chosen by Q2 for this step
-        self.credit_ids: list[str] = []  # the ids this step's reward credits (ranked slots + start point)
 
     # ---------------------------------------------------------------- create / open
 
@@ -113,10 +127,8 @@ class Session(Learning):
                       policy=policy, auto_accept=auto_accept)
         session._take_folder_lock()
         with session._collecting(None):
-            session._emit("session_started", {
-                "task": task_dict["name"], "backend": backend, "model": session.model_name,
-                "budgets": budgets.to_dict(), "manual": session.manual,
-            })
+            session._emit(SessionStarted(task=task_dict["name"], backend=backend, model=session.model_name,
+                                         budgets=budgets.to_dict(), manual=session.manual))
             if session.manual:
                 session._start_manual()
         return session
@@ -126,7 +138,7 @@ class Session(Learning):
         from core.starter import starter_kernel
 
         t = self.meta.task
-        self._emit("starter", {"source": starter_kernel(t["name"], t.get("source", ""), self.backend)})
+        self._emit(Starter(source=starter_kernel(t["name"], t.get("source", ""), self.backend)))
         self._retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
 
     @classmethod
@@ -194,6 +206,10 @@ class Session(Learning):
     model_calls = property(lambda self: self.state.model_calls)
     elapsed_s = property(lambda self: self.state.elapsed_s)
     onscreen_ids = property(lambda self: list(self.state.onscreen_ids), doc="ids of the memories on screen")
+    retrieved = property(lambda self: list(self.state.retrieved),
+                         doc="the memories on screen as the last retrieval recorded them (`RetrievedItem`s)")
+    credit_ids = property(lambda self: list(self.state.credit_ids),
+                          doc="the ids a model step's reward credits (ranked slots and the start point)")
 
     @property
     def step_no(self) -> int:
@@ -330,7 +346,7 @@ class Session(Learning):
             stage = self._work_stage()
             credited = [i for i in self.onscreen_ids if self.state.marked.get(i)]  # marked used since retrieval
             attempt = self._record_kernel(source, "person", stage)
-            self._emit("human_edit", {"version": attempt.version, "stage": stage, "credited": credited})
+            self._emit(HumanEdit(version=attempt.version, stage=stage, credited=credited))
             result = self._verify(attempt)
             outcome = "verifier_error"
             if result is not None:
@@ -338,8 +354,8 @@ class Session(Learning):
                 best_ms = best_in_frame(result, self.best)
                 self._learn(stage, attempt, result, credited, best_ms)
                 self._judge(stage, attempt, result, best_ms)
-            self._emit("step_done", {"stage": stage, "counts": False, "outcome": outcome,
-                                     "seconds": time.monotonic() - start, "feedback": self._feedback_for(result)})
+            self._emit(StepDone(stage=stage, counts=False, outcome=outcome, seconds=time.monotonic() - start,
+                                feedback=self._feedback_for(result)))
             self._advance()
             return events
 
@@ -349,7 +365,7 @@ class Session(Learning):
         if item_id not in self.onscreen_ids:
             raise SessionError(f"memory {item_id} is not on screen; mark one of the memories shown")
         with self._exclusive(), self._collecting(on_event) as events:
-            self._emit("memory_marked", {"id": item_id, "used": bool(used)})
+            self._emit(MemoryMarked(id=item_id, used=bool(used)))
             return events
 
     def accept_pending(self, on_event: EventSink | None = None) -> list[Event]:
@@ -360,7 +376,7 @@ class Session(Learning):
             from memory.values import person_reward
 
             before, after = self.best, self.pending
-            self._emit("accepted", {"version": after.version, "by": "person", "reason": "accepted"})
+            self._emit(Accepted(version=after.version, by="person", reason="accepted"))
             ids, value = _deferred_credit(after)
             self._credit(ids, "refine", person_reward("accepted", value))
             if before is not None:
@@ -373,7 +389,7 @@ class Session(Learning):
             if self.pending is None:
                 raise SessionError("there is no pending refinement to reject")
             rejected = self.pending
-            self._emit("rejected", {"version": rejected.version, "by": "person"})
+            self._emit(Rejected(version=rejected.version, by="person"))
             from memory.values import person_reward
 
             ids, value = _deferred_credit(rejected)
@@ -397,7 +413,7 @@ class Session(Learning):
             if stage == "refine" and self.best is None:
                 raise SessionError("cannot refine yet: no feasible kernel")
             if stage != self.stage:
-                self._emit("stage_changed", {"from": self.stage, "to": stage, "reason": "set by person"})
+                self._emit(StageChanged(from_=self.stage, to=stage, reason="set by person"))
             return events
 
     def add_steps(self, stage: str, n: int, on_event: EventSink | None = None) -> list[Event]:
@@ -405,11 +421,11 @@ class Session(Learning):
         if stage not in ("draft", "refine") or n <= 0:
             raise SessionError("add_steps needs stage draft or refine and a positive count")
         with self._exclusive(), self._collecting(on_event) as events:
-            self._emit("budget_changed", {"stage": stage, "add": n})
+            self._emit(BudgetChanged(stage=stage, add=n))
             if self.stage == "done":
                 target = "refine" if self.best is not None else "draft"
                 if target == stage:
-                    self._emit("stage_changed", {"from": "done", "to": target, "reason": "more steps granted"})
+                    self._emit(StageChanged(from_="done", to=target, reason="more steps granted"))
             return events
 
     # ---------------------------------------------------------------- the step itself
@@ -418,26 +434,26 @@ class Session(Learning):
         self.step_no += 1
         start = time.monotonic()
         stage = self.stage
-        hits = self._retrieve(stage)
+        hits, start_point = self._retrieve(stage)
         if self.manual:
             from core.llm import manual_mode_message
 
-            self._emit("needs_human", {"stage": stage, "message": manual_mode_message()})
+            self._emit(NeedsHuman(stage=stage, message=manual_mode_message()))
             return
-        messages = build_messages(stage, self._prompt_context(stage, hits))
-        self._emit("prompt", {"stage": stage, "messages": messages})
+        messages = build_messages(stage, self._prompt_context(stage, hits, start_point))
+        self._emit(Prompt(stage=stage, messages=messages))
         outcome, result = "model_error", None
         try:
             reply = self.client.complete(messages, on_token=on_token)
         except ModelError as exc:
-            self._emit("model_error", {"stage": stage, "reason": exc.reason, "message": str(exc), "model_call": True})
+            self._emit(ModelErrorEvent(stage=stage, reason=exc.reason, message=str(exc), model_call=True))
             self._finish_step(stage, outcome, None, start)
             return
-        self._emit("model_reply", {"stage": stage, "purpose": "kernel", "model_call": True, **reply.to_dict()})
+        self._emit(reply_payload(stage, "kernel", reply))
         try:
             source = extract_kernel(reply.text)
         except ExtractError as exc:
-            self._emit("model_error", {"stage": stage, "reason": "no_code", "message": str(exc)})
+            self._emit(ModelErrorEvent(stage=stage, reason="no_code", message=str(exc)))
             self._finish_step(stage, "no_code", None, start, feedback=f"Your previous reply was not usable: {exc}.")
             return
         attempt = self._record_kernel(source, "model", stage)
@@ -447,7 +463,7 @@ class Session(Learning):
             return
         best_ms = best_in_frame(result, self.best)
         defer = stage == "refine" and not self.auto_accept and is_improvement(result, best_ms)
-        self._learn(stage, attempt, result, list(self.credit_ids), best_ms, defer=defer)
+        self._learn(stage, attempt, result, list(self.state.credit_ids), best_ms, defer=defer)
         self._judge(stage, attempt, result, best_ms)
         self._finish_step(stage, result.outcome, result, start)
 
@@ -459,18 +475,18 @@ class Session(Learning):
         if attempt.author == "person":
             if is_improvement(result, best_ms) and (stage == "draft" and self.best is None or stage == "refine"):
                 before = self.best
-                self._emit_payload(Accepted(version=attempt.version, by="person", reason="person's edit"))
+                self._emit(Accepted(version=attempt.version, by="person", reason="person's edit"))
                 if before is not None:
                     self._distil_insight(before, attempt)
         elif stage == "draft" and result.feasible:
-            self._emit_payload(Accepted(version=attempt.version, by="loop", reason="first feasible kernel"))
+            self._emit(Accepted(version=attempt.version, by="loop", reason="first feasible kernel"))
         elif stage == "refine" and is_improvement(result, best_ms):
-            self._emit_payload(PendingRefinement(
+            self._emit(PendingRefinement(
                 version=attempt.version, latency_ms=result.latency_ms, best_ms=best_ms,
                 gain=(best_ms / result.latency_ms) if best_ms and result.latency_ms else None))
             if self.auto_accept:
                 before = self.best
-                self._emit_payload(Accepted(version=attempt.version, by="auto", reason="faster (headless)"))
+                self._emit(Accepted(version=attempt.version, by="auto", reason="faster (headless)"))
                 if before is not None:
                     self._distil_insight(before, attempt)
 
@@ -485,11 +501,11 @@ class Session(Learning):
             return False
         start = time.monotonic()
         stage, counts = attempt.stage, attempt.author != "person"
-        self._emit_payload(StepResumed(version=attempt.version, stage=stage, author=attempt.author,
+        self._emit(StepResumed(version=attempt.version, stage=stage, author=attempt.author,
                                        verified=attempt.result is not None, rewarded=attempt.rewarded))
         result = attempt.result if attempt.result is not None else self._verify(attempt)
         if result is None:
-            self._emit_payload(StepDone(stage=stage, counts=counts, outcome="verifier_error",
+            self._emit(StepDone(stage=stage, counts=counts, outcome="verifier_error",
                                         seconds=time.monotonic() - start, feedback=self.feedback))
             return True
         best = self.best if self.state.best_version != attempt.version else None
@@ -500,15 +516,14 @@ class Session(Learning):
             self._learn(stage, attempt, result, list(attempt.context), best_ms, defer=defer)
         if attempt.version not in (self.state.best_version, self.state.pending_version):
             self._judge(stage, attempt, result, best_ms)
-        self._emit_payload(StepDone(stage=stage, counts=counts, outcome=result.outcome,
+        self._emit(StepDone(stage=stage, counts=counts, outcome=result.outcome,
                                     seconds=time.monotonic() - start, feedback=result.feedback()))
         return True
 
     def _finish_step(self, stage: str, outcome: str, result: VerificationResult | None, start: float,
                      feedback: str | None = None) -> None:
-        self._emit("step_done", {"stage": stage, "counts": True, "outcome": outcome,
-                                 "seconds": time.monotonic() - start,
-                                 "feedback": feedback if feedback is not None else self._feedback_for(result)})
+        self._emit(StepDone(stage=stage, counts=True, outcome=outcome, seconds=time.monotonic() - start,
+                            feedback=feedback if feedback is not None else self._feedback_for(result)))
 
     def _feedback_for(self, result: VerificationResult | None) -> str:
         return result.feedback() if result is not None else self.feedback
@@ -524,16 +539,16 @@ class Session(Learning):
             return
         cap = self._cap_reached()
         if cap:
-            self._emit("stage_changed", {"from": self.stage, "to": "done", "reason": cap})
+            self._emit(StageChanged(from_=self.stage, to="done", reason=cap))
         elif self.stage == "draft" and self.best is not None:
             if self.used["refine"] < self.budgets.refine_steps:
-                self._emit("stage_changed", {"from": "draft", "to": "refine", "reason": "feasible kernel found"})
+                self._emit(StageChanged(from_="draft", to="refine", reason="feasible kernel found"))
             else:
-                self._emit("stage_changed", {"from": "draft", "to": "done", "reason": "feasible kernel found; no refine steps"})
+                self._emit(StageChanged(from_="draft", to="done", reason="feasible kernel found; no refine steps"))
         elif self.stage == "draft" and self.used["draft"] >= self.budgets.draft_steps:
-            self._emit("stage_changed", {"from": "draft", "to": "done", "reason": "draft budget spent without a feasible kernel"})
+            self._emit(StageChanged(from_="draft", to="done", reason="draft budget spent without a feasible kernel"))
         elif self.stage == "refine" and self.used["refine"] >= self.budgets.refine_steps:
-            self._emit("stage_changed", {"from": "refine", "to": "done", "reason": "refine budget spent"})
+            self._emit(StageChanged(from_="refine", to="done", reason="refine budget spent"))
 
     def _cap_reached(self) -> str:
         b = self.budgets
@@ -547,7 +562,7 @@ class Session(Learning):
 
 
 
-    def _prompt_context(self, stage: str, hits: list[Any]) -> PromptContext:
+    def _prompt_context(self, stage: str, hits: list[Hit], start_point: StartPoint | None = None) -> PromptContext:
         t = self.meta.task
         last = next((a for a in reversed(self.history) if a.stage == stage), None)
         best = self.best
@@ -562,7 +577,7 @@ class Session(Learning):
         if stage == "refine" and best is not None:
             # The kernel to refine is the start point Q2 chose (else the best): its source, latency,
             # speedup and profile all come from that kernel's own result, never from another's.
-            start = self.start_point.attempt(self.history) if getattr(self, "start_point", None) else None
+            start = start_point.attempt(self.history) if start_point is not None else None
             shown = start if start is not None and start.result is not None else best
             ctx.best_source = shown.source
             ctx.best_latency_ms = shown.latency_ms
@@ -581,22 +596,23 @@ class Session(Learning):
         version = max((a.version for a in self.history), default=0) + 1
         rel = f"kernels/{version:04d}_{author}_{stage}.py"
         _atomic_write(self.path / rel, source)
-        self._emit("kernel", {"version": version, "stage": stage, "author": author, "file": rel, "source": source})
+        self._emit(Kernel(version=version, stage=stage, author=author, file=rel, source=source))
         return self.history[-1]
 
     def _verify(self, attempt: Attempt, reverify: bool = False) -> VerificationResult | None:
         def on_gate(name: str, status: str) -> None:
-            self._emit("gate", {"version": attempt.version, "name": name, "status": status})
+            self._emit(GateEvent(version=attempt.version, name=name, status=status))
 
         config = fresh_config(self.verify_config) if reverify else self.verify_config
         try:
             result = self.verify_fn(self.meta.task_source, attempt.source, backend=self.backend,
                                     config=config, on_gate=on_gate)
         except Exception as exc:  # the verifier is a seam to foreign code; report, don't crash the loop
-            self._emit("error", {"where": "verifier", "version": attempt.version, "message": f"verifier crashed: {_one_line(exc)}"})
+            self._emit(ErrorEvent(where="verifier", version=attempt.version,
+                                  message=f"verifier crashed: {_one_line(exc)}"))
             return None
-        self._emit("verification", {"version": attempt.version, "reverify": reverify, "result": result.to_dict(),
-                                    "feedback": result.feedback()})
+        self._emit(Verification(version=attempt.version, reverify=reverify, result=result.to_dict(),
+                                feedback=result.feedback()))
         return result
 
 
@@ -604,16 +620,21 @@ class Session(Learning):
 
     # ---------------------------------------------------------------- events
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> Event:
+    def _emit(self, payload: Payload) -> Event:
         """Record an event: append it (fsynced) to the log, fold it into `state` with `core.events.apply`,
-        keep current_kernel.py equal to the kernel on screen, then tell the caller."""
+        keep current_kernel.py equal to the kernel on screen, then tell the caller (once: `on_event`
+        while a caller listens, else the list an action returns).
+
+        Only typed payloads are written. The JSON form is the payload's `to_data()` read back through
+        its type (so a recording holds exactly what a reader of that type sees); a payload of a kind
+        `core.events` does not register, or one carrying keys its type has no field for, is refused."""
+        kind = payload.KIND
         typed = PAYLOADS.get(kind)
-        if typed is None:
+        if typed is None or not isinstance(payload, typed):
             raise ValueError(f"no event payload type for {kind!r}: add it to core.events")
-        payload = typed.from_data(data)
         if payload.extra:  # every key written has a typed field: readers never meet an untyped one
             raise ValueError(f"{typed.__name__} has no field for {sorted(payload.extra)}")
-        event = Event(kind, payload.to_data(), step=self.step_no)
+        event = Event(kind, typed.from_data(payload.to_data()).to_data(), step=self.step_no)
         if not self.folder_lock.held:
             self._take_folder_lock()
         try:
@@ -630,9 +651,6 @@ class Session(Learning):
         if self._on_event is not None:
             self._on_event(event)
         return event
-
-    def _emit_payload(self, payload: Any) -> Event:
-        return self._emit(payload.KIND, payload.to_data())
 
     def _make_client(self) -> ModelClient | None:
         if self._model_override is not False:
