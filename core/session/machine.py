@@ -51,6 +51,9 @@ from core.session.stepping import Stepping
 from core.session.views import StateViews
 
 if TYPE_CHECKING:
+    from core.tasks import Task
+    from memory import MemoryStore, RetrievalPolicy
+    from verifier import VerifyConfig
     pass
 
 
@@ -59,8 +62,9 @@ class Session(Stepping, StateViews, Learning):
 
     def __init__(self, path: Path, meta: SessionMeta | dict[str, Any], *,
                  model: ModelConfig | ModelClient | None | bool = False,
-                 memory: Any = None, verify_fn: VerifyFn | None = None, verify_config: Any = None,
-                 policy: Any = None, auto_accept: bool | None = None):
+                 memory: MemoryStore | None = None, verify_fn: VerifyFn | None = None,
+                 verify_config: VerifyConfig | None = None, policy: RetrievalPolicy | None = None,
+                 auto_accept: bool | None = None):
         self.path = Path(path)
         self.meta = meta if isinstance(meta, SessionMeta) else SessionMeta.from_dict(meta)
         self.id: str = self.meta.id
@@ -88,9 +92,10 @@ class Session(Stepping, StateViews, Learning):
     # ---------------------------------------------------------------- create / open
 
     @classmethod
-    def create(cls, task: Any, backend: str = "cpu", model: ModelConfig | ModelClient | None = None,
-               memory: Any = None, budgets: Budgets | None = None, root: Path | str = Path("sessions"), *,
-               verify_fn: VerifyFn | None = None, verify_config: Any = None, policy: Any = None,
+    def create(cls, task: Task, backend: str = "cpu", model: ModelConfig | ModelClient | None = None,
+               memory: MemoryStore | None = None, budgets: Budgets | None = None, root: Path | str = Path("sessions"), *,
+               verify_fn: VerifyFn | None = None, verify_config: VerifyConfig | None = None,
+               policy: RetrievalPolicy | None = None,
                auto_accept: bool = False, shapes: str = "", session_id: str | None = None) -> Session:
         """Make a new session folder under `root` and record `session_started`."""
         task_dict = task.to_dict() if hasattr(task, "to_dict") else dict(vars(task))
@@ -127,8 +132,9 @@ class Session(Stepping, StateViews, Learning):
         self._retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
 
     @classmethod
-    def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False, memory: Any = None,
-             verify_fn: VerifyFn | None = None, verify_config: Any = None, policy: Any = None,
+    def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False,
+             memory: MemoryStore | None = None, verify_fn: VerifyFn | None = None,
+             verify_config: VerifyConfig | None = None, policy: RetrievalPolicy | None = None,
              auto_accept: bool | None = None, budgets: Budgets | None = None, lock: bool = True) -> Session:
         """Rebuild a session from its folder; `model=False` means "the model it was created with".
 
