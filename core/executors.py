@@ -17,9 +17,16 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import ProcessPoolExecutor as _StdPool
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from core.fsutil import first_line
+
+if TYPE_CHECKING:
+    from verifier import VerifyConfig
+    from verifier.result import VerificationResult
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 EXECUTORS = ("inprocess", "pool", "ray")
 GPU_BACKENDS = ("cuda", "triton")
@@ -34,9 +41,9 @@ class Executor(Protocol):
     name: str
     workers: int
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future: ...
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]: ...
 
-    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]: ...
+    def map(self, fn: Callable[..., T], *iterables: Iterable[object]) -> list[T]: ...
 
     def shutdown(self) -> None: ...
 
@@ -45,10 +52,10 @@ class _Base:
     name = "base"
     workers = 1
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         raise NotImplementedError
 
-    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any]) -> list[Any]:
+    def map(self, fn: Callable[..., T], *iterables: Iterable[object]) -> list[T]:
         """Submit every job first, then collect in order (so jobs overlap)."""
         futures = [self.submit(fn, *args) for args in zip(*iterables, strict=True)]
         return [f.result() for f in futures]
@@ -71,8 +78,8 @@ class InProcessExecutor(_Base):
 
     name = "inprocess"
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        fut: Future = Future()
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        fut: Future[T] = Future()
         try:
             fut.set_result(fn(*args, **kwargs))
         except BaseException as exc:  # the caller sees it from fut.result(), as with the other executors
@@ -113,7 +120,7 @@ class ProcessPoolExecutor(_Base):
         gpus = f", GPUs {','.join(self.gpus[: self.workers])}" if self.gpus else ""
         return f"pool ({self.workers} worker{'s' if self.workers != 1 else ''}{gpus})"
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self) -> None:
@@ -157,7 +164,7 @@ class RayExecutor(_Base):
                 raise ExecutorError(f"cannot start Ray on {where}: {first_line(exc, 200)}") from None
             self._owns = True
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+    def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         remote = self._remotes.get(fn)
         if remote is None:
             remote = self._ray.remote(num_cpus=1, num_gpus=self.gpus_per_job, max_retries=0)(fn)
@@ -175,7 +182,7 @@ class RayExecutor(_Base):
         self._owns = False
 
 
-def make_executor(kind: str = "pool", workers: int = 1, address: str | None = None, backend: str = "cpu") -> Any:
+def make_executor(kind: str = "pool", workers: int = 1, address: str | None = None, backend: str = "cpu") -> Executor:
     """The executor a command asked for; Ray jobs get one GPU each on GPU backends."""
     if kind == "inprocess":
         return InProcessExecutor()
@@ -203,22 +210,25 @@ def visible_gpus() -> list[str]:
     return [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU ")]
 
 
-def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None) -> Any:
+def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu",
+               config: VerifyConfig | None = None) -> VerificationResult:
     """One verification, as a picklable job: the real verifier, imported in the worker."""
     from verifier import verify
 
     return verify(reference_source, candidate_source, backend=backend, config=config)
 
 
-def executor_verify(executor: Any, job: Callable[..., Any] = verify_job) -> Callable[..., Any]:
+def executor_verify(executor: Executor,
+                    job: Callable[..., VerificationResult] = verify_job) -> Callable[..., VerificationResult]:
     """A Session `verify_fn` that runs `job` on `executor` and waits for it.
 
     Gate progress cannot stream back from another process, so the gates are reported to `on_gate`
     once the result arrives, in order (the session's event log gets the same shape either way).
     """
 
-    def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
-                  on_gate: Callable[[str, str], None] | None = None) -> Any:
+    def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu",
+                  config: VerifyConfig | None = None,
+                  on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
         result = executor.submit(job, reference_source, candidate_source, backend, config).result()
         if on_gate is not None:
             for gate in result.gates:

@@ -6,6 +6,7 @@ Templates use `string.Template` ($name) so kernel source with braces needs no es
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -103,7 +104,7 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
     return [{"role": "system", "content": system_prompt(ctx.backend, ctx.tolerance, ctx.policy)}, {"role": "user", "content": user.strip() + "\n"}]
 
 
-def render_memories(memories: list[Any]) -> str:
+def render_memories(memories: Sequence[object]) -> str:
     """Contract knowledge (fetched by rule) first under its own heading, then the ranked notes."""
     if not memories:
         return ""

@@ -1,52 +1,37 @@
-"""Map verifier results onto the memory's rewards (the definitions live in `memory.values`), and the
-session's crediting helpers: which memories a step credits, the refine start point chosen by Q2,
-the deferred credit of a refinement pending a person's verdict, and the memories a person marked."""
+"""Map verifier results onto the memory's rewards (the definitions live in `memory.values`) as the
+`reward` event's payload (`core.events.Reward`, the one reward record), and the session's memory
+helpers: selecting memories, the refine start point chosen by Q2, storing a trajectory.
+
+What a step credits, the deferred credit of a pending refinement, the marks and the earlier refine
+rewards are all read from the session's fold (`core.events.SessionState`), never from the log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from core.events import Attempt, Reward
 from memory.values import DEFAULT_SCHEME, RunningNorm, draft_reward, refine_reward
 from verifier.result import VerificationResult
 
-
-@dataclass
-class Reward:
-    """The reward of one attempt and why, as recorded in the `reward` event."""
-
-    stage: str
-    value: float
-    outcome: str
-    latency_ms: float | None = None
-    best_ms: float | None = None
-    improved: bool = False
-    scheme: str = DEFAULT_SCHEME
-    raw: float | None = None  # the refine reward before z-normalisation, when it was normalised
-
-    def to_dict(self) -> dict:
-        return {
-            **({"raw": self.raw} if self.raw is not None else {}),
-            "stage": self.stage,
-            "value": self.value,
-            "outcome": self.outcome,
-            "latency_ms": self.latency_ms,
-            "best_ms": self.best_ms,
-            "improved": self.improved,
-            "scheme": self.scheme,
-        }
+if TYPE_CHECKING:
+    from memory import MemoryItem, MemoryStore, RetrievalPolicy, Retrieved, TaskSignature
+    from memory.retrieval import Selection
 
 
 def reward_for(stage: str, result: VerificationResult, best_ms: float | None = None, scheme: str = DEFAULT_SCHEME) -> Reward:
     """Draft: +1 feasible / -1 otherwise ("paper"), or graded by gate ("shaped").
-    Refine: -1 when not feasible, else tanh (paper) or clip (shaped) of ln(best / latency)."""
+    Refine: -1 when not feasible, else tanh (paper) or clip (shaped) of ln(best / latency).
+
+    The `reward` event's payload, without the attempt's version and credited ids (the session adds them)."""
     if stage == "draft":
-        return Reward("draft", draft_reward(result.outcome, scheme), result.outcome, result.latency_ms, scheme=scheme)
+        return Reward(stage="draft", value=draft_reward(result.outcome, scheme), outcome=result.outcome,
+                      latency_ms=result.latency_ms, scheme=scheme)
     if stage == "refine":
         value = refine_reward(result.latency_ms, best_ms, result.feasible, scheme)
-        return Reward("refine", value, result.outcome, result.latency_ms, best_ms, is_improvement(result, best_ms), scheme)
+        return Reward(stage="refine", value=value, outcome=result.outcome, latency_ms=result.latency_ms,
+                      best_ms=best_ms, improved=is_improvement(result, best_ms), scheme=scheme)
     raise ValueError(f"unknown stage {stage!r}; expected draft or refine")
 
 
@@ -57,22 +42,12 @@ def z_normalised(reward: Reward, earlier: Sequence[float]) -> Reward:
     if reward.stage != "refine":
         return reward
     norm = RunningNorm()
-    for r in earlier:
+    for r in earlier:  # the session's fold keeps them: `SessionState.refine_rewards`
         norm.normalise(r)
-    return Reward(reward.stage, norm.normalise(reward.value), reward.outcome, reward.latency_ms, reward.best_ms,
-                  reward.improved, reward.scheme, raw=reward.value)
+    return replace(reward, value=norm.normalise(float(reward.value or 0.0)), raw=reward.value)
 
 
-def earlier_refine_rewards(log_path: Path) -> list[float]:
-    """The raw refine rewards this session recorded so far, oldest first (from its `reward` events)."""
-    out: list[float] = []
-    for ev in _events(log_path):
-        if ev.kind == "reward" and ev.data.get("stage") == "refine" and ev.data.get("value") is not None:
-            out.append(float(ev.data.get("raw", ev.data["value"])))
-    return out
-
-
-def best_in_frame(result: VerificationResult, best: Any) -> float | None:
+def best_in_frame(result: VerificationResult, best: Attempt | None) -> float | None:
     """The best kernel's latency as it would read in `result`'s paired window: `result.reference_ms`
     divided by the best's own paired speedup. Both speedups are ratios against eager measured side by
     side, so comparing them cancels load that changed between the two measurements (a refine reward
@@ -118,10 +93,10 @@ def is_improvement(result: VerificationResult, best_ms: float | None) -> bool:
 
 @dataclass
 class _Hits:
-    hits: list[Any]
+    hits: list[Retrieved]
 
 
-def select_memories(policy: Any, memory: Any, sig: Any, stage: str) -> Any:
+def select_memories(policy: RetrievalPolicy, memory: MemoryStore, sig: TaskSignature, stage: str) -> Selection | _Hits:
     """`policy.select` (hits plus the pool) when the policy has it, else plain `retrieve` hits."""
     select = getattr(policy, "select", None)
     if select is not None:
@@ -139,41 +114,23 @@ class StartPoint:
     explored: bool
     points: list[dict[str, Any]] = field(default_factory=list)
 
-    def attempt(self, history: Sequence[Any]) -> Any:
+    def attempt(self, history: Sequence[Attempt]) -> Attempt | None:
         return next((a for a in history if a.version == self.version), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "id": self.id, "q2": self.q2, "explored": self.explored, "points": self.points}
 
 
-def _events(log_path: Path) -> list[Any]:
-    from core.events import read_events
-
-    try:
-        return read_events(log_path)
-    except (OSError, ValueError):
-        return []
-
-
-def memory_ids(log_path: Path) -> dict[int, str]:
-    """Kernel version -> the id of the trajectory its attempt left in the bank (from `memory_added`)."""
-    out: dict[int, str] = {}
-    for ev in _events(log_path):
-        if ev.kind == "memory_added" and ev.data.get("version") is not None and ev.data.get("id"):
-            out[int(ev.data["version"])] = str(ev.data["id"])
-    return out
-
-
-def choose_start_point(policy: Any, memory: Any, history: Sequence[Any], log_path: Path) -> StartPoint | None:
+def choose_start_point(policy: RetrievalPolicy, memory: MemoryStore, history: Sequence[Attempt]) -> StartPoint | None:
     """Pick the refine start point epsilon-greedily by Q2 among the session's feasible kernels (the first
-    feasible draft and every later feasible variant); None when there is none or the policy cannot."""
+    feasible draft and every later feasible variant); None when there is none or the policy cannot.
+    Each kernel's trajectory id is the folded `Attempt.memory_id` (from its `memory_added` event)."""
     feasible = [a for a in history if a.feasible]
     if not feasible or not hasattr(policy, "choose_start"):
         return None
-    ids = memory_ids(log_path)
     points: list[tuple[tuple[int, str | None], float]] = []
     for a in feasible:
-        mid = ids.get(a.version)
+        mid = a.memory_id
         q2 = 0.0
         if mid is not None and mid in memory:
             q2 = float(memory.get(mid).q2)
@@ -184,39 +141,8 @@ def choose_start_point(policy: Any, memory: Any, history: Sequence[Any], log_pat
     return StartPoint(version, mid, q2, explored, rows)
 
 
-def credited_ids(hits: Iterable[Any], start: StartPoint | None = None) -> list[str]:
-    """What a step's reward credits: the ranked slots (not rule-fetched contract items) and the start point."""
-    ids = [h.item.id for h in hits if getattr(h, "chosen_by", "value") != "rule"]
-    if start is not None and start.id:
-        ids.append(start.id)
-    return list(dict.fromkeys(ids))
-
-
-def deferred_credit(log_path: Path, version: int) -> tuple[list[str], float]:
-    """The ids and reward held back for a pending refinement (its `reward` event's `deferred`), or
-    ([], 0) when its reward was already credited (auto-accepted, or recorded before deferral)."""
-    for ev in reversed(_events(log_path)):
-        if ev.kind == "reward" and ev.data.get("version") == version:
-            ids = ev.data.get("deferred")
-            if not ids:
-                return [], 0.0
-            return [str(i) for i in ids], float(ev.data.get("value") or 0.0)
-    return [], 0.0
-
-
-def marked_used(log_path: Path, onscreen: Sequence[str]) -> list[str]:
-    """The on-screen memories the person marked as used since the last retrieval, in screen order."""
-    marked: dict[str, bool] = {}
-    for ev in _events(log_path):
-        if ev.kind == "retrieved":
-            marked = {}
-        elif ev.kind == "memory_marked" and ev.data.get("id"):
-            marked[str(ev.data["id"])] = bool(ev.data.get("used", True))
-    return [i for i in onscreen if marked.get(i)]
-
-
-def store_trajectory(memory: Any, sig: Any, stage: str, attempt: Any, result: VerificationResult,
-                     source: dict[str, Any], lesson: str = "") -> tuple[Any, str]:
+def store_trajectory(memory: MemoryStore, sig: TaskSignature, stage: str, attempt: Attempt, result: VerificationResult,
+                     source: dict[str, Any], lesson: str = "") -> tuple[MemoryItem, str]:
     """Store one attempt's trajectory (a compact lesson when it failed: `lesson` when a model wrote one,
     else gate, rule and first error line); near-duplicates are merged or capped by
     `MemoryStore.add_trajectory`. Returns (item, "added" or "merged")."""

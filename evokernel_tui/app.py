@@ -36,7 +36,7 @@ from evokernel_tui.themes import (
     short_name,
     textual_name,
 )
-from evokernel_tui.view import SessionView, apply_event, event_parts, memory_row, read_events, source_of
+from evokernel_tui.view import SessionView, apply_event, event_parts, read_events, source_of
 from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.activity_log import ActivityLog
 from evokernel_tui.widgets.kernel_pane import KernelPane
@@ -252,8 +252,10 @@ class EvoKernelApp(App[None]):
         recorded = read_events(Path(session.path)) if getattr(session, "path", None) else []
         for event in recorded:
             apply_event(self.view, event)
+        # the model it runs with now (an opened session may be given another than it was created with)
+        self.view.manual = bool(session.manual)
         self.activity.replace(self.view.activity)
-        self._sync()
+        self._settled()
         self.main_screen.show_manual(bool(session.manual))
         if session.manual:  # the person writes the kernel: start in the editor
             self.main_screen.focus_editor()
@@ -335,42 +337,12 @@ class EvoKernelApp(App[None]):
     def activity(self) -> ActivityLog:
         return self.get_screen_stack_member(SessionScreen).query_one(ActivityLog)
 
-    def _sync(self) -> None:
-        """Bring the view in line with the session's attributes (the truth once a call has finished)."""
-        s, v = self.session, self.view
-        if s is None:
-            return
-        v.stage = str(s.stage)
-        v.manual = bool(s.manual)
-        v.tokens = int(getattr(s, "tokens", 0) or 0)
-        cost = getattr(s, "cost", None)
-        v.cost_unknown, v.cost_known = cost is None, float(cost or 0.0)
-        if s.current_source != v.source:
-            v.previous, v.source = v.source, s.current_source
-        v.pending = source_of(s.pending)
-        self._fill_memories()
-        if self._watcher is not None:
-            self._watcher.note_own_write(s.current_source)
+    def _settled(self) -> None:
+        """After a fold or a finished call: the kernel on screen (the folded view's) is the session's own
+        write of current_kernel.py, not a person's edit; then paint."""
+        if self.session is not None and self._watcher is not None:
+            self._watcher.note_own_write(self.view.source)
         self._show()
-
-    def _fill_memories(self) -> None:
-        """Take the full rows (text, Q values, visits) from `session.retrieved` when it holds what is on screen.
-
-        The `retrieved` event names the items and their scores; values arrive later as `q_update`
-        changes, so rows already on screen keep their values and deltas.
-        """
-        rows = [memory_row(r) for r in (getattr(self.session, "retrieved", None) or [])]
-        shown = self.view.memories
-        if [r.item_id for r in rows] != [m.item_id for m in shown]:
-            if not shown:
-                self.view.memories = rows
-            return
-        for row, full in zip(shown, rows, strict=True):
-            row.text = row.text or full.text
-            if row.q1 is None:
-                row.q1, row.visits1 = full.q1, full.visits1
-            if row.q2 is None:
-                row.q2, row.visits2 = full.q2, full.visits2
 
     def _show(self) -> None:
         screen = self.get_screen_stack_member(SessionScreen)
@@ -383,8 +355,6 @@ class EvoKernelApp(App[None]):
     def on_evo_kernel_app_session_event(self, message: SessionEvent) -> None:
         entry = apply_event(self.view, untrusted_pass_as_checking(message.event))
         kind = event_parts(message.event)[0]
-        if kind == "retrieved":
-            self._fill_memories()
         if kind in ("prompt", "model_reply", "model_error"):
             self.activity.end_stream()
         if entry is not None:
@@ -406,9 +376,8 @@ class EvoKernelApp(App[None]):
         s = self.session
         if s is None or not hasattr(s, "mark_used"):
             return
-        on_event, flush = self._emitter()
         try:
-            flush(s.mark_used(item_id, used, on_event=on_event))
+            s.mark_used(item_id, used, on_event=self._on_event)
         except Exception as exc:  # busy, or the memory is no longer on screen: one line
             self._report(f"Could not mark the memory: {exc}", "warning")
 
@@ -437,20 +406,10 @@ class EvoKernelApp(App[None]):
         self._call_worker(label, call)
         return True
 
-    def _emitter(self) -> tuple[Callable[[Any], None], Callable[[Iterable[Any] | None], None]]:
-        """(on_event for live events, flush for returned events not already seen); both thread-safe."""
-        seen: set[int] = set()
-
-        def on_event(event: Any) -> None:
-            seen.add(id(event))
-            self.post_message(self.SessionEvent(event))
-
-        def flush(events: Iterable[Any] | None) -> None:
-            for event in events or []:
-                if id(event) not in seen:
-                    on_event(event)
-
-        return on_event, flush
+    def _on_event(self, event: Any) -> None:
+        """The session's `on_event`: each event arrives here once, as it is recorded (thread-safe); the
+        list a session call returns holds the same events and is not read."""
+        self.post_message(self.SessionEvent(event))
 
     @work(thread=True, group="session", exit_on_error=False)
     def _call_worker(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> None:
@@ -478,7 +437,7 @@ class EvoKernelApp(App[None]):
         self.activity.end_stream()
         if message.error:
             self._report(message.error)
-        self._sync()
+        self._settled()
         if self._deferred_edit is not None:
             text, self._deferred_edit = self._deferred_edit, None
             self._take_file_edit(text)
@@ -487,13 +446,11 @@ class EvoKernelApp(App[None]):
         best = getattr(session, "best", None)
         if str(session.stage) == "refine" and best is not None:
             self.call_from_thread(self.activity.note, f"refining from {_version_text(best, 'the best kernel')}")
-        on_event, flush = self._emitter()
-        flush(session.step(on_event=on_event, on_token=lambda chunk: self.post_message(self.Token(chunk))))
+        session.step(on_event=self._on_event, on_token=lambda chunk: self.post_message(self.Token(chunk)))
 
     def _plain_call(self, method: str, *args: Any) -> Callable[[Any], None]:
         def call(session: Any) -> None:
-            on_event, flush = self._emitter()
-            flush(getattr(session, method)(*args, on_event=on_event))
+            getattr(session, method)(*args, on_event=self._on_event)
 
         return call
 

@@ -12,7 +12,9 @@ app runs `step()` in a worker and the headless commands call `run()`.
 
 The package, by concern: `records` (errors, budgets, SessionMeta), `folder` (session.json, finding a
 session, the lock), `models` (model and verifier records), `learning` (retrieval, rewards, insights),
-`machine` (the Session step machine) and `replay` (listings, replay, reverification).
+`machine` (the Session: create/open, actions, `_emit`, which writes only typed payloads), `views` (its
+read-only views of the folded state: the fold is the only session state), `stepping` (the step itself)
+and `replay` (listings, replay, reverification).
 """
 
 from __future__ import annotations

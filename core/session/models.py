@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.llm import ModelClient, ModelConfig, ScriptedModel, make_client
 from verifier.result import VerificationResult
 
+if TYPE_CHECKING:
+    from verifier import VerifyConfig
 
-def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: Any = None,
+
+def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: VerifyConfig | None = None,
                    on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
     """The real verifier, imported on first use (it pulls in torch)."""
     from verifier import verify
@@ -24,7 +27,7 @@ def _default_verify(*args: Any, **kwargs: Any) -> VerificationResult:
     return default_verify(*args, **kwargs)
 
 
-def fresh_config(config: Any) -> Any:
+def fresh_config(config: VerifyConfig | None) -> VerifyConfig:
     """The same verifier settings with the verdict cache off: a reverification must really run again."""
     from dataclasses import is_dataclass
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.events import Event, read_events
 from core.fsutil import one_line as _one_line
@@ -13,6 +13,9 @@ from core.session.folder import load_meta
 from core.session.machine import Session
 from core.session.models import _default_verify, fresh_config
 from core.session.records import EventSink, ReverifyRow, SessionError, VerifyFn
+
+if TYPE_CHECKING:
+    from verifier import VerifyConfig
 
 
 def list_sessions(root: Path) -> list[dict[str, Any]]:
@@ -46,7 +49,7 @@ def replay(path: Path, on_event: EventSink | None = None, delay_s: float = 0.0) 
     return events
 
 
-def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: Any = None,
+def reverify_all(path: Path, verify_fn: VerifyFn | None = None, verify_config: VerifyConfig | None = None,
                  on_row: Callable[[ReverifyRow], None] | None = None) -> list[ReverifyRow]:
     """Run the verifier again on every recorded kernel (read-only: nothing is appended to the session)."""
     session = Session.open(path, lock=False)

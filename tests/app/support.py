@@ -86,7 +86,7 @@ def snapshot_events() -> list[dict[str, Any]]:
     k1, k2 = kernel("compile_fail", tag="first try"), kernel("feasible", 1.25, tag="clamp")
     ev = [
         ("session_started", {"task": "relu", "backend": "cpu", "model": "scripted", "manual": False}, 0),
-        ("retrieved", {"stage": "draft", "items": [{k: v for k, v in i.items() if k in ("id", "kind", "title", "similarity", "score")} for i in SNAPSHOT_ITEMS]}, 1),
+        ("retrieved", {"stage": "draft", "items": [dict(i) for i in SNAPSHOT_ITEMS]}, 1),  # as a session records them
         ("prompt", {"stage": "draft", "messages": []}, 1),
         ("model_reply", {"stage": "draft", "purpose": "kernel", "text": "…", "prompt_tokens": 900, "completion_tokens": 300, "cost": 0.0012}, 1),
         ("kernel", {"version": 1, "stage": "draft", "author": "model", "file": "kernels/0001.py", "source": k1}, 1),

@@ -30,6 +30,10 @@ def test_cpp_view(snap_compare, tmp_path, size):
         from evokernel_tui.widgets.kernel_pane import KernelPane
 
         await pilot.pause()
+        # the app shows the folded events' kernel; this frozen session's log ends on another, so put the
+        # starter on screen as a fold that ended on it would
+        app.view.previous, app.view.source = app.view.source, session.current_source
+        app._show()
         pane = app.screen.query_one(KernelPane)
         pane.set_diagnostics(["kernel.cpp:12: error: 'in' was not declared in this scope [file line 18]"])
         await pilot.press("z")

@@ -141,7 +141,7 @@ def test_human_edit_credits_only_the_memories_marked_used(tmp_path, task, store)
     s = make(tmp_path, task, [reply("compile_fail"), reply("compile_fail")], store,
              budgets=Budgets(draft_steps=2, refine_steps=1))
     s.step()
-    onscreen = [h.item.id for h in s.retrieved]
+    onscreen = [h.id for h in s.retrieved]
     assert onscreen and s.onscreen_ids == onscreen
     with pytest.raises(SessionError, match="not on screen"):
         s.mark_used("nope")

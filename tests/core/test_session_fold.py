@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +16,8 @@ from core.events import (
     Accepted,
     Event,
     Kernel,
+    MemoryMarked,
+    Payload,
     PendingRefinement,
     SessionState,
     apply,
@@ -150,9 +153,14 @@ def test_a_session_writes_only_what_its_typed_payloads_say(tmp_path, store):
     type, is a programming error at the write, never an untyped key a reader meets later."""
     session = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions")
     with pytest.raises(ValueError, match="MemoryMarked has no field for \\['colour'\\]"):
-        session._emit("memory_marked", {"id": "x", "used": True, "colour": "red"})
+        session._emit(MemoryMarked(id="x", used=True, extra={"colour": "red"}))
+
+    @dataclass(kw_only=True)
+    class MadeUp(Payload):
+        KIND = "made_up"
+
     with pytest.raises(ValueError, match="no event payload type for 'made_up'"):
-        session._emit("made_up", {})
+        session._emit(MadeUp())
     kinds = [e.kind for e in read_events(session.path)]
     assert "memory_marked" not in kinds and "made_up" not in kinds, "a refused event is not recorded"
 
