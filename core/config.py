@@ -65,7 +65,7 @@ def _fix_hint() -> str:
     return f"fix it, or set {CONFIG_ENV} to another file"
 
 
-def load_config(path: Path | None = None) -> dict[str, Any]:
+def load_config(path: Path | None = None) -> dict[str, object]:
     """The config file as a dict; {} when there is none. Raises `ConfigError` (one line) when it is
     unreadable, not TOML, or holds a known key of the wrong type."""
     path = path or config_path()

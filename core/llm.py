@@ -51,11 +51,11 @@ class ModelConfig:
     max_tokens: int = 4096
     backoff_s: float = 1.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+    def from_dict(cls, d: dict[str, object]) -> ModelConfig:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -72,7 +72,7 @@ class Completion:
     seconds: float = 0.0
     tokens_estimated: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -117,7 +117,7 @@ class StartPoint:
     def attempt(self, history: Sequence[Attempt]) -> Attempt | None:
         return next((a for a in history if a.version == self.version), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"version": self.version, "id": self.id, "q2": self.q2, "explored": self.explored, "points": self.points}
 
 
@@ -142,7 +142,7 @@ def choose_start_point(policy: RetrievalPolicy, memory: MemoryStore, history: Se
 
 
 def store_trajectory(memory: MemoryStore, sig: TaskSignature, stage: str, attempt: Attempt, result: VerificationResult,
-                     source: dict[str, Any], lesson: str = "") -> tuple[MemoryItem, str]:
+                     source: dict[str, object], lesson: str = "") -> tuple[MemoryItem, str]:
     """Store one attempt's trajectory (a compact lesson when it failed: `lesson` when a model wrote one,
     else gate, rule and first error line); near-duplicates are merged or capped by
     `MemoryStore.add_trajectory`. Returns (item, "added" or "merged")."""

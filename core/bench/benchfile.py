@@ -25,12 +25,12 @@ RESUME_DEFAULTS: dict[str, Any] = {"seed": 0, "epsilon": None, "pool_size": None
 LEGACY_POLICY = "strict"
 
 
-def bench_policy(settings: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+def bench_policy(settings: dict[str, object]) -> tuple[str, tuple[str, ...]]:
     """The anti-hacking policy a bench ran under: (preset, allowed rules)."""
     return str(settings.get("policy") or LEGACY_POLICY), tuple(sorted(settings.get("allow") or ()))
 
 
-def policy_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+def policy_mismatch(a: dict[str, object], b: dict[str, object]) -> str | None:
     """Why two bench runs cannot be compared (judged under different policies), or None."""
     pa, pb = bench_policy(a), bench_policy(b)
     if pa == pb:
@@ -47,7 +47,7 @@ def bench_path(out: Path) -> Path:
     return Path(out) / "bench.json"
 
 
-def load_bench(path: Path | str) -> dict[str, Any]:
+def load_bench(path: Path | str) -> dict[str, object]:
     """A bench.json (or the folder holding one), checked for format."""
     p = Path(path)
     if p.is_dir():
@@ -65,7 +65,7 @@ def load_bench(path: Path | str) -> dict[str, Any]:
     return data
 
 
-def outcomes_of(data: dict[str, Any], key: str = "outcomes") -> list[TaskOutcome]:
+def outcomes_of(data: dict[str, object], key: str = "outcomes") -> list[TaskOutcome]:
     return [TaskOutcome.from_dict(d) for d in data.get(key, [])]
 
 
@@ -79,7 +79,7 @@ def atomic_write(path: Path, text: str) -> None:
 class BenchFile:
     """The bench.json of one run: settings, the task order, and outcomes as tasks finish (thread-safe)."""
 
-    def __init__(self, out: Path, settings: dict[str, Any], order: list[str]):
+    def __init__(self, out: Path, settings: dict[str, object], order: list[str]):
         self.path = bench_path(out)
         self.settings = settings
         self.order = order
@@ -106,7 +106,7 @@ class BenchFile:
         rank = {name: i for i, name in enumerate(self.order)}
         return sorted(self.outcomes.values(), key=lambda o: rank.get(o.task, len(rank)))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         outs = self.ordered()
         finished = [o for o in outs if not o.error]
         return {
@@ -127,7 +127,7 @@ class BenchFile:
     def _write(self) -> None:
         atomic_write(self.path, json.dumps(self.to_dict(), indent=2, default=str))
 
-    def flush(self) -> dict[str, Any]:
+    def flush(self) -> dict[str, object]:
         with self.lock:
             self._write()
             return self.to_dict()

@@ -7,25 +7,28 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.bench.records import BenchError
 from core.llm import SCRIPTED_PREFIX, ModelConfig, ScriptedModel, make_client
+
+if TYPE_CHECKING:
+    from core.llm import Completion, Messages, ModelClient, TokenSink
 
 
 class BoundedClient:
     """A model client whose calls wait on a shared semaphore: many tasks, at most N calls in flight."""
 
-    def __init__(self, client: Any, slots: threading.Semaphore):
+    def __init__(self, client: ModelClient, slots: threading.Semaphore):
         self.client, self.slots = client, slots
         self.name = getattr(client, "name", type(client).__name__)
 
     @property
-    def inner(self) -> Any:
+    def inner(self) -> ModelClient:
         """The wrapped client (sessions ask it what kind of model they talk to)."""
         return self.client
 
-    def complete(self, messages: list[dict[str, str]], on_token: Any = None) -> Any:
+    def complete(self, messages: Messages, on_token: TokenSink | None = None) -> Completion:
         with self.slots:
             return self.client.complete(messages, on_token=on_token)
 

@@ -5,10 +5,13 @@ memory ablations, executor, workers), validated once, and what `bench.json` reco
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.bench.records import BenchError
 from core.bench.selection import ORDERS
+
+if TYPE_CHECKING:
+    from memory import RetrievalPolicy
 
 RETRIEVAL_MODES = ("value", "similarity", "random")
 MEMORY_MODES = ("shared", "per-task", "none")
@@ -57,7 +60,7 @@ class BenchConfig:
         if self.budget is not None and self.budget < 1:
             raise BenchError("--budget must be 1 or more")
 
-    def policy(self, index: int) -> Any:
+    def policy(self, index: int) -> RetrievalPolicy:
         """The retrieval policy of the task at `index` (its own seed, the ablation settings)."""
         from memory import RetrievalPolicy
 
@@ -69,7 +72,7 @@ class BenchConfig:
         except ValueError as exc:
             raise BenchError(str(exc)) from None
 
-    def settings(self, model: str | None, mode: str = "run") -> dict[str, Any]:
+    def settings(self, model: str | None, mode: str = "run") -> dict[str, object]:
         return {
             "mode": mode, "suite": self.suite, "backend": self.backend, "model": model,
             "draft_steps": self.draft_steps, "refine_steps": self.refine_steps, "retrieval": self.retrieval,

@@ -12,7 +12,6 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from core.bench.records import LevelSummary, TaskOutcome
 
@@ -78,7 +77,7 @@ def median_refine_speedup_paper(outcomes: Sequence[TaskOutcome]) -> float | None
     return statistics.median(ratios) if ratios else None
 
 
-def learning_metrics(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
+def learning_metrics(outcomes: Sequence[TaskOutcome]) -> dict[str, object]:
     """How much the learned values steered retrieval: the share of retrieval slots chosen by value that
     similarity's top-k would not have chosen, and the paper's refine median next to today's."""
     slots = sum(o.slots for o in outcomes)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from verifier.result import VerificationResult
 
@@ -78,11 +77,11 @@ class TaskOutcome:
             return self.first_feasible_ms / self.best_ms
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TaskOutcome:
+    def from_dict(cls, d: dict[str, object]) -> TaskOutcome:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -102,7 +101,7 @@ class LevelSummary:
     tokens: int
     cost: float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

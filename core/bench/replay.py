@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from core.bench.benchfile import BenchFile, bench_path, load_bench
 from core.bench.config import BenchConfig
 from core.bench.records import BenchError, TaskOutcome, outcome_from_results
 from core.bench.run import ProgressFn, accepted_index
-from core.executors import verify_job
+from core.executors import Executor, verify_job
 from core.fsutil import first_line
 from core.session import Session, SessionError
 from verifier.result import VerificationResult
@@ -31,8 +30,8 @@ def session_dirs(path: Path) -> list[Path]:
     return dirs
 
 
-def replay_bench(source: Path, out: Path, config: BenchConfig, *, executor: Any, job: Callable[..., Any] = verify_job,
-                 on_progress: ProgressFn | None = None) -> dict[str, Any]:
+def replay_bench(source: Path, out: Path, config: BenchConfig, *, executor: Executor, job: Callable[..., VerificationResult] = verify_job,
+                 on_progress: ProgressFn | None = None) -> dict[str, object]:
     """Verify every recorded kernel again here and recompute the outcomes; sessions are only read.
 
     All kernels of a session are submitted at once, so the executor's workers are kept busy. The

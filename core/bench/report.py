@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from core.bench.benchfile import atomic_write, outcomes_of
 from core.bench.metrics import FAST_PS, compare_outcomes, learning_metrics, p_key, summarise_levels
@@ -49,7 +48,7 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
     return lines
 
 
-def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
+def render_markdown(data: dict[str, object], plot_file: str | None = None) -> str:
     """report.md of a bench.json: settings, one row per level, one row per task, the plot."""
     s = data.get("settings", {})
     outs = outcomes_of(data)
@@ -121,7 +120,7 @@ def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(out: Path, data: dict[str, Any]) -> tuple[Path, Path]:
+def write_report(out: Path, data: dict[str, object]) -> tuple[Path, Path]:
     """report.md and the plot next to bench.json."""
     plot = write_plot(outcomes_of(data), out)
     report = Path(out) / "report.md"

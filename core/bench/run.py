@@ -11,17 +11,21 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.bench.benchfile import BenchFile
 from core.bench.clients import ModelSource
 from core.bench.config import BenchConfig
 from core.bench.records import BenchError, TaskOutcome, outcome_from_results
-from core.executors import executor_verify, verify_job
+from core.executors import Executor, executor_verify, verify_job
 from core.fsutil import first_line
 from core.llm import ModelError
 from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task
+
+if TYPE_CHECKING:
+    from memory import MemoryStore
+    from verifier.result import VerificationResult
 
 ProgressFn = Callable[[str, str, TaskOutcome | None], None]
 
@@ -32,11 +36,11 @@ def session_id(index: int, task: str) -> str:
     return f"{index:03d}-{slug}"
 
 
-def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSource, *, memory: Any,
-              executor: Any, job: Callable[..., Any] = verify_job,
+def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSource, *, memory: MemoryStore | None,
+              executor: Executor, job: Callable[..., VerificationResult] = verify_job,
               shapes: Callable[[Task], str] | None = None,
               on_progress: ProgressFn | None = None,
-              check: Callable[[Task], str | None] | None = None) -> dict[str, Any]:
+              check: Callable[[Task], str | None] | None = None) -> dict[str, object]:
     """Run (or continue) the bench in `out`; returns the final bench.json content.
 
     Up to `config.workers` tasks run at once, one thread each; their verification jobs go to
@@ -126,7 +130,7 @@ def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: M
     return outcome
 
 
-def task_memory(config: BenchConfig, memory: Any, out: Path, name: str) -> Any:
+def task_memory(config: BenchConfig, memory: MemoryStore | None, out: Path, name: str) -> MemoryStore | None:
     """The bank a task uses: the shared one, a fresh seeded one of its own (`per-task`), or none."""
     if config.memory_mode == "none":
         return None

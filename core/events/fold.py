@@ -86,7 +86,7 @@ class Attempt:
         """"noisy", "cached, measured N min ago" (counted from when the verdict was recorded), "unisolated"."""
         return self.result.timing_label(now=self.verified_at or None) if self.result else ""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {
             "version": self.version,
             "stage": self.stage,

@@ -33,7 +33,7 @@ class Payload:
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_data(cls, data: Mapping[str, Any] | None) -> Payload:
+    def from_data(cls, data: Mapping[str, object] | None) -> Payload:
         data = dict(data or {})
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -50,7 +50,7 @@ class Payload:
     def _normalise(self) -> None:
         """Bring tolerantly read values to their types (overridden where a field needs it)."""
 
-    def to_data(self) -> dict[str, Any]:
+    def to_data(self) -> dict[str, object]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name == "extra":
@@ -425,11 +425,11 @@ class Event:
         """Read once per event (events are not changed once recorded)."""
         return PAYLOADS.get(self.kind, UnknownPayload).from_data(self.data)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "step": self.step, "ts": self.ts, "data": self.data}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Event:
+    def from_dict(cls, d: Mapping[str, object]) -> Event:
         return cls(kind=d["kind"], data=dict(d.get("data") or {}), step=int(d.get("step") or 0),
                    ts=float(d.get("ts") or 0.0))
 

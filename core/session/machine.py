@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 class Session(Stepping, StateViews, Learning):
     """A task being drafted and refined; see the module docstring and docs/ARCHITECTURE.md."""
 
-    def __init__(self, path: Path, meta: SessionMeta | dict[str, Any], *,
+    def __init__(self, path: Path, meta: SessionMeta | dict[str, object], *,
                  model: ModelConfig | ModelClient | None | bool = False,
                  memory: MemoryStore | None = None, verify_fn: VerifyFn | None = None,
                  verify_config: VerifyConfig | None = None, policy: RetrievalPolicy | None = None,

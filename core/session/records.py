@@ -44,11 +44,11 @@ class Budgets:
         if self.draft_steps < 0 or self.refine_steps < 0:
             raise SessionError("step budgets must be 0 or more")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Budgets:
+    def from_dict(cls, d: dict[str, object]) -> Budgets:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -85,14 +85,14 @@ class SessionMeta:
         return bool(self.settings.get("auto_accept", False))
 
     @property
-    def retrieval(self) -> dict[str, Any]:
+    def retrieval(self) -> dict[str, object]:
         return dict(self.settings.get("retrieval") or {})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**self.extra, **{k: getattr(self, k) for k in _META_FIELDS}}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SessionMeta:
+    def from_dict(cls, d: dict[str, object]) -> SessionMeta:
         if not isinstance(d, dict) or "id" not in d or not isinstance(d.get("task"), dict):
             raise SessionError("session.json lacks its id or task; the session folder is damaged")
         known = {k: d[k] for k in _META_FIELDS if k in d}
@@ -140,7 +140,7 @@ class ReverifyRow:
     def differs(self) -> bool:
         return bool(self.error) or self.recorded_outcome != self.outcome
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "differs": self.differs}
 
 

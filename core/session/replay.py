@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from verifier import VerifyConfig
 
 
-def list_sessions(root: Path) -> list[dict[str, Any]]:
+def list_sessions(root: Path) -> list[dict[str, object]]:
     """Summaries of every readable session under `root`, newest first; unreadable ones are marked."""
     rows: list[dict[str, Any]] = []
     if not Path(root).is_dir():

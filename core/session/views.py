@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.events import Attempt, speed_text
 from core.llm import ModelClient, ModelConfig
@@ -121,7 +121,7 @@ class StateViews:
     def attempt(self, version: int) -> Attempt | None:
         return self.state.attempt(version)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """A JSON-able digest for listings, `--json` output and the app's header."""
         best = self.best
         return {
