@@ -195,7 +195,7 @@ def compare_in_session(session: Any) -> Callable[[str, str], dict] | None:
         return None
 
     def compare(source_a: str, source_b: str) -> dict:
-        from verifier.api import compare as paired
+        from core.verdicts import compare as paired
 
         return paired(reference, source_a, source_b, backend=session.backend,
                       config=getattr(session, "verify_config", None))

@@ -9,8 +9,8 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from core.verdicts import library_line
 from evokernel_tui.view import GateView
-from verifier.result import library_line
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _KERNEL_CPP_LINE = re.compile(r"\bkernel\.cpp:(\d+):")
@@ -28,7 +28,7 @@ def gates_title(degenerate: list[str] | None, note: str = "") -> str:
     measured 4 min ago` when the verdict shown came from the cache (`note`: the verdict's timing label)."""
     parts = ["Gates"]
     if degenerate:
-        from verifier.compare import describe_degenerate
+        from core.verdicts import describe_degenerate
 
         parts.append(f"⚠ {describe_degenerate(degenerate)}")
     if note:
@@ -53,7 +53,9 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
         reason = library_line(gate.detail) or gate.reason
     probes = gate.detail.get("probes") if gate.state == "pass" else None
     if isinstance(probes, list) and any(isinstance(r, dict) and r.get("status") != "pass" for r in probes):
-        from verifier.probes import summary  # a probe skipped or refused is worth a line; all passing is not
+        from core.verdicts import (
+            probe_summary as summary,  # a probe skipped or refused is worth a line; all passing is not
+        )
 
         reason = "probes: " + summary([r for r in probes if isinstance(r, dict)])
     if reason:
