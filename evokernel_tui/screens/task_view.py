@@ -57,7 +57,7 @@ class TaskViewScreen(TextModal):
         if self._probe:
             self._read_shapes()
 
-    @work(thread=True, exclusive=True, group="task-probe")
+    @work(thread=True, exclusive=True, group="task-probe", name="task view: shapes")
     def _read_shapes(self) -> None:
         from core.tasks import TaskError, validate_task
 

@@ -126,7 +126,7 @@ class VersionsScreen(ModalScreen[None]):
         self.query_one(".modal-title", Label).update(f"Re-timing v{a.version} and v{b.version} back to back…")
         self._run_compare(a, b)
 
-    @work(thread=True, exclusive=True, group="compare")
+    @work(thread=True, exclusive=True, group="compare", name="compare versions")
     def _run_compare(self, a: VersionRow, b: VersionRow) -> None:
         assert self._compare is not None
         try:
