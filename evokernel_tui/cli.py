@@ -180,7 +180,7 @@ def open_memory_checked(path: str | None, enabled: bool) -> Any:
     """The memory bank opened (None with --no-memory); a damaged or locked bank is one line."""
     if not enabled:
         return None
-    from memory import MemoryStore
+    from core.bank import MemoryStore
 
     try:
         return MemoryStore(memory_path(path))
@@ -242,9 +242,9 @@ def check_isolation(unsafe: bool) -> None:
         return
     if os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION") == "1":
         return
-    from verifier.isolation import unavailable_reason
+    from core.verdicts import isolation_unavailable_reason
 
-    reason = unavailable_reason()
+    reason = isolation_unavailable_reason()
     if reason:
         raise click.ClickException(reason)
 

@@ -48,7 +48,7 @@ from core.events import (
     speed_text,
 )
 from core.events import apply as apply_state
-from verifier.result import GATE_ORDER, GATE_TITLES, VerificationResult
+from core.verdicts import GATE_ORDER, GATE_TITLES, VerificationResult
 
 # "checking": the candidate reported the gate's phase done, the trusted verdict is not in yet (app.py)
 GATE_STATES = ("waiting", "running", "checking", "pass", "fail", "skip")

@@ -145,3 +145,32 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     (pkg / "c.py").write_text("from loopy import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert import_cycles("loopy") == [["loopy.a", "loopy.b"]]
+
+
+def test_forbidden_contract_catches_the_app_importing_the_verifier(tmp_path):
+    """The app-through-core contract as configured fails an app that imports the verifier, even lazily inside a
+    function (the layers contract alone allows it: the verifier is below the app)."""
+    cfg = _contract()
+    through_core = next(c for c in cfg["contracts"]
+                        if c["type"] == "forbidden" and c["source_modules"] == ["evokernel_tui"])
+    assert set(through_core["forbidden_modules"]) == {"memory", "verifier"}
+    for pkg, body in {"evokernel_tui": "import core\n\n\ndef show():\n    from verifier.result import x\n",
+                      "core": "import verifier\n", "memory": "x = 1\n", "verifier": "x = 1\n"}.items():
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(body)
+    (tmp_path / "verifier" / "result.py").write_text("x = 1\n")
+    sources = ", ".join(f'"{m}"' for m in through_core["source_modules"])
+    banned = ", ".join(f'"{m}"' for m in through_core["forbidden_modules"])
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [tool.importlinter]
+        root_packages = ["evokernel_tui", "core", "memory", "verifier"]
+        [[tool.importlinter.contracts]]
+        name = "through core"
+        type = "forbidden"
+        source_modules = [{sources}]
+        forbidden_modules = [{banned}]
+        allow_indirect_imports = {str(through_core.get("allow_indirect_imports", False)).lower()}
+    """))
+    out = _lint(tmp_path, tmp_path / "pyproject.toml", tmp_path)
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert "0 kept, 1 broken" in out.stdout and "evokernel_tui -> verifier.result" in out.stdout

@@ -116,7 +116,7 @@ def progress_printer(console: Console, total: int):
 
 
 def open_bank(path: str | Path | None) -> Any:
-    from memory import MemoryStore
+    from core.bank import MemoryStore
 
     try:
         return MemoryStore(path)

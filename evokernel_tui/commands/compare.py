@@ -33,8 +33,8 @@ def compare(session_ref, version_a, version_b, sessions_dir, threads, policy, al
     speedup over A with its 95% interval. Exit status 0 when both ran, 1 otherwise."""
     from core.session import Session, SessionError, find_session
     from core.tasks import Task
+    from core.verdicts import VerifyConfig
     from core.verifying import PolicyError, VerifyError, compare_sources, describe_comparison, resolve_policy
-    from verifier import VerifyConfig
 
     with one_line_errors(PolicyError):
         the_policy = resolve_policy(policy, allow_rules)

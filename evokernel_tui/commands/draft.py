@@ -267,7 +267,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)
     degenerate = verify_config.extra.get("degenerate")
     if degenerate:
-        from verifier.compare import describe_degenerate
+        from core.verdicts import describe_degenerate
 
         console.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} at this tolerance; "
                       "kernels are judged against the spread of its output[/]", highlight=False)

@@ -17,7 +17,7 @@ REPAIR_HINT = "run `evokernel memory repair` to restore the last good backup"
 
 
 def _open(path: str | None) -> Any:
-    from memory import MemoryCorrupt, MemoryStore
+    from core.bank import MemoryCorrupt, MemoryStore
 
     try:
         return MemoryStore(path)
@@ -184,7 +184,7 @@ def search(
     seed: int,
 ) -> None:
     """Retrieve the items a prompt would get for QUERY, with the parts of each score."""
-    from memory import RetrievalPolicy, TaskSignature
+    from core.bank import RetrievalPolicy, TaskSignature
 
     store = _open(_path(ctx, memory_path))
     sig = TaskSignature(task=query, category=category, backend=backend)
@@ -258,7 +258,7 @@ def export(ctx: click.Context, file: str, memory_path: str | None, as_json: bool
 @click.pass_context
 def import_(ctx: click.Context, file: str, memory_path: str | None, as_json: bool) -> None:
     """Merge the items of FILE (an export or another bank) without duplicates."""
-    from memory import MemoryCorrupt
+    from core.bank import MemoryCorrupt
 
     store = _open(_path(ctx, memory_path))
     try:
@@ -315,7 +315,7 @@ def prune(
 @click.pass_context
 def repair(ctx: click.Context, memory_path: str | None, as_json: bool) -> None:
     """Restore the last good snapshot of a damaged bank."""
-    from memory import MemoryCorrupt, MemoryStore
+    from core.bank import MemoryCorrupt, MemoryStore
 
     try:
         note = MemoryStore.repair(_path(ctx, memory_path))

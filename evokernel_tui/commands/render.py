@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from verifier.result import GATE_TITLES, VerificationResult, library_line
+from core.verdicts import GATE_TITLES, VerificationResult, library_line
 
 LIGHTS = {"pass": ("●", "bold green"), "fail": ("●", "bold red"), "skip": ("○", "dim"), "running": ("◌", "yellow")}
 
@@ -126,12 +126,12 @@ def task_rows(task, info=None, *, atol: float | None = None, rtol: float | None 
     else:
         rows.append(("shapes", "running the reference once to read them…"))
     if trials is not None or atol is not None:
-        from verifier.compare import describe_tolerance
+        from core.verdicts import describe_tolerance
 
         extra = f", {trials} trials with distinct seeds" if trials else ""
         rows.append(("tolerance", f"{describe_tolerance(atol, rtol)}{extra}"))
     if degenerate:
-        from verifier.compare import describe_degenerate
+        from core.verdicts import describe_degenerate
 
         rows.append(("degenerate", f"yes: {describe_degenerate(degenerate).removeprefix('degenerate: ')} at this "
                                    "tolerance, so answers are judged against the spread of the reference output"))

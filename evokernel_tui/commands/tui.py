@@ -39,8 +39,8 @@ def session_opener(
         from core.llm import resolve_model
         from core.session import Budgets, Session
         from core.tasks import load_task
+        from core.verdicts import VerifyConfig
         from core.verifying import prewarm_in_background
-        from verifier import VerifyConfig
 
         first, loaded["first"] = loaded["first"], None
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
@@ -101,8 +101,8 @@ def _probe_check(session: Any) -> str:
     """Run the task once (cached per source): a task that fails is one line; which trivial answers pass
     it goes into the session's verifier settings (the correctness gate then judges on the spread)."""
     from core.tasks import task_degeneracy
+    from core.verdicts import VerifyConfig
     from core.verifying import with_degeneracy
-    from verifier import VerifyConfig
 
     config = session.verify_config if session.verify_config is not None else VerifyConfig()
     if "degenerate" not in config.extra:
@@ -113,7 +113,7 @@ def _probe_check(session: Any) -> str:
     found = config.extra["degenerate"]
     lines = []
     if found:
-        from verifier.compare import describe_degenerate
+        from core.verdicts import describe_degenerate
 
         lines.append(f"the task runs; it is {describe_degenerate(found)}, so correctness is judged against the "
                      "spread of the reference output")
@@ -132,7 +132,7 @@ def resume_opener(path: Path, model: str | None, api_base: str | None, *, memory
     def open_session(_task_ref: str | None) -> Any:
         from core.llm import resolve_model
         from core.session import Session
-        from verifier import VerifyConfig
+        from core.verdicts import VerifyConfig
 
         store = _open_store(memory)
         config = _settings(verify_config)
@@ -151,7 +151,7 @@ def _open_store(memory: Any) -> Any:
     """`memory` as the session gets it: True → the default bank, a path → that bank (opened here, in
     the worker, after the first paint), None → no memory, anything else → an open store."""
     if memory is True or isinstance(memory, str | Path):
-        from memory import MemoryStore
+        from core.bank import MemoryStore
 
         return MemoryStore(None if memory is True else memory)
     return memory

@@ -14,10 +14,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 
 from core.tasks import Degeneracy, Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
+from core.verdicts import GATE_ORDER, GATE_TITLES, describe_tolerance
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
-from verifier.compare import describe_tolerance
-from verifier.result import GATE_ORDER, GATE_TITLES
 
 USAGE = "give TASK CANDIDATE, or --kernelbench DIR --level L --problem N CANDIDATE"
 
@@ -60,7 +59,7 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
 
 
 def _distributions(text: str) -> list[str]:
-    from verifier.reference_worker import DISTRIBUTIONS
+    from core.verdicts import DISTRIBUTIONS
 
     names = [d.strip() for d in text.split(",") if d.strip()] or ["task"]
     bad = [d for d in names if d not in DISTRIBUTIONS]
@@ -74,7 +73,7 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
     """`--list-rules`: the registry as a table, then exit (before any argument is checked)."""
     if not value or ctx.resilient_parsing:
         return
-    from verifier.rules import listing
+    from core.verdicts import rule_listing as listing
 
     table = Table(title="anti-hacking rules", title_justify="left")
     table.add_column("rule", no_wrap=True)
@@ -179,11 +178,11 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         out.print(f"tolerance: {tolerance_text}", highlight=False)
         out.print(f"policy: {the_policy.label()}", highlight=False)
         if result.probes:
-            from verifier.probes import summary
+            from core.verdicts import probe_summary as summary
 
             out.print(f"probes: {summary(result.probes)}", highlight=False)
         if degenerate:
-            from verifier.compare import describe_degenerate
+            from core.verdicts import describe_degenerate
 
             out.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} under this "
                       "tolerance; a trivial answer can look correct[/]", highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -52,12 +53,18 @@ class SessionScreen(Screen):
         pane = self.query_one(KernelPane)
         pane.load(view.source, view.previous, view.pending, view.author, view.best_source)
         compile_gate = view.gates.get("compile")
-        pane.set_diagnostics(list((compile_gate.detail if compile_gate else {}).get("diagnostics") or []))
+        pane.diagnostics = list((compile_gate.detail if compile_gate else {}).get("diagnostics") or [])
         note = " · ".join(part for part in (view.task_note, view.verdict_note) if part)
-        self.query_one(GatePanel).show(view.gate_list(), degenerate=view.degenerate, note=note)
-        self.query_one(MemoryTable).show(view.memories, view.stage)
-        self.query_one(LatencyPlot).show(view.points, view.reference_ms, view.compiled_ms, view.speed_text, view.best_ms)
-        self.query_one(ActivityLog).set_totals(view.stage, view.tokens, view.cost, view.manual)
+        gates = self.query_one(GatePanel)
+        gates.degenerate, gates.note = view.degenerate, note
+        gates.gates = view.gate_list()
+        table = self.query_one(MemoryTable)
+        table.stage = view.stage
+        table.memories = view.memories
+        plot = self.query_one(LatencyPlot)
+        plot.best = (view.speed_text, view.best_ms)
+        plot.series = (tuple(view.points), view.reference_ms, view.compiled_ms)
+        self.query_one(ActivityLog).totals = (view.stage, view.tokens, view.cost, view.manual)
         self.sub_title = f"{view.task} · {view.backend} · {view.stage}" if view.task else ""
 
     def action_zoom(self) -> None:
@@ -80,13 +87,16 @@ class SessionScreen(Screen):
         pane = self.query_one(KernelPane)
         pane.show_cpp = not pane.show_cpp
 
-    def on_gate_panel_gate_selected(self, message: GatePanel.GateSelected) -> None:
+    @on(GatePanel.GateSelected)
+    def _gate_detail(self, message: GatePanel.GateSelected) -> None:
         self.app.push_screen(GateDetailScreen(message.gate))
 
-    def on_memory_table_memory_selected(self, message: MemoryTable.MemorySelected) -> None:
+    @on(MemoryTable.MemorySelected)
+    def _memory_detail(self, message: MemoryTable.MemorySelected) -> None:
         self.app.push_screen(MemoryDetailScreen(message.memory))
 
-    def on_memory_table_used_toggled(self, message: MemoryTable.UsedToggled) -> None:
+    @on(MemoryTable.UsedToggled)
+    def _mark_used(self, message: MemoryTable.UsedToggled) -> None:
         mark = getattr(self.app, "mark_memory_used", None)
         if mark is not None:
             mark(message.memory.item_id, not message.memory.used)
@@ -117,4 +127,4 @@ class MainScreen(SessionScreen):
         self.query_one(KernelPane).action_submit()
 
     def show_manual(self, manual: bool) -> None:
-        self.query_one(ModeBanner).show_manual(manual)
+        self.query_one(ModeBanner).manual = manual

@@ -48,7 +48,7 @@ class ReplayScreen(SessionScreen):
         view = view_at(self._events, self.step)
         self.show(view)
         self.query_one(ActivityLog).replace(view.activity)
-        self.query_one(ModeBanner).show_replay(self.step, self.index, len(self.steps))
+        self.query_one(ModeBanner).replay = (self.step, self.index, len(self.steps))
 
     def action_jump(self) -> None:
         def go(step: int | None) -> None:

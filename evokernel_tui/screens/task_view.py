@@ -16,7 +16,7 @@ from evokernel_tui.screens.detail import TextModal
 def verifier_tolerance(config: Any = None) -> dict[str, Any]:
     """atol, rtol and trials of the verification settings in use (the defaults when none are given)."""
     if config is None:
-        from verifier.config import VerifyConfig
+        from core.verdicts import VerifyConfig
 
         config = VerifyConfig()
     return {"atol": getattr(config, "atol", None), "rtol": getattr(config, "rtol", None),
@@ -57,7 +57,7 @@ class TaskViewScreen(TextModal):
         if self._probe:
             self._read_shapes()
 
-    @work(thread=True, exclusive=True, group="task-probe")
+    @work(thread=True, exclusive=True, group="task-probe", name="task view: shapes")
     def _read_shapes(self) -> None:
         from core.tasks import TaskError, validate_task
 

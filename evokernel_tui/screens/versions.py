@@ -126,7 +126,7 @@ class VersionsScreen(ModalScreen[None]):
         self.query_one(".modal-title", Label).update(f"Re-timing v{a.version} and v{b.version} back to back…")
         self._run_compare(a, b)
 
-    @work(thread=True, exclusive=True, group="compare")
+    @work(thread=True, exclusive=True, group="compare", name="compare versions")
     def _run_compare(self, a: VersionRow, b: VersionRow) -> None:
         assert self._compare is not None
         try:
@@ -195,7 +195,7 @@ def compare_in_session(session: Any) -> Callable[[str, str], dict] | None:
         return None
 
     def compare(source_a: str, source_b: str) -> dict:
-        from verifier.api import compare as paired
+        from core.verdicts import compare as paired
 
         return paired(reference, source_a, source_b, backend=session.backend,
                       config=getattr(session, "verify_config", None))

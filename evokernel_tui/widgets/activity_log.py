@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import reactive
 from textual.widgets import RichLog, Static
 
 from evokernel_tui.view import ActivityEntry
@@ -28,12 +29,23 @@ def entry_text(entry: ActivityEntry) -> Text:
 
 
 class ActivityLog(Vertical):
-    """Log lines come in as events arrive; the last line shows the model's reply as it streams."""
+    """Log lines come in as events arrive; the last line shows the model's reply as it streams (`streamed`),
+    the border the session's totals (`totals`: stage, tokens, cost, manual)."""
+
+    DEFAULT_CSS = """
+    ActivityLog > #activity-stream {
+        height: 1;
+        color: $text-muted;
+    }
+    """
+
+    #: the tail of the model's reply streaming in ("" between replies)
+    streamed: reactive[str] = reactive("", init=False, repaint=False)
+    totals: reactive[tuple[str, int, float | None, bool] | None] = reactive(None, init=False, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Activity"
-        self._stream = ""
         self.lines: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -56,17 +68,16 @@ class ActivityLog(Vertical):
             self.add(entry)
 
     def stream(self, chunk: str) -> None:
-        self._stream = (self._stream + chunk)[-STREAM_TAIL:]
-        last = self._stream.rstrip().splitlines()[-1:] or [""]
-        self.query_one("#activity-stream", Static).update(Text(f"model ▸ {last[0]}", no_wrap=True, overflow="ellipsis"))
+        self.streamed = (self.streamed + chunk)[-STREAM_TAIL:]
 
     def end_stream(self) -> None:
-        self._stream = ""
-        self.query_one("#activity-stream", Static).update("")
+        self.streamed = ""
 
-    @property
-    def streamed(self) -> str:
-        return self._stream
+    def watch_streamed(self, streamed: str) -> None:
+        last = streamed.rstrip().splitlines()[-1:] or [""]
+        self.query_one("#activity-stream", Static).update(
+            Text(f"model ▸ {last[0]}", no_wrap=True, overflow="ellipsis") if streamed else "")
 
-    def set_totals(self, stage: str, tokens: int, cost: float | None, manual: bool) -> None:
-        self.border_subtitle = totals_line(stage, tokens, cost, manual)
+    def watch_totals(self, totals: tuple[str, int, float | None, bool] | None) -> None:
+        if totals is not None:
+            self.border_subtitle = totals_line(*totals)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from core.verdicts import library_line
 from evokernel_tui.view import GateView
-from verifier.result import library_line
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _KERNEL_CPP_LINE = re.compile(r"\bkernel\.cpp:(\d+):")
@@ -28,7 +30,7 @@ def gates_title(degenerate: list[str] | None, note: str = "") -> str:
     measured 4 min ago` when the verdict shown came from the cache (`note`: the verdict's timing label)."""
     parts = ["Gates"]
     if degenerate:
-        from verifier.compare import describe_degenerate
+        from core.verdicts import describe_degenerate
 
         parts.append(f"⚠ {describe_degenerate(degenerate)}")
     if note:
@@ -53,7 +55,9 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
         reason = library_line(gate.detail) or gate.reason
     probes = gate.detail.get("probes") if gate.state == "pass" else None
     if isinstance(probes, list) and any(isinstance(r, dict) and r.get("status") != "pass" for r in probes):
-        from verifier.probes import summary  # a probe skipped or refused is worth a line; all passing is not
+        from core.verdicts import (
+            probe_summary as summary,  # a probe skipped or refused is worth a line; all passing is not
+        )
 
         reason = "probes: " + summary([r for r in probes if isinstance(r, dict)])
     if reason:
@@ -67,49 +71,69 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
 
 
 class GatePanel(OptionList):
-    """Gate lines in verifier order; selecting one asks for its full detail."""
+    """Gate lines in verifier order; selecting one asks for its full detail.
+
+    Set `gates` (rebuilt in place so the highlight stays where it was, repainted on every assignment),
+    `degenerate` (the trivial answers that pass this task: the title warns, since the correctness gate then
+    judges answers relative to the output's spread) and `note` (the verdict's timing label, in the title).
+    """
+
+    DEFAULT_CSS = """
+    GatePanel > .gate--waiting { color: $text-muted; }
+    GatePanel > .gate--running { color: $warning; text-style: bold; }
+    GatePanel > .gate--checking { color: $warning; text-style: italic; }
+    GatePanel > .gate--pass { color: $success; }
+    GatePanel > .gate--fail { color: $error; text-style: bold; }
+    GatePanel > .gate--skip { color: $text-disabled; }
+    """
 
     COMPONENT_CLASSES = {"gate--waiting", "gate--running", "gate--checking", "gate--pass", "gate--fail", "gate--skip"}
 
+    gates: reactive[list[GateView]] = reactive(list, always_update=True, init=False, repaint=False)
+    degenerate: reactive[list[str] | None] = reactive(None, always_update=True, init=False, repaint=False)
+    note: reactive[str] = reactive("", always_update=True, init=False, repaint=False)
+
+    @dataclass
     class GateSelected(Message):
-        def __init__(self, gate: GateView) -> None:
-            super().__init__()
-            self.gate = gate
+        gate: GateView
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Gates"
-        self._gates: list[GateView] = []
         self._frame = 0
 
     def on_mount(self) -> None:
         self._spinner = self.set_interval(0.1, self._tick, pause=True)
 
-    def show(self, gates: list[GateView], degenerate: list[str] | None = None, note: str = "") -> None:
-        """Replace the gate states; rebuilt in place so the highlight stays where it was. `degenerate`: the
-        trivial answers that pass this task (the title warns, since the correctness gate then judges
-        answers relative to the output's spread)."""
-        self.border_title = gates_title(degenerate, note)
+    def validate_gates(self, gates: list[GateView]) -> list[GateView]:
+        return [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail)) for g in gates]
+
+    def watch_degenerate(self) -> None:
+        self.border_title = gates_title(self.degenerate, self.note)
+
+    def watch_note(self) -> None:
+        self.border_title = gates_title(self.degenerate, self.note)
+
+    def watch_gates(self, gates: list[GateView]) -> None:
         names = [g.name for g in gates]
         known = [str(self.get_option_at_index(i).id) for i in range(self.option_count)]
-        self._gates = [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail)) for g in gates]
         if names != known:
             self.clear_options()
-            self.add_options(Option(self._prompt(g), id=g.name) for g in self._gates)
-            if self._gates and self.highlighted is None:
+            self.add_options(Option(self._prompt(g), id=g.name) for g in gates)
+            if gates and self.highlighted is None:
                 self.highlighted = 0
         else:
             self._repaint()
-        running = any(g.state == "running" for g in self._gates)
+        running = any(g.state == "running" for g in gates)
         if running:
             self._spinner.resume()
         else:
             self._spinner.pause()
-        failed = [g.title for g in self._gates if g.state == "fail"]
+        failed = [g.title for g in gates if g.state == "fail"]
         self.border_subtitle = f"failed: {', '.join(failed)}" if failed else ""
 
     def gate(self, name: str) -> GateView | None:
-        return next((g for g in self._gates if g.name == name), None)
+        return next((g for g in self.gates if g.name == name), None)
 
     def _prompt(self, gate: GateView) -> Text:
         text = gate_line(gate, self._frame, max(self.size.width - 2, 40))
@@ -117,7 +141,7 @@ class GatePanel(OptionList):
         return text
 
     def _repaint(self) -> None:
-        for gate in self._gates:
+        for gate in self.gates:
             self.replace_option_prompt(gate.name, self._prompt(gate))
 
     def _tick(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from rich.syntax import Syntax
 from textual.app import ComposeResult
@@ -33,12 +34,14 @@ class KernelPane(Vertical):
     show_diff: reactive[bool] = reactive(False)
     show_cpp: reactive[bool] = reactive(False)
 
+    #: the compile gate's diagnostics from the last verification, marked in the C++ view
+    diagnostics: reactive[list[str]] = reactive(list, init=False, repaint=False)
+
+    @dataclass
     class Submitted(Message):
         """The person submitted the text in the editor as their edit."""
 
-        def __init__(self, source: str) -> None:
-            super().__init__()
-            self.source = source
+        source: str
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -47,7 +50,6 @@ class KernelPane(Vertical):
         self._pending: str | None = None
         self._best: str | None = None
         self._author = ""
-        self._diagnostics: list[str] = []
         self.cpp_shown: object = None
         self.border_title = "Kernel"
 
@@ -89,12 +91,12 @@ class KernelPane(Vertical):
         if self.show_cpp:
             self._render_cpp()
 
-    def set_diagnostics(self, diagnostics: list[str]) -> None:
-        """The compile gate's diagnostics from the last verification, marked in the C++ view."""
-        if list(diagnostics) != self._diagnostics:
-            self._diagnostics = list(diagnostics)
-            if self.show_cpp:
-                self._render_cpp()
+    def validate_diagnostics(self, diagnostics: list[str]) -> list[str]:
+        return list(diagnostics)
+
+    def watch_diagnostics(self) -> None:
+        if self.show_cpp:
+            self._render_cpp()
 
     def diff_text(self) -> str:
         """The diff the toggle shows: best kernel → pending refinement if one waits, else previous → current."""
@@ -123,7 +125,7 @@ class KernelPane(Vertical):
     def _render_cpp(self) -> None:
         from evokernel_tui.widgets.cpp_view import cpp_view
 
-        self.cpp_shown = cpp_view(self.editor.text, self._diagnostics)
+        self.cpp_shown = cpp_view(self.editor.text, self.diagnostics)
         self.query_one("#kernel-cpp", Static).update(self.cpp_shown)
 
     def _render_diff(self) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from textual.reactive import reactive
 from textual_plotext import PlotextPlot
 
 from evokernel_tui.view import LatencyPoint
@@ -49,34 +52,40 @@ def ms_ticks(lo: float, hi: float, count: int = 4) -> tuple[list[float], list[st
 
 
 class LatencyPlot(PlotextPlot):
-    """Redrawn from the whole history on each change; histories are short (tens of steps)."""
+    """Redrawn from the whole history when `series` (points, eager ms, compiled ms) or the pane's height
+    changes; histories are short (tens of steps). `best` (speedup, best ms) makes the title."""
+
+    series: reactive[tuple[tuple[LatencyPoint, ...], float | None, float | None] | None] = reactive(
+        None, init=False, repaint=False)
+    best: reactive[tuple[str | float | None, float | None] | None] = reactive(None, init=False, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Latency"
-        self._data: tuple = ((), None, None)
-        self._args: tuple | None = None
+        self._drawn_height: int | None = None
 
     def on_resize(self) -> None:
-        if self._args is not None:
-            self.show(*self._args)
+        if self.series is not None and self.size.height != self._drawn_height:
+            self._draw()
 
-    def show(
-        self,
-        points: list[LatencyPoint],
-        reference_ms: float | None,
-        compiled_ms: float | None,
-        speedup: str | float | None,
-        best_ms: float | None,
-    ) -> None:
-        self._args = (points, reference_ms, compiled_ms, speedup, best_ms)
-        data = (tuple((p.step, p.latency_ms, p.feasible, p.reference_ms) for p in points), reference_ms, compiled_ms,
-                self.size.height)
-        self.border_title = plot_title(speedup, best_ms)
+    def watch_best(self, best: tuple[str | float | None, float | None] | None) -> None:
+        if best is not None:
+            self.border_title = plot_title(*best)
+
+    def validate_series(self, series: tuple | None) -> tuple | None:
+        """A copy of the points, so a change to one of them is a change of `series`."""
+        if series is None:
+            return None
+        points, reference_ms, compiled_ms = series
+        return tuple(replace(p) for p in points), reference_ms, compiled_ms
+
+    def watch_series(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        points, reference_ms, compiled_ms = self.series or ((), None, None)
+        self._drawn_height = self.size.height
         self.border_subtitle = LEGEND if points else ""
-        if data == self._data:
-            return
-        self._data = data
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

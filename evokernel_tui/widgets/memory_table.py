@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from evokernel_tui.view import STAGE_COLUMN, MemoryView
@@ -48,29 +51,39 @@ def title_width(width: int, columns: tuple[tuple[str, str], ...] = COLUMNS,
 
 
 class MemoryTable(DataTable):
-    """Rows keyed by memory id; the current stage's Q column is highlighted."""
+    """Rows keyed by memory id; the current stage's Q column is highlighted.
+
+    Set `stage` (the columns are rebuilt when it changes) and `memories` (values updated in place when the
+    same memories are shown, else the rows are rebuilt; every assignment refits the titles).
+    """
+
+    DEFAULT_CSS = """
+    MemoryTable > .memory--stage { color: $accent; text-style: bold; }
+    MemoryTable > .memory--up { color: $success; }
+    MemoryTable > .memory--down { color: $error; }
+    """
 
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | {"memory--stage", "memory--up", "memory--down"}
 
     BINDINGS = [Binding("u", "toggle_used", "Used", tooltip="Mark the highlighted memory as used for your next edit")]
 
-    class MemorySelected(Message):
-        def __init__(self, memory: MemoryView) -> None:
-            super().__init__()
-            self.memory = memory
+    stage: reactive[str] = reactive("draft", init=False, repaint=False)
+    memories: reactive[list[MemoryView]] = reactive(list, always_update=True, init=False, repaint=False)
 
+    @dataclass
+    class MemorySelected(Message):
+        memory: MemoryView
+
+    @dataclass
     class UsedToggled(Message):
         """The person marked (or unmarked) a memory as used for their next edit."""
 
-        def __init__(self, memory: MemoryView) -> None:
-            super().__init__()
-            self.memory = memory
+        memory: MemoryView
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.border_title = "Memories"
         self._rows: dict[str, MemoryView] = {}
-        self._stage = "draft"
         self._shown_width = TITLE_WIDTH
         self._columns = COLUMNS
 
@@ -78,19 +91,18 @@ class MemoryTable(DataTable):
         self._add_columns()
 
     def _add_columns(self, columns: tuple[tuple[str, str], ...] | None = None) -> None:
-        stage_key = STAGE_COLUMN.get(self._stage)
+        stage_key = STAGE_COLUMN.get(self.stage)
         self._columns = columns or columns_for(self.size.width)
         for key, label in self._columns:
             marked = f"{label}◆" if key == stage_key else label
             self.add_column(Text(marked, style="bold" if key == stage_key else ""), key=key)
 
-    def show(self, memories: list[MemoryView], stage: str) -> None:
-        """Update values in place when the same memories are shown, else rebuild the rows."""
-        if stage != self._stage:
-            self._stage = stage
-            self.clear(columns=True)
-            self._add_columns()
-            self._rows = {}
+    def watch_stage(self) -> None:
+        self.clear(columns=True)
+        self._add_columns()
+        self._rows = {}
+
+    def watch_memories(self, memories: list[MemoryView]) -> None:
         ids = [m.item_id for m in memories]
         if ids != list(self._rows):
             self.clear()
@@ -103,7 +115,7 @@ class MemoryTable(DataTable):
                 self._rows[memory.item_id] = memory
                 for (key, _), cell in zip(self._columns, self._cells(memory), strict=True):
                     self.update_cell(memory.item_id, key, cell, update_width=True)
-        self.border_subtitle = f"{len(memories)} for {stage}" if memories else "none retrieved yet"
+        self.border_subtitle = f"{len(memories)} for {self.stage}" if memories else "none retrieved yet"
         self._refit()
 
     def _rebuild(self, columns: tuple[tuple[str, str], ...]) -> None:
@@ -112,7 +124,7 @@ class MemoryTable(DataTable):
         self.clear(columns=True)
         self._add_columns(columns)
         self._rows = {}
-        self.show(rows, self._stage)
+        self.memories = rows
 
     @property
     def title_width(self) -> int:
@@ -121,7 +133,7 @@ class MemoryTable(DataTable):
     def _room(self, columns: tuple[tuple[str, str], ...]) -> int:
         """What the title column can show beside `columns`' widest cells (and a scrollbar)."""
         keys = [key for key, _ in COLUMNS if key != "title"]  # the order of `_value_cells`
-        stage_key = STAGE_COLUMN.get(self._stage)
+        stage_key = STAGE_COLUMN.get(self.stage)
         widths = {key: cell_len(label) + (key == stage_key) for key, label in columns if key != "title"}  # ◆
         for memory in self._rows.values():
             for key, cell in zip(keys, self._value_cells(memory), strict=True):
@@ -159,8 +171,8 @@ class MemoryTable(DataTable):
 
     def _value_cells(self, m: MemoryView) -> list[Text | str]:
         """Every cell but the title: kind, Q1, Q2, n, sim, score."""
-        stage_key = STAGE_COLUMN.get(self._stage)
-        visits = m.visits2 if self._stage == "refine" else m.visits1
+        stage_key = STAGE_COLUMN.get(self.stage)
+        visits = m.visits2 if self.stage == "refine" else m.visits1
         kind = KIND_LABELS.get(m.kind, m.kind)
         cells: list[Text | str] = [Text(f"✓{kind}", style="bold") if m.used else kind]
         for key, value, delta in (("q1", m.q1, m.delta1), ("q2", m.q2, m.delta2)):

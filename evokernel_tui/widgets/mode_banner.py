@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.reactive import reactive
 from textual.widgets import Static
 
 MANUAL_TEXT = "Manual mode: no model configured (set --model, EVOKERNEL_MODEL or config.toml). Edit and verify work."
@@ -18,13 +19,27 @@ def replay_text(step: int, index: int, total: int) -> str:
 
 
 class ModeBanner(Static):
-    """Hidden unless the session is in manual or replay mode."""
+    """Hidden unless the session is in manual or replay mode: set `manual`, or `replay` to (step, index, total)."""
+
+    DEFAULT_CSS = """
+    ModeBanner {
+        height: 1;
+        padding: 0 1;
+        background: $warning 30%;
+        color: $text;
+        text-style: bold;
+    }
+    """
+
+    manual: reactive[bool] = reactive(False, init=False)
+    #: where replay stands in the timeline: (step, index, number of steps); None outside replay
+    replay: reactive[tuple[int, int, int] | None] = reactive(None, init=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
         self.display = False
 
-    def show_manual(self, manual: bool) -> None:
+    def watch_manual(self, manual: bool) -> None:
         self.set_class(manual, "-manual")
         self.update(manual_text(self.content_size.width) if manual else "")
         self.display = manual
@@ -33,11 +48,9 @@ class ModeBanner(Static):
         if self.has_class("-manual"):
             self.update(manual_text(self.content_size.width))
 
-    def show_replay(self, step: int, index: int, total: int) -> None:
+    def watch_replay(self, position: tuple[int, int, int] | None) -> None:
+        if position is None:
+            return
         self.add_class("-replay")
-        self.update(replay_text(step, index, total))
+        self.update(replay_text(*position))
         self.display = True
-
-    def show_message(self, text: str) -> None:
-        self.update(text)
-        self.display = bool(text)

@@ -55,12 +55,12 @@ async def test_gate_shows_pass_only_once_the_verdict_arrives(make_session):
         await pilot.pause(0.1)
         panel = app.screen.query_one(GatePanel)
         assert panel.gate("correctness").state == "checking", "a candidate-reported pass is painted as pass"
-        assert all(g.state != "pass" for g in panel._gates)
+        assert all(g.state != "pass" for g in panel.gates)
         fake.release.set()
         await settle(app, pilot)
         assert panel.gate("correctness").state == "fail"
         assert panel.gate("compile").state == "pass"
-        assert [g.name for g in panel._gates] == list(GATE_ORDER)
+        assert [g.name for g in panel.gates] == list(GATE_ORDER)
 
 
 async def test_run_stops_at_a_pending_refinement_and_keeps_it(make_session):

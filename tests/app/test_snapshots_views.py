@@ -35,7 +35,7 @@ def test_cpp_view(snap_compare, tmp_path, size):
         app.view.previous, app.view.source = app.view.source, session.current_source
         app._show()
         pane = app.screen.query_one(KernelPane)
-        pane.set_diagnostics(["kernel.cpp:12: error: 'in' was not declared in this scope [file line 18]"])
+        pane.diagnostics = ["kernel.cpp:12: error: 'in' was not declared in this scope [file line 18]"]
         await pilot.press("z")
         pane.show_cpp = True
         await pilot.pause(0.1)
