@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,39 +61,45 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         Binding("q", "quit", "Quit", show=False),
     ]
 
+    @dataclass
     class SessionEvent(Message):
-        def __init__(self, event: Any) -> None:
-            super().__init__()
-            self.event = event
+        """One recorded session event, posted from the session's thread (`_on_event`)."""
 
+        event: Any  # an events.jsonl record or a typed Event: `view.apply_event` reads both
+
+    @dataclass
     class Token(Message):
-        def __init__(self, chunk: str) -> None:
-            super().__init__()
-            self.chunk = chunk
+        """A streamed piece of the model's reply."""
 
+        chunk: str
+
+    @dataclass
     class KernelFileChanged(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
+        """The watched kernel file changed on disk (the person's own editor)."""
 
+        text: str
+
+    @dataclass
     class SessionReady(Message):
-        def __init__(self, session: Any) -> None:
-            super().__init__()
-            self.session = session
+        """The opening worker has the session: attach it."""
 
+        session: Any  # a core Session, or a test's stand-in with the same attributes
+
+    @dataclass
     class CallFinished(Message):
-        def __init__(self, label: str, error: str | None) -> None:
-            super().__init__()
-            self.label = label
-            self.error = error
+        """A session call's worker is done (`error`: its one line when it failed)."""
 
+        label: str
+        error: str | None
+
+    @dataclass
     class CheckFinished(Message):
-        def __init__(self, session: Any, name: str, finding: str | None, problem: str | None) -> None:
-            super().__init__()
-            self.session = session
-            self.name = name
-            self.finding = finding
-            self.problem = problem
+        """One task check finished for `session`: what it found, or the problem that stops session calls."""
+
+        session: Any
+        name: str
+        finding: str | None
+        problem: str | None
 
     def __init__(
         self,
