@@ -12,6 +12,10 @@ in one translation unit: about 15-40 s on two cores. We split it:
 
 If the shim cannot serve a kernel (it uses `py::`, full `torch::` API, defines its own module...),
 the build falls back to the standard single-TU layout, still cached by hash.
+
+The declarations and binding sources are `verifier.bindings` (text only); which compiler runs, with
+which torch paths, and its identity in artefact keys are `verifier.toolchain`. This module also builds
+the shared artefacts the trusted side is asked for (`build_shared`, `prewarm`, `python -m verifier.build`).
 """
 
 from __future__ import annotations
@@ -23,14 +27,30 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier.bindings import (  # noqa: F401 - re-exported: what other code imports from verifier.build
+    Signature,
+    _bindings,
+    _shared_bindings,
+    _strip_comments,
+    _trampolines,
+    extract_declarations,
+    signature_of,
+)
 from verifier.diagnostics import first_error, parse_diagnostics
 from verifier.keys import content_key
-from verifier.procs import descendants
+from verifier.toolchain import (  # noqa: F401 - re-exported: what other code imports from verifier.build
+    SANDBOX_PATH,
+    _compiler,
+    _compiler_id,
+    _kill_compiler,
+    _torch_paths,
+    _with_sandbox_compiler,
+    sandbox_compiler,
+)
 
 # torch:: spellings kernels use, over ATen (shared by the CPU shim and the light CUDA shim).
 TORCH_NAMESPACE = """namespace torch {
@@ -90,168 +110,10 @@ class BuildRecord:
     steps: list[str] = field(default_factory=list)
 
 
-def _torch_paths() -> tuple[list[str], list[str]]:
-    import torch
-
-    root = Path(torch.__file__).parent
-    includes = [str(root / "include"), str(root / "include" / "torch" / "csrc" / "api" / "include")]
-    py_include = sysconfig.get_paths()["include"]
-    return includes + [py_include], [str(root / "lib")]
-
-
-def _compiler() -> str:
-    return os.environ.get("CXX", "c++")
-
-
-# The PATH a sandboxed build runs with (verifier.api._clean_env, which passes no CXX): its `c++` is the
-# compiler the shared artefacts must be built with, whatever CXX the trusted side has (the H100 machine
-# sets CXX=/opt/gcc/bin/g++, a wrapper outside the sandbox's view, around another gcc than /usr/bin/c++).
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-def sandbox_compiler() -> str:
-    """The compiler a sandboxed build calls: `c++` on the sandbox's PATH."""
-    return shutil.which("c++", path=SANDBOX_PATH) or "c++"
-
-
-@contextlib.contextmanager
-def _with_sandbox_compiler():
-    """Build the trusted side's shared artefacts with the sandbox's compiler, so their keys (and objects)
-    are the ones a sandboxed build looks for."""
-    old = os.environ.get("CXX")
-    os.environ["CXX"] = sandbox_compiler()
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("CXX", None)
-        else:
-            os.environ["CXX"] = old
-
-
-def _compiler_id() -> str:
-    """The compiler's version line without the name it was called by: "c++ (Ubuntu 13.3.0) 13.3.0" and
-    "g++-real (Ubuntu 13.3.0) 13.3.0" are one compiler. The trusted side (the person's CXX, say a
-    wrapper in /opt) and the sandbox (its short PATH, no CXX) reach one compiler by different names,
-    and the shared artefacts' keys must agree (an H100 machine with CXX=/opt/gcc/bin/g++ never used
-    the trusted bindings before this)."""
-    try:
-        out = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    first = out.splitlines()[0].strip() if out.strip() else ""
-    if not first:
-        return "unknown"
-    return first.split(None, 1)[1] if " " in first else first
-
-
 def _as_list(sources: str | list[str] | None) -> list[str]:
     if sources is None:
         return []
     return [sources] if isinstance(sources, str) else list(sources)
-
-
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), src, flags=re.S)
-    return re.sub(r"//[^\n]*", "", src)
-
-
-def extract_declarations(source: str, functions: list[str]) -> list[str] | None:
-    """Forward declarations for `functions`, read from their definitions; None when one can't be found."""
-    clean = _strip_comments(source)
-    decls = []
-    for fn in functions:
-        pattern = re.compile(
-            r"(?:^|[;}\n])\s*((?:template\s*<[^>]*>\s*)?(?:static\s+|inline\s+)*[\w:<>,\s\*&]+?[\s\*&])"
-            + re.escape(fn)
-            + r"\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:const\s*)?\{",
-            re.S,
-        )
-        m = pattern.search(clean)
-        if not m or "template" in m.group(1) or "static" in m.group(1):
-            return None
-        ret = " ".join(m.group(1).split()).replace("inline ", "")
-        params = re.sub(r"=\s*[^,]+", "", " ".join(m.group(2).split()))
-        decls.append(f"{ret} {fn}({params});")
-    return decls
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A bound function's C++ return type and parameter types (names dropped)."""
-
-    ret: str
-    params: tuple[str, ...]
-
-
-_PARAM_NAME = re.compile(r"^(?P<type>.*?[\w>\*&\s])\s*\b(?P<name>[A-Za-z_]\w*)\s*$")
-
-
-def signature_of(decl: str, fn: str) -> Signature | None:
-    """`torch::Tensor f(const torch::Tensor& x, int64_t n);` -> Signature("torch::Tensor", ("const torch::Tensor&", "int64_t"))."""
-    m = re.fullmatch(r"\s*(?P<ret>.+?)\s+" + re.escape(fn) + r"\((?P<params>.*)\);\s*", decl, re.S)
-    if not m:
-        return None
-    params = []
-    raw = m.group("params").strip()
-    for part in ([] if raw in ("", "void") else _split_params(raw)):
-        pm = _PARAM_NAME.match(part.strip())
-        if not pm or "[" in part or "(" in part:
-            return None
-        ptype = " ".join(pm.group("type").split())
-        if not ptype or ptype in ("const", "unsigned", "signed", "long", "short"):
-            return None
-        params.append(ptype)
-    return Signature(" ".join(m.group("ret").split()), tuple(params))
-
-
-def _split_params(raw: str) -> list[str]:
-    """Split on top-level commas (not those inside template brackets)."""
-    parts, depth, cur = [], 0, ""
-    for ch in raw:
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return parts
-
-
-_HIDDEN = '__attribute__((visibility("hidden")))'
-
-
-def _trampolines(fns: list[str], sigs: list[Signature]) -> str:
-    """Appended to the kernel TU: a pointer and a name per bound function, read by the shared bindings."""
-    lines = ["// EvoKernel: entry points for the signature-keyed Python bindings (hidden: never interposed",
-             "// by another loaded extension's symbols of the same name)"]
-    for i, (fn, sig) in enumerate(zip(fns, sigs, strict=True)):
-        lines.append(f"{_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)}) = &{fn};")
-        lines.append(f'{_HIDDEN} const char* evk_name{i} = "{fn}";')
-    return "\n".join(lines) + "\n"
-
-
-def _shared_bindings(module: str, sigs: list[Signature]) -> str:
-    """A pybind11 module that binds `evk_fn<i>` under the names `evk_name<i>` chosen at load time, with the
-    operations of the tiny Tensor (`verifier.tiny_tensor`) that CUDA kernel TUs may call."""
-    externs, defs = [], []
-    for i, sig in enumerate(sigs):
-        externs.append(f"extern {_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)});")
-        externs.append(f"extern {_HIDDEN} const char* evk_name{i};")
-        args = ", ".join(f"{t} a{j}" for j, t in enumerate(sig.params))
-        call = ", ".join(f"a{j}" for j in range(len(sig.params)))
-        defs.append(f"  m.def(evk_name{i}, []({args}) {{ return evk_fn{i}({call}); }});")
-    from verifier.tiny_tensor import BRIDGE_SOURCE
-
-    return ("#include <torch/extension.h>\n" + "\n".join(externs) + BRIDGE_SOURCE + f"\nPYBIND11_MODULE({module}, m) {{\n"
-            + "\n".join(defs) + "\n}\n")
-
-
-def _bindings(name: str, functions: list[str]) -> str:
-    defs = "\n".join(f'  m.def("{fn}", &{fn}, "{fn}");' for fn in functions)
-    return f"PYBIND11_MODULE({name}, m) {{\n{defs}\n}}\n"
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
@@ -262,19 +124,6 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     except OSError as exc:
         raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
     return proc.returncode, proc.stdout + proc.stderr
-
-
-def _kill_compiler(proc: subprocess.Popen) -> None:
-    """Kill the g++ driver and its children: killing the driver alone leaves cc1plus running on."""
-    tree = descendants(proc.pid)
-    proc.kill()
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, 9)
-    proc.wait()
-    if isinstance(proc.args, list) and "-o" in proc.args:
-        with contextlib.suppress(OSError):
-            Path(proc.args[proc.args.index("-o") + 1]).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

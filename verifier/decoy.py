@@ -14,7 +14,7 @@ Two rules, both read by the dynamic anti-hacking gate (`kernel_findings`):
   same shape and dtype: the call's own values rolled by a random offset (so ranges, sums and histograms
   stay plausible and integer indices stay in range), noise where a roll changes nothing. The offsets
   come from `os.urandom`, drawn at the probe. The parent reads the probe's outputs and the earlier
-  trial's (both from their held directories) and compares them bit for bit (`api._Run.output_digests`): unchanged means
+  trial's (both from their held directories) and compares them bit for bit (`trials.Trials.output_digests`): unchanged means
   no kernel result reached the output, and the verdict is refused. An output that changes is fine, and
   so is a forward that raises on the garbage (the result reached the control flow).
 

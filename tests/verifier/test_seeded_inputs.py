@@ -154,8 +154,8 @@ def test_small_cpu_rounds_hand_their_sets_over_as_files(make_config, kernel_sour
 
 
 def test_which_rounds_go_by_file():
-    from verifier.api import FILE_SET_BYTES, sets_by_file
     from verifier.config import VerifyConfig
+    from verifier.rounds import FILE_SET_BYTES, sets_by_file
 
     cfg = VerifyConfig()
     assert sets_by_file("cpu", 2 << 20, cfg)
@@ -174,7 +174,9 @@ def test_both_sides_of_a_cpu_measurement_get_one_allocator_setting():
 
     env = get_backend("cpu").child_env()
     assert int(env["MALLOC_MMAP_THRESHOLD_"]) == 32 << 20 and int(env["MALLOC_TRIM_THRESHOLD_"]) >= 1 << 30
-    source = inspect.getsource(api)
+    import verifier.workers as workers
+
+    source = inspect.getsource(workers)
     assert "_clean_env(be.child_env())" in source and "{**_trusted_env(), **be.child_env()}" in source
 
 

@@ -14,7 +14,7 @@ from verifier.backends import get_backend
 
 @pytest.fixture
 def started(monkeypatch, tmp_path):
-    import verifier.api as api
+    import verifier.workers as workers  # where `_start_candidate` looks its names up
 
     argvs = []
 
@@ -22,13 +22,13 @@ def started(monkeypatch, tmp_path):
         def __init__(self, argv, job_dir, limits, env, spec=None):
             argvs.append(argv)
 
-    monkeypatch.setattr(api, "LiveJob", Recorder)
-    monkeypatch.setattr(api, "_new_run_dir", lambda: tmp_path / f"run{len(argvs)}")
+    monkeypatch.setattr(workers, "LiveJob", Recorder)
+    monkeypatch.setattr(workers, "_new_run_dir", lambda: tmp_path / f"run{len(argvs)}")
     config = VerifyConfig(build_root=str(tmp_path / "root"))
 
     def start(be, wait=True):
         (tmp_path / f"run{len(argvs)}").mkdir()
-        api._start_candidate(config, be, isolated=False, wait=wait)
+        workers._start_candidate(config, be, isolated=False, wait=wait)
         return argvs[-1]
 
     return start

@@ -125,7 +125,7 @@ def toolchain_here(arch: str, env_key: tuple):
     from torch.utils.cpp_extension import CUDA_HOME
 
     from verifier.backends.cuda_plan import Toolchain
-    from verifier.build import _compiler, _torch_paths
+    from verifier.toolchain import _compiler, _torch_paths
 
     nvcc = nvcc_path() or "nvcc"
     home = Path(CUDA_HOME) if CUDA_HOME else Path(nvcc).resolve().parent.parent
@@ -249,7 +249,8 @@ class CudaBuilder:
     def _compile(self, plan, tmp_dir: Path, deadline: float, t0: float, procs: list) -> tuple[list[str], str | None]:
         """Start the plan's compile steps together and wait for them: (a line per step, None) or, on the
         first failure, (lines so far, the failed step's log). The others are stopped then."""
-        from verifier.build import BuildError, _kill_compiler
+        from verifier.build import BuildError
+        from verifier.toolchain import _kill_compiler
 
         for fname, text in plan.files.items():
             (tmp_dir / fname).write_text(text)
@@ -284,7 +285,8 @@ class CudaBuilder:
         headers fails for want of a declaration (`light_fallback`), the next plan compiles instead, the
         bindings still building meanwhile. Returns a line per step with its seconds."""
         from verifier.backends.cuda_plan import BIND_OBJECT, light_fallback
-        from verifier.build import BuildError, InlineBuilder, _kill_compiler
+        from verifier.build import BuildError, InlineBuilder
+        from verifier.toolchain import _kill_compiler
 
         self._write_shims()
         tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")

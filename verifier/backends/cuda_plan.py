@@ -30,7 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verifier.build import TORCH_NAMESPACE, Signature, extract_declarations, signature_of
+from verifier.bindings import Signature, extract_declarations, signature_of
+from verifier.build import TORCH_NAMESPACE
 from verifier.keys import content_key as _key
 
 # What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
@@ -158,7 +159,7 @@ def content_key(spec: dict, toolchain: Toolchain, layout: str) -> str:
 def declarations_only(cpp_text: str) -> bool:
     """True when the C++ sources hold only includes and function declarations (KernelBench's usual
     `torch::Tensor f(torch::Tensor x);`): then no host TU is needed."""
-    from verifier.build import _strip_comments
+    from verifier.bindings import _strip_comments
 
     return all(_DECL_ONLY.match(line) for line in _strip_comments(cpp_text).splitlines())
 
@@ -184,7 +185,7 @@ def find_signatures(cuda_text: str, cpp_text: str, functions: list[str]) -> tupl
 
 def trampolines(entries: list[tuple[int, str, Signature]]) -> str:
     """Appended to the TU that defines the functions: a hidden pointer and name per bound function, read
-    by the signature-keyed bindings (the same symbols as `verifier.build._trampolines`)."""
+    by the signature-keyed bindings (the same symbols as `verifier.bindings._trampolines`)."""
     lines = ["// EvoKernel: entry points for the signature-keyed Python bindings"]
     for i, fn, sig in entries:
         lines.append(f"{_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)}) = &{fn};")
