@@ -65,10 +65,13 @@ def _timed_rounds(owner, sides: list, estimate):
         memory_cap = max(1, int(0.2 * int(owner.reference["device_free_bytes"]) // (4 * per_set)))
     cpus = acct.worker_cpus()
     aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
+    by_file = sets_by_file(owner.be.device, per_set, owner.config)
+    warmup_rounds = int((config.extra or {}).get("warmup_rounds", WARMUP_ROUNDS))
     means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
     lost: list[list[float]] = [[] for _ in range(len(sides) + 2)]  # reference, stub, then each side
     clock: dict = {"overhead_ms": [], "walls_ms": [], "idle_cpu_ms": [[] for _ in sides],
-                   "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0}
+                   "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0,
+                   "input_sets": "files" if by_file else "seeds", "warmup_rounds": warmup_rounds}
     count, r, est = 1, 0, None
     while True:
         rdir = owner.trusted_dir / f"round{r}"
@@ -80,7 +83,7 @@ def _timed_rounds(owner, sides: list, estimate):
             clock["repinned"] += pinned
         psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
         seeds = [owner.seed() for _ in range(count)]
-        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds,
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds, "files": by_file,
                          "save": [] if owner.be.device == "cuda" else sample}):
             owner.candidate["ref_timing_failed"] = True
             return None
@@ -95,8 +98,9 @@ def _timed_rounds(owner, sides: list, estimate):
         worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
         parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
 
+        clocked_seeds = None if by_file else seeds  # what the candidate's harness gets, so the stub is like for like
         replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s,
-                                           seeds) for kind in ("replay", "stub_round"))
+                                           clocked_seeds) for kind in ("replay", "stub_round"))
         if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
@@ -106,7 +110,7 @@ def _timed_rounds(owner, sides: list, estimate):
         ref_lost = max(ref_lost, replay_lost if resolved else 1.0)
         figures, side_lost = [], []
         for i, side in enumerate(sides):
-            times = side.timed_round(rdir, mark, count, r, sample, seeds)
+            times = side.timed_round(rdir, mark, count, r, sample, clocked_seeds)
             if times is None:
                 return None
             facts = side.round_facts[-1]
@@ -124,6 +128,10 @@ def _timed_rounds(owner, sides: list, estimate):
         if r == 1:
             per_call = max(1e-4, min([ref_times[0], *figures]))
             count = int(max(1, min(64, memory_cap, config.round_target_ms / per_call)))
+            continue
+        if r <= 1 + warmup_rounds:
+            # a fresh sandbox's first full-size rounds ran up to 2x slow (its heap and buffers growing to
+            # the round's size) while the pooled reference was warm: measured, they only widened the interval
             continue
         means[0].append(ref_figure)
         clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
@@ -208,6 +216,8 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
     ratio = _median([rep / att for rep, att in zip(reported, cand, strict=False) if att > 0])
     out = {
         "figure": "attested",  # the parent's clock less the trusted overhead, not the candidate's timer
+        "input_sets": clock.get("input_sets"),  # how a round's inputs reached both sides (`sets_by_file`)
+        "warmup_rounds": clock.get("warmup_rounds"),
         "overhead_share": _median(share),
         "overhead_ms": _median(overhead),
         "reported_times_ms": reported[:200],
