@@ -175,7 +175,14 @@ class FolderLock:
                 os.ftruncate(fd, 0)
             except OSError:
                 pass
-            os.close(fd)  # closing the last descriptor drops the flock
+            if fcntl is not None:
+                # unlocked explicitly: a child forked meanwhile (a subprocess between fork and exec) holds a
+                # copy of this descriptor, and closing ours alone would leave the folder locked until it execs
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                except OSError:
+                    pass
+            os.close(fd)
 
 
 def release_lock(lock: FolderLock) -> None:

@@ -135,3 +135,29 @@ def test_tui_session_open_elsewhere_is_refused_before_the_app_starts(tmp_path, h
     assert res.exit_code == 1, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and f"process {holder.pid}" in lines[0], res.output
+
+
+def test_a_released_lock_is_free_while_a_forked_child_still_holds_the_descriptor(tmp_path):
+    """A subprocess forked while the lock is held keeps a copy of its descriptor until it execs (or, here,
+    exits): release unlocks the file itself, so the folder opens again at once (found in CI: a session
+    closed and reopened while the prewarm was starting a compiler)."""
+    import os
+    import time
+
+    from core.fsutil import FolderLock
+
+    first = FolderLock(tmp_path)
+    first.acquire()
+    child = os.fork()
+    if child == 0:  # holds the inherited descriptor for a while, as a child between fork and exec does
+        time.sleep(3)
+        os._exit(0)
+    try:
+        first.release()
+        again = FolderLock(tmp_path)
+        again.acquire()  # raised LockHeld("another process") while the child lived
+        assert again.held
+        again.release()
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
