@@ -9,6 +9,7 @@ and the caller never shares an address space with the candidate.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import json
@@ -262,6 +263,18 @@ def _keep_tail(fd: int, path: Path) -> None:
         path.write_bytes(bytes(tail[-TAIL_BYTES:]))
 
 
+_LAUNCHER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evokernel-launcher")
+
+
+def launch(argv: list[str], **popen_kwargs) -> subprocess.Popen:
+    """`subprocess.Popen` from one long-lived thread. bubblewrap's `--die-with-parent` is a parent-death
+    signal, and Linux sends it when the *thread* that forked the child exits, not the process: a sandbox
+    started from a short-lived thread (the spare refill, a Textual worker, a bench thread) was killed the
+    moment that thread ended, so the pre-started spare was always dead when a verification took it (1.5-2 s
+    of importing torch again per verdict). The launcher thread lives as long as the process."""
+    return _LAUNCHER.submit(subprocess.Popen, argv, **popen_kwargs).result()
+
+
 class LiveJob:
     """A sandboxed worker the parent talks to while it runs: commands in on one pipe, marks out on the
     other. Isolated by bubblewrap when `spec` is given (killing bubblewrap ends the PID namespace and
@@ -301,9 +314,9 @@ class LiveJob:
         out_r, out_w = os.pipe()
         self.overflowed = False
         try:
-            self.proc = subprocess.Popen(full, cwd=workdir, env=env, stdout=out_w, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         pass_fds=(progress_w, control_r), preexec_fn=preexec)
+            self.proc = launch(full, cwd=workdir, env=env, stdout=out_w, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True,
+                               pass_fds=(progress_w, control_r), preexec_fn=preexec)
         finally:
             os.close(progress_w)
             os.close(control_r)
