@@ -131,7 +131,15 @@ def main() -> None:
             res = verify(TASK, kernel(i), "cpu", cfg)
             changed.append(time.perf_counter() - t)
             assert res.feasible, res.failed_gate
-            say(f"  changed source #{i}: {changed[-1]:.2f} s (compile {res.gate('compile').seconds:.2f} s)")
+            lat = res.gate("latency")
+            d = lat.detail if lat is not None else {}
+            claim = "no figure" if not d else (
+                f"{d.get('speedup', 0):.2f}x ±{d.get('halfwidth', 0):.2f}, "
+                + ("noisy" + (", stopped early (out of reach)" if d.get("out_of_reach") else "") if d.get("noisy")
+                   else "a claim"))
+            say(f"  changed source #{i}: {changed[-1]:.2f} s (compile {res.gate('compile').seconds:.2f} s; build "
+                f"{res.phases.get('build', 0):.2f}, latency {res.phases.get('latency', 0):.2f} s in {d.get('rounds')} "
+                f"rounds of {d.get('calls_per_round')} calls: {claim})")
         med_changed = statistics.median(changed)
 
         # The cost of isolation: changed sources verified alternately with and without the sandbox.

@@ -17,11 +17,13 @@ undumpable, or unmapped the buffer) fails it too.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import signal
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,9 +86,64 @@ def output_bytes(claim: dict) -> int:
     return math.prod(shape) * _ITEMSIZE[dtype]
 
 
-def read_output(mem_fd: int, claim: dict, max_bytes: int) -> np.ndarray:
-    """One output read from the paused process's memory (`mem_fd`: its /proc/PID/mem) as the float32 /
-    native array the comparison takes (bfloat16 widened)."""
+class ReadBuffers:
+    """One buffer per (call, output) of a timed round, reused round after round: a fresh bytearray per
+    output cost its page faults and zeroing, about as much as the read itself (2 MB: ~1 ms each, 21
+    calls a round). An array `read_output` returns is a view of its buffer until the next round's read."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple, bytearray] = {}
+
+    def get(self, key: tuple, nbytes: int) -> bytearray:
+        buf = self._buffers.get(key)
+        if buf is None or len(buf) != nbytes:
+            buf = self._buffers[key] = bytearray(nbytes)
+        return buf
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _libc_process_vm_readv():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).process_vm_readv
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec), ctypes.c_ulong,
+                   ctypes.c_ulong]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_VM_READV = _libc_process_vm_readv()
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """The paused process's memory: its pid and its /proc/PID/mem, open for reading."""
+
+    pid: int
+    fd: int
+
+    def read(self, view: memoryview, addr: int) -> int:
+        """Bytes of `addr..` copied into `view` (which is writable): `process_vm_readv` (about 2.5x faster
+        than reading /proc/PID/mem: 0.17 against 0.44 ms per 2 MB), else /proc/PID/mem, which also reads
+        pages the process protected against itself and says why a read failed (OSError)."""
+        if _VM_READV is not None and len(view):
+            buf = (ctypes.c_char * len(view)).from_buffer(view)
+            local, remote = _IoVec(ctypes.addressof(buf), len(view)), _IoVec(addr, len(view))
+            got = _VM_READV(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            del buf
+            if got > 0:
+                return got
+        return os.preadv(self.fd, [view], addr)
+
+
+def read_output(mem: ProcessMemory, claim: dict, max_bytes: int, buffers: ReadBuffers | None = None,
+                key: tuple = ()) -> np.ndarray:
+    """One output read from the paused process's memory (`mem`) as the float32 / native array the
+    comparison takes (bfloat16 widened), into `buffers`' buffer for `key` when given."""
     addr, nbytes = claim.get("addr"), claim.get("nbytes")
     if not isinstance(addr, int) or not isinstance(nbytes, int) or addr <= 0 or nbytes < 0:
         raise ValueError("output address missing")
@@ -94,11 +151,11 @@ def read_output(mem_fd: int, claim: dict, max_bytes: int) -> np.ndarray:
         raise ValueError(f"output claims {nbytes} bytes for shape {claim.get('shape')} {claim.get('dtype')}")
     if nbytes > max_bytes:
         raise ValueError(f"output holds {nbytes} bytes, far more than the reference's")
-    buf = bytearray(nbytes)
+    buf = buffers.get(key, nbytes) if buffers is not None else bytearray(nbytes)
     view, done = memoryview(buf), 0
     while done < nbytes:
         try:
-            got = os.preadv(mem_fd, [view[done:done + CHUNK]], addr + done)
+            got = mem.read(view[done:done + CHUNK], addr + done)
         except OSError as exc:
             raise FrozenReadError(f"the output's memory could not be read from the kernel's process "
                                   f"({exc.strerror or exc})") from None
@@ -113,13 +170,13 @@ def read_output(mem_fd: int, claim: dict, max_bytes: int) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def process_memory(pid: int) -> Iterator[int]:
+def process_memory(pid: int) -> Iterator[ProcessMemory]:
     """/proc/PID/mem opened for reading (the harness is a descendant of this process, same user)."""
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise FrozenReadError(f"the kernel's process memory cannot be read ({exc.strerror or exc})") from None
     try:
-        yield fd
+        yield ProcessMemory(pid, fd)
     finally:
         os.close(fd)

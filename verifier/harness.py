@@ -394,6 +394,7 @@ def main() -> int:
     channel = Channel.from_env()
     import numpy  # noqa: F401  (warm: imported before the job arrives)
     import torch  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401  (0.17 s of every C++ candidate's import, done while waiting)
 
     import verifier.runner  # noqa: F401
 

@@ -265,16 +265,24 @@ class Worker:
         wall_ms, cpu_ms = (_perf_ns() - t0) / 1e6, (time.process_time_ns() - cpu0) / 1e6
         wait_ms = (thread_wait_ns(tid, os.getpid()) - wait0) / 1e6
         del sets
-        sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
-        for k, outs in enumerate(kept):
-            if k in sampled:
-                for j, o in enumerate(outs):
-                    save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
+        extra: dict = {}
+        readable = _readable_outputs(torch, kept) if cmd.get("in_memory") and self.device == "cpu" else None
+        if readable is not None:
+            # the parent reads them from this process while it waits for the next command (the checks of
+            # the candidate's round), as it reads the candidate's: no file per output written and mapped
+            self.round_readable = readable
+            extra = {"outputs_at": [[_at(torch, o) for o in outs] for outs in readable], "pid": os.getpid()}
+        else:
+            sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
+            for k, outs in enumerate(kept):
+                if k in sampled:
+                    for j, o in enumerate(outs):
+                        save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
         self.kept = kept
         self.round_outputs = kept  # for `save_blocks` (the GPU's block checks), until the next round
         return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept],
                 "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), **extra}
 
     def save_blocks(self, cmd: dict) -> dict:
         """The blocks of this round's outputs the parent chose after the candidate's round ended (the GPU's
@@ -340,6 +348,35 @@ def _forward_names(task) -> list[str] | None:
         return [p for p in inspect.signature(task.Model.forward).parameters if p != "self"]
     except (TypeError, ValueError):
         return None
+
+
+READABLE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def _readable_outputs(torch, kept: list) -> list | None:
+    """A round's outputs as the parent compares them (contiguous; float16/bfloat16 widened to float32, as
+    `save_tensor` writes them), or None when one has a dtype the parent cannot read back (then files)."""
+    from verifier.runner import dtype_name
+
+    out = []
+    for outs in kept:
+        row = []
+        for o in outs:
+            t = o.detach()
+            if t.device.type != "cpu" or dtype_name(torch, t.dtype) not in READABLE_DTYPES:
+                return None
+            if t.dtype in (torch.float16, torch.bfloat16):
+                t = t.float()
+            row.append(t.contiguous())
+        out.append(row)
+    return out
+
+
+def _at(torch, t) -> dict:
+    from verifier.runner import dtype_name
+
+    return {"addr": int(t.data_ptr()), "nbytes": int(t.numel() * t.element_size()), "shape": list(t.shape),
+            "dtype": dtype_name(torch, t.dtype)}
 
 
 def threading_native_id() -> int:

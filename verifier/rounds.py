@@ -49,7 +49,7 @@ def _timed_rounds(owner, sides: list, estimate):
     noisy after `min_rounds` kept rounds, or at the budget or `max_rounds`. Returns (estimate, per-side
     figures with the reference first, count, checks, clock diagnostics) or None on failure."""
     from verifier import cpu_accounting as acct
-    from verifier.timing_stats import attested_round_ms, lost_share, select_rounds, unresolved
+    from verifier.timing_stats import attested_round_ms, lost_share, out_of_reach, select_rounds, unresolved
 
     assert owner.ref_held is not None and owner.trusted_dir is not None
     ref = owner.ref_held[0]
@@ -84,7 +84,8 @@ def _timed_rounds(owner, sides: list, estimate):
         psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
         seeds = [owner.seed() for _ in range(count)]
         if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds, "files": by_file,
-                         "save": [] if owner.be.device == "cuda" else sample}):
+                         "save": [] if owner.be.device == "cuda" else sample,
+                         "in_memory": owner.be.device == "cpu"}):
             owner.candidate["ref_timing_failed"] = True
             return None
         mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
@@ -152,6 +153,11 @@ def _timed_rounds(owner, sides: list, estimate):
         if measured >= config.min_rounds and (len(keep) >= config.min_rounds or spent or measured >= config.max_rounds):
             est = estimate(means, keep)
             if not est.noisy or spent or measured >= config.max_rounds:
+                break
+            walls = clock["walls_ms"]
+            if out_of_reach(float(getattr(est, "halfwidth", 0.0)), int(getattr(est, "rounds", 0)),
+                            sum(walls) / len(walls) / 1000.0, budget_end - time.monotonic(), config.noise_halfwidth):
+                clock["out_of_reach"] = True  # as noisy at the budget's end: said now
                 break
     clock["lost"] = lost
     clock["keep"] = keep
@@ -231,6 +237,7 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         "kept_rounds": len(clock["keep"]),
         "psi_share": _median(clock["psi_share"]),
         "affinity_repinned": clock["repinned"],
+        "out_of_reach": bool(clock.get("out_of_reach")),  # stopped before the budget: no claim was in reach
     }
     out["reported_disagrees"] = bool(ratio is not None and ratio < REPORTED_DISAGREES
                                      and (_median(cand) or 0.0) > 0.05)

@@ -61,7 +61,9 @@ class TimedCalls:
         if comp:
             comp_med = _median(comp)
             detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
-        reason = ("noisy: " + (detail["busy"] or "the interval stayed wide")) if est.noisy else ""
+        wide = "the interval stayed wide" + (" (stopped early: no claim was in reach in the time budget)"
+                                             if detail.get("out_of_reach") else "")
+        reason = ("noisy: " + (detail["busy"] or wide)) if est.noisy else ""
         if est.rounds == 0:
             # every round was disturbed or left the calls no measurable share of its time: no figure at
             # all rather than one from rounds that were thrown out (clamped rounds read as 90000x)
@@ -153,18 +155,21 @@ class TimedCalls:
         """Every output of the round just clocked, read from the candidate's paused process at the addresses
         its `timing_end` gave (`verifier/frozen_read.py`) and compared with the reference's for the same
         inputs; False (with `timed_mismatch` set) on the first that is wrong or cannot be read."""
-        from verifier.frozen_read import FrozenReadError, paused, process_memory, read_output
-        from verifier.gates import _load
+        from verifier.frozen_read import FrozenReadError, ReadBuffers, paused, process_memory, read_output
         from verifier.mapped_audit import namespace_pids
 
         label = f"round {r + 1}"
         at = cmark.get("outputs_at")
         pid = getattr(self, "harness_pid", None)
         try:
+            wants = self.reference_outputs(rdir, ref_mark, count)
+        except (FrozenReadError, ValueError, OSError, KeyError, TypeError):
+            self.candidate["ref_timing_failed"] = True  # the trusted side's fault, not the candidate's
+            return False
+        try:
             if not isinstance(at, list) or len(at) != count or pid is None:
                 raise ValueError("the round's outputs were not reported where the verifier reads them")
-            wants = [[_load(rdir, f"s{k}_out{j}.npy", self.config) for j in range(len(ref_mark["outputs"][k]))]
-                     for k in range(count)]
+            buffers = self.__dict__.setdefault("read_buffers", ReadBuffers())
             got: list[list] = []
             with paused(namespace_pids(pid)), process_memory(pid) as mem:
                 for k in range(count):
@@ -172,8 +177,8 @@ class TimedCalls:
                     if len(claims) != len(wants[k]):
                         raise ValueError(f"timed call {k + 1} of {label}: forward returned {len(claims)} outputs, "
                                          f"expected {len(wants[k])}")
-                    got.append([read_output(mem, c if isinstance(c, dict) else {}, 8 * w.nbytes + 65536)
-                                for c, w in zip(claims, wants[k], strict=True)])
+                    got.append([read_output(mem, c if isinstance(c, dict) else {}, 8 * w.nbytes + 65536, buffers, (k, j))
+                                for j, (c, w) in enumerate(zip(claims, wants[k], strict=True))])
         except (FrozenReadError, ValueError, OSError, KeyError, TypeError) as exc:
             self.timed_mismatch = {"fail": f"{label}: {exc}"}
             return False
@@ -190,6 +195,22 @@ class TimedCalls:
                     return False
             self.checked_calls = getattr(self, "checked_calls", 0) + 1
         return True
+
+    def reference_outputs(self, rdir: Path, ref_mark: dict, count: int) -> list[list]:
+        """The trusted reference's outputs of the round's calls: read from its worker's memory where its
+        `round_done` says where they are (the CPU: the worker waits for its next command meanwhile, and
+        keeps them until then), else its files mapped read-only."""
+        from verifier.frozen_read import ReadBuffers, process_memory, read_output
+        from verifier.gates import _map
+
+        at, pid = ref_mark.get("outputs_at"), ref_mark.get("pid")
+        if isinstance(at, list) and len(at) >= count and isinstance(pid, int):
+            buffers = self.__dict__.setdefault("reference_buffers", ReadBuffers())
+            with process_memory(pid) as mem:
+                return [[read_output(mem, c, int(c["nbytes"]), buffers, (k, j)) for j, c in enumerate(at[k])]
+                        for k in range(count)]
+        return [[_map(rdir, f"s{k}_out{j}.npy", self.config) for j in range(len(ref_mark["outputs"][k]))]
+                for k in range(count)]
 
     def sandbox_cpu(self):
         """CPU time of every process in the candidate's sandbox and the harness's run-queue wait."""

@@ -272,3 +272,14 @@ def test_busy_reason_says_how_much_time_was_lost():
     assert "42% of round time lost" in text  # (8 * 0.5 + 2 * 0.1) / 10
     assert busy_reason(busy, walls=[1.0] * 8 + [3.0] * 2).startswith("the machine was busy: 33%")  # 4.6 / 14
     assert busy_reason([[0.5] * 5 + [0.0] * 5]) == ""  # half the rounds: still enough quiet ones
+
+
+def test_out_of_reach_only_when_even_the_projection_misses_the_target():
+    from verifier.timing_stats import out_of_reach
+
+    # 8 rounds at 0.3 s with 2.5 s left: 8 more rounds at best, the half-width at best x0.71
+    assert out_of_reach(0.30, 8, 0.3, 2.5, 0.10)  # 0.21 > 0.15: the budget's end would still be noisy
+    assert not out_of_reach(0.18, 8, 0.3, 2.5, 0.10)  # 0.127 < 0.15: keep measuring, a claim may come
+    assert not out_of_reach(0.50, 7, 0.3, 2.5, 0.10)  # too few rounds to give up on
+    assert not out_of_reach(0.30, 8, 0.3, 60.0, 0.10)  # plenty of budget left: 0.30 x sqrt(8/208) = 0.06
+    assert not out_of_reach(float("nan"), 8, 0.3, 2.5, 0.10)
