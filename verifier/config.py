@@ -47,7 +47,10 @@ class VerifyConfig:
     min_rounds: int = 6
     max_rounds: int = 60
     noise_halfwidth: float = 0.10
-    round_target_ms: float = 15.0
+    # calls per timed round ~ this / one call's time; None: 15 ms on a GPU, 5 ms on the CPU, where each call
+    # also moves its fresh input set (2 MB: ~0.7 ms on a 2-core machine) and 21 calls made a 250 ms round:
+    # ~13 calls claimed as often, a second sooner (benchmarks/results/timing_rounds_cpu.md)
+    round_target_ms: float | None = None
     timing_memory_mb: float = 256.0
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
     # numerics probes of the correctness gate (verifier/probes.py), extra trials after the ordinary ones:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from verifier.config import VerifyConfig
 
 WARMUP_ROUNDS = 2  # full-size rounds after the calibration round that are run and checked but not counted
+ROUND_TARGET_MS = 15.0  # a GPU round's calls (VerifyConfig.round_target_ms unset)
+CPU_ROUND_TARGET_MS = 5.0  # a CPU round's calls: each also moves its input set, so fewer calls a round
 FILE_SET_BYTES = 16 << 20  # a CPU round's input sets up to this size per call travel as files
 
 
@@ -128,7 +130,8 @@ def _timed_rounds(owner, sides: list, estimate):
         r += 1
         if r == 1:
             per_call = max(1e-4, min([ref_times[0], *figures]))
-            count = int(max(1, min(64, memory_cap, config.round_target_ms / per_call)))
+            target_ms = config.round_target_ms or (CPU_ROUND_TARGET_MS if owner.be.device == "cpu" else ROUND_TARGET_MS)
+            count = int(max(1, min(64, memory_cap, target_ms / per_call)))
             continue
         if r <= 1 + warmup_rounds:
             # a fresh sandbox's first full-size rounds ran up to 2x slow (its heap and buffers growing to
