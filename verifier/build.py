@@ -180,7 +180,7 @@ class InlineBuilder:
         flags = ["-shared"]
         for d in self._libdirs:
             flags += [f"-L{d}", f"-Wl,-rpath,{d}"]
-        return flags + _fast_linker() + ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"] + extra
+        return flags + ["-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"] + extra
 
     # precompiled headers -----------------------------------------------------------------------
     def _pch(self, kind: str, header: str, cflags: list[str], deadline: float) -> Path:
@@ -396,11 +396,17 @@ class InlineBuilder:
 
     def _link(self, objs: list[Path], ldflags: list[str], so_path: Path, deadline: float) -> None:
         tmp = so_path.with_suffix(f".tmp{os.getpid()}.so")
-        code, log = _run(
-            [_compiler(), *map(str, objs), *self._ldflags(ldflags), "-o", str(tmp)],
-            so_path.parent,
-            max(1.0, deadline - time.monotonic()),
-        )
+        cmd = [_compiler(), *map(str, objs), *self._ldflags(ldflags), "-o", str(tmp)]
+        code, log, tried_gold = 1, "", False
+        if _GOLD["usable"] and (fast := _fast_linker()):
+            tried_gold = True
+            code, log = _run(cmd[:1] + fast + cmd[1:], so_path.parent, max(1.0, deadline - time.monotonic()))
+        if code != 0:
+            code, log = _run(cmd, so_path.parent, max(1.0, deadline - time.monotonic()))
+            if code == 0 and tried_gold:
+                # gold failed where the default linker did not: it cannot read this toolchain's files (a GCC
+                # under /opt whose libstdc++.so it could not open, on a lent H100 host). Not again here.
+                _GOLD["usable"] = False
         if code != 0:
             diags = parse_diagnostics(log)
             raise BuildError("linking failed: " + first_error(diags, log), diags, log)
@@ -434,6 +440,9 @@ def _install_binding_object(tmp: Path, obj: Path, module: str) -> None:
         tmp.unlink(missing_ok=True)
         raise BuildError(f"the Python bindings compiled to an object without PyInit_{module}; try again", [], "")
     os.replace(tmp, obj)
+
+
+_GOLD = {"usable": os.environ.get("EVOKERNEL_GOLD") != "0"}
 
 
 def _fast_linker() -> list[str]:

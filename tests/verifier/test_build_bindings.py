@@ -149,3 +149,27 @@ def test_a_bindings_object_without_its_module_is_never_linked(shared_build_root)
     x = torch.tensor([-1.0, 0.5, 1.5])
     assert torch.equal(getattr(loaded, fn)(x, 2.0, 0), torch.tensor([0.0, 0.0, 3.0]))
     assert binding_object_ok(obj, module), "the poisoned object was replaced"
+
+
+@pytest.mark.slow
+def test_a_linker_that_fails_where_the_default_works_is_left_for_the_default(shared_build_root, monkeypatch):
+    """gold links kernels 2-3x faster, but could not open one toolchain's libstdc++.so (a GCC under /opt on a
+    lent H100 host): the build must still link, with the default linker, and gold is not tried again. A
+    kernel whose own link fails is still refused, and does not turn gold off."""
+    import torch
+
+    from verifier import build
+    from verifier.build import BuildError, InlineBuilder
+
+    monkeypatch.setitem(build._GOLD, "usable", True)
+    monkeypatch.setattr(build, "_fast_linker", lambda: ["-Wl,--no-such-linker-flag-evk"])  # a linker that fails
+    builder = InlineBuilder(shared_build_root)
+    with pytest.raises(BuildError, match="linking failed"):
+        builder.load_inline("link_bad_lib", RELU.replace("NAME", "relu_l0").replace("THRESHOLD", "0.5f"),
+                            functions=["relu_l0"], extra_cflags=["-O2"], extra_ldflags=["-lno_such_library_evk"])
+    assert build._GOLD["usable"], "a kernel's own link error is not the fast linker's fault"
+    module = builder.load_inline("link_fallback", RELU.replace("NAME", "relu_l1").replace("THRESHOLD", "0.5f"),
+                                 functions=["relu_l1"], extra_cflags=["-O2"])
+    x = torch.tensor([-1.0, 0.25, 1.5])
+    assert torch.equal(module.relu_l1(x), torch.where(x > 0.5, x, torch.zeros_like(x)))
+    assert not build._GOLD["usable"]
