@@ -101,6 +101,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--changes", type=int, default=5)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--gap", type=float, default=3.0,
+                        help="seconds between verdicts, for the edit a person or a model makes between them: the "
+                             "previous verdict's background work (starting the next spare sandbox, ~2 s of CPU) "
+                             "ends meanwhile, as it does in use; 0 for verdicts back to back")
     args = parser.parse_args()
 
     from verifier import VerifyConfig
@@ -113,7 +117,7 @@ def main() -> None:
         lines.append(text)
 
     cpp = kernel(0).split('CPP = r"""')[1].split('"""')[0]
-    say(f"load average: {os.getloadavg()[0]:.2f} (2 cores)")
+    say(f"load average: {os.getloadavg()[0]:.2f} (2 cores); {args.gap:g} s between verdicts (--gap)")
     plain = plain_load_inline_seconds(cpp)
     say(f"plain load_inline (build only, fresh dir): {plain:.1f} s")
 
@@ -127,6 +131,7 @@ def main() -> None:
 
         changed = []
         for i in range(1, args.changes + 1):
+            time.sleep(args.gap)
             t = time.perf_counter()
             res = verify(TASK, kernel(i), "cpu", cfg)
             changed.append(time.perf_counter() - t)
@@ -148,6 +153,7 @@ def main() -> None:
         verify(TASK, kernel(99), "cpu", open_cfg)
         for i in range(args.changes):
             for cfg_i, bucket, base in ((cfg, iso, 200), (open_cfg, bare, 300)):
+                time.sleep(args.gap)
                 t = time.perf_counter()
                 res = verify(TASK, kernel(base + i), "cpu", cfg_i)
                 bucket.append(time.perf_counter() - t)
@@ -158,6 +164,7 @@ def main() -> None:
 
         rerun = []
         for _ in range(3):
+            time.sleep(args.gap)
             t = time.perf_counter()
             verify(TASK, kernel(1), "cpu", cfg)
             rerun.append(time.perf_counter() - t)
