@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--changes", type=int, default=5)
     parser.add_argument("--write", action="store_true")
-    parser.add_argument("--gap", type=float, default=3.0,
+    parser.add_argument("--gap", type=float, default=0.0,
                         help="seconds between verdicts, for the edit a person or a model makes between them: the "
                              "previous verdict's background work (starting the next spare sandbox, ~2 s of CPU) "
                              "ends meanwhile, as it does in use; 0 for verdicts back to back")

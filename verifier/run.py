@@ -145,10 +145,11 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         else:
             self.job, self.job_dir = _start_candidate(self.config, self.be, self.isolated, wait=True)
         self.job.on_mark = self._on_mark
-        # the next spare starts when this verification ends (`close`): started here, its torch import ran
-        # beside this candidate's compile and the reference's start on two cores (a compile of 2.0 s took
-        # 2.8 s, the app's first verdict after launch 17 s instead of 11 s)
-        self.refill_spare = warm
+        if warm:
+            # now, not when this verification ends: started at `close`, the next verdict (3 s later, on two
+            # cores of a lent H100 host) still waited 0.6-1.7 s for the spare's CUDA torch import; started
+            # here, its import runs beside this candidate's compile and is done by the next verdict
+            _SPARES.refill(key, lambda: _start_candidate(self.config, self.be, self.isolated, wait=True))
         self.trusted_dir = self.job_dir.parent / "trusted"
         self.trusted_dir.mkdir(mode=0o700)
 
@@ -331,9 +332,6 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                         self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
 
     def close(self) -> None:
-        if self.__dict__.pop("refill_spare", False):
-            config, be, isolated = self.config, self.be, self.isolated
-            _SPARES.refill(_spare_key(config, be, isolated), lambda: _start_candidate(config, be, isolated, wait=True))
         if (owned := self.__dict__.get("owned_builds")) is not None:
             owned.close()  # the trusted builds this run asked for end with it (killed, half-written files removed)
         if self.job is not None and self.job.proc.poll() is None:

@@ -43,12 +43,20 @@ def test_cuda_round_matches_do_bench_within_5_percent():
     def fn(t):
         return torch.softmax(t, dim=-1)
 
-    for _ in range(5):
+    # warm until the card's clocks have ramped (five calls were not: the first timer to run read 1.5-1.6x
+    # when this test ran first in its process), then their timer on both sides of ours
+    import time
+
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
         fn(x)
+    torch.cuda.synchronize()
+    before = do_bench(lambda: fn(x), warmup=25, rep=300, return_mode="median")
     times, _ = time_round(torch, fn, [[x]] * 200, "cuda", keep_outputs=False)
     ours = sorted(times)[len(times) // 2]
-    theirs = do_bench(lambda: fn(x), warmup=25, rep=300, return_mode="median")
-    assert abs(ours / theirs - 1.0) <= 0.05, (ours, theirs)
+    after = do_bench(lambda: fn(x), warmup=25, rep=300, return_mode="median")
+    theirs = (before + after) / 2
+    assert abs(ours / theirs - 1.0) <= 0.05, (ours, before, after)
 
 
 @pytest.mark.gpu
