@@ -18,8 +18,10 @@ from rich.text import Text
 _DIAG = re.compile(r"^(?:kernel\.cpp|C\+\+ line )[: ]?(\d+): (?:(error|fatal error|warning|note): )?(.*)$")
 
 COMPILE_NOTE = (
-    "compiled as kernel.cpp: line 1 is `#include \"evk_shim.h\"` (a light torch/extension.h over ATen, "
-    "precompiled), then the C++ below from line 2, then generated trampolines; the pybind11 bindings "
+    "compiled as kernel.cpp: line 1 is `#include \"evk_tiny.h\"` (the tiny Tensor: a torch-shaped "
+    "header without torch, precompiled) or, when the kernel uses more of torch, `#include \"evk_shim.h\"` "
+    "(a light torch/extension.h over ATen, precompiled), then the C++ below from line 2, then generated "
+    "trampolines; the pybind11 bindings "
     "are a separate, cached object. A kernel that needs all of torch is built the plain load_inline way."
 )
 
