@@ -148,3 +148,23 @@ def test_only_syntax_errors_are_reported_from_the_tiny_compile():
     assert not syntax_errors_only("kernel.cpp:4: error: no match for 'operator<<'")
     assert not syntax_errors_only("kernel.cpp:4: warning: unused variable 'x'")
     assert not syntax_errors_only("")
+
+
+def test_bindings_use_their_precompiled_header_only_where_it_is_built(tmp_path):
+    """A new signature's bindings compile behind the prewarmed `torch/extension.h` (about 9 s, not 24 s),
+    and are never kept waiting for that header: without it they compile as before."""
+    from verifier.build import BIND_FLAGS, FULL_PCH_HEADER, InlineBuilder, Signature, _binding_scratch
+    from verifier.keys import content_key
+
+    builder = InlineBuilder(tmp_path / "root", shared=tmp_path / "shared")
+    assert builder._bind_pch() is None
+    key = content_key("evk_full", FULL_PCH_HEADER, list(BIND_FLAGS), builder._env_key)
+    pch = tmp_path / "shared" / "pch" / f"evk_full-{key}"
+    pch.mkdir(parents=True)
+    (pch / "evk_full.h.gch").write_bytes(b"")
+    assert builder._bind_pch() == pch
+    sigs = [Signature("torch::Tensor", ("torch::Tensor",))]
+    src, _tmp, _log = _binding_scratch(tmp_path, "evk_bind_x", sigs, pch)
+    assert src.read_text().startswith('#include "evk_full.h"\n#include <torch/extension.h>')
+    plain, _tmp, _log = _binding_scratch(pch, "evk_bind_x", sigs)
+    assert plain.read_text().startswith("#include <torch/extension.h>")
