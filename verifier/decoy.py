@@ -137,6 +137,44 @@ def counted_model(model, counter: dict, per_call: list):
     return forward
 
 
+SCRUB_BLOCKS = 512  # at most this many free blocks of the CUDA caching allocator are scrubbed per forward
+
+
+def scrub_free_cuda_memory(torch) -> int:
+    """Fill the CUDA caching allocator's free blocks with random bytes before a correctness trial or the
+    probe: returns how many were filled.
+
+    The probe finds what a kernel wrote by comparing its arguments' bits before and after the call. An
+    honest Triton softmax on an H200 was refused as a decoy: its `torch.empty_like` output came back in
+    the block an earlier forward on the same inputs had freed, still holding that forward's result, so its
+    writes changed no bit and nothing was garbled. Filled blocks make every write show. They are filled
+    before every trial, not only the probe, so a kernel cannot tell the probe by what fresh memory holds,
+    and a kernel that leaves part of its output unwritten shows noise there in correctness as well. The
+    bytes come from a private generator seeded from `os.urandom`: the model's own random state is not
+    touched."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return 0
+    try:
+        sizes = sorted((int(b["size"]) for seg in torch.cuda.memory_snapshot() for b in seg.get("blocks", [])
+                        if b.get("state") == "inactive" and int(b.get("size", 0)) > 0), reverse=True)
+    except Exception:  # noqa: BLE001 - no snapshot (another allocator backend): nothing to scrub
+        return 0
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+    held = []
+    for size in sizes[:SCRUB_BLOCKS]:
+        try:
+            block = torch.empty(size, dtype=torch.uint8, device="cuda")
+        except RuntimeError:  # out of memory: the rest stay as they are
+            break
+        block.random_(0, 256, generator=gen)
+        held.append(block)
+    torch.cuda.synchronize()
+    filled = len(held)
+    del held  # back to the cache, holding noise
+    return filled
+
+
 def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, dict]:
     """One forward with every custom-kernel result replaced by garbage: (outputs or None, what happened)."""
     probe = Probe(torch)

@@ -202,7 +202,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     import numpy as np
     import torch
 
-    from verifier.decoy import counted_model, probe_forward
+    from verifier.decoy import counted_model, probe_forward, scrub_free_cuda_memory
     from verifier.input_recipe import draw
     from verifier.runner import (
         draw_sets,
@@ -297,6 +297,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
+                scrub_free_cuda_memory(torch)
                 before_calls = counter["calls"]
                 try:
                     outs = plain_outputs(torch, model(*inputs))
@@ -324,7 +325,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                              **({"gpu_probe": probe} if probe is not None else {}))
             elif kind == "probe":  # the decoy probe: a trial's inputs again, kernel results garbled
                 d = _subdir(job_dir, cmd["dir"])
-                outs, found = probe_forward(torch, model, call_inputs(cmd, d), counter)
+                inputs = call_inputs(cmd, d)
+                scrub_free_cuda_memory(torch)
+                outs, found = probe_forward(torch, model, inputs, counter)
                 sync(torch, device)
                 metas = [save_tensor(torch, np, d / f"out{j}.npy", o) for j, o in enumerate(plain_outputs(torch, outs))
                          ] if outs is not None else []

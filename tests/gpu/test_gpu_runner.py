@@ -85,3 +85,29 @@ def test_work_on_a_non_blocking_stream_is_still_timed():
     vis, _ = time_round(torch, visible, [[x]] * 5, "cuda", keep_outputs=False)
     hid_ms, vis_ms = sorted(hid)[2], sorted(vis)[2]
     assert vis_ms > 0.3 and hid_ms > 0.7 * vis_ms, (hid, vis)
+
+
+@pytest.mark.gpu
+def test_free_cuda_blocks_hold_noise_after_a_scrub_so_rewriting_the_same_result_shows():
+    """An honest Triton softmax was refused as a decoy: its `empty_like` output came back in the block an
+    earlier forward on the same inputs had freed, holding the same result, so the probe saw no write."""
+    import torch
+
+    from verifier.decoy import Probe, scrub_free_cuda_memory
+
+    x = torch.randn(256, 1024, device="cuda")
+    first = torch.softmax(x, dim=-1)
+    kept = first.clone()
+    ptr = first.data_ptr()
+    del first
+    assert scrub_free_cuda_memory(torch) >= 1
+    out = torch.empty_like(x)
+    assert out.data_ptr() == ptr, "the caching allocator hands the freed block back"
+    assert not torch.equal(out, kept), "the freed block still held the earlier result"
+
+    def kernel(inp, dst):  # an honest kernel writing its result in place
+        dst.copy_(torch.softmax(inp, dim=-1))
+
+    probe = Probe(torch)
+    probe.call(kernel, (x, out), {})
+    assert probe.replaced == 1 and not torch.equal(out, kept), "the write was seen and garbled"
