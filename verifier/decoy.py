@@ -64,10 +64,39 @@ class Probe:
         self.calls = 0
         self.results = 0  # tensors the kernel produced (returned, or written in place)
         self.copies = 0  # of those, bit for bit one of the call's own inputs (copy-kernel)
+        self.reruns = 0  # calls run again on noise because they seemed to return and write nothing
 
     def _offset(self, n: int) -> int:
         self.seed = (self.seed * 6364136223846793005 + 1442695040888963407) & ((1 << 64) - 1)
         return 1 + (self.seed >> 11) % max(1, n - 1)
+
+    def _written_by_rerun(self, fn, args: tuple, kwargs: dict, given: list, before: list) -> list:
+        """The arguments a call writes, for a call that returned nothing and changed no bit: it may have
+        written exactly what its output already held (an output buffer reusing a block an earlier forward
+        on the same inputs freed: an honest kernel refused as a decoy). The call runs once more with every
+        tensor argument filled with noise first; those it writes no longer hold their noise. Every argument
+        is then put back as it was before the first call."""
+        torch = self.torch
+        noise = []
+        try:
+            with torch.no_grad():
+                for t in given:
+                    n = self.garbage_like(t)
+                    t.copy_(n)
+                    noise.append(n)
+                fn(*args, **kwargs)
+                if any(t.is_cuda for t in given) and torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                found = [t for t, n in zip(given, noise, strict=False) if not same_bits(torch, t, n)]
+        except Exception:  # noqa: BLE001 - an argument that cannot be written, a call that fails on noise
+            found = []
+        with torch.no_grad():
+            for t, old in zip(given, before, strict=True):
+                try:
+                    t.copy_(old)
+                except Exception:  # noqa: BLE001 - it could not be written: it still holds what it held
+                    pass
+        return found
 
     def garbage_like(self, t):
         """A new tensor of `t`'s shape and dtype, bitwise different from `t` (when `t` has elements)."""
@@ -100,9 +129,16 @@ class Probe:
         if any(t.is_cuda for t in given) and torch.cuda.is_available():
             torch.cuda.synchronize()
         written = [t for t, old in zip(given, before, strict=True) if not same_bits(torch, t, old)]
+        rerun = False
+        if not written and not _tensors(torch, result) and given:
+            self.reruns += 1
+            rerun = True
+            written = self._written_by_rerun(fn, args, kwargs, given, before)
         for t in _tensors(torch, result) + written:
             self.results += 1
-            self.copies += any(same_bits(torch, t, old) for old in before)
+            # found by the rerun, `t` holds what it held before (its own "before" is not a copy of an input)
+            self.copies += any(same_bits(torch, t, old) for u, old in zip(given, before, strict=True)
+                               if not (rerun and u is t))
         for t in written:
             with torch.no_grad():
                 t.copy_(self.garbage_like(t))
@@ -184,12 +220,12 @@ def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, di
         out = model(*inputs)
     except Exception as exc:  # noqa: BLE001 - garbage may well break forward: the result reached it
         return None, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced,
-                      "results": probe.results, "copies": probe.copies,
+                      "results": probe.results, "copies": probe.copies, "reruns": probe.reruns,
                       "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     finally:
         counter[PROBE_KEY] = None
     return out, {"kernel_calls": counter["calls"] - before, "replaced": probe.replaced, "results": probe.results,
-                 "copies": probe.copies}
+                 "copies": probe.copies, "reruns": probe.reruns}
 
 
 # --- the trusted side ---------------------------------------------------------------------------------
@@ -204,6 +240,11 @@ def plan(rng, trials: int) -> dict:
 
 def verdict(record: dict) -> str | None:
     """The decoy finding of a probe record (None: the kernel's result reached the output)."""
+    if record and record.get("kernel_calls") and record.get("reruns") and not record.get("results"):
+        # Checked before the outputs and before an error: a kernel that tells the rerun apart (its second
+        # call in one forward, on noise) could otherwise signal its Python side to change the output or raise.
+        return ("the custom kernel returned and wrote no tensor in one checked forward, even when run again on "
+                "noise: none of its work can reach the output; compute the output with the kernel")
     if not record or record.get("error") or not record.get("kernel_calls"):
         return None
     trial, probe = record.get("trial_digests"), record.get("probe_digests")

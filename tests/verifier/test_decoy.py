@@ -230,3 +230,55 @@ def test_a_copy_kernel_beside_getattr_arithmetic_is_refused_under_kernelbench(ta
     gate = res.gates[0]
     assert gate.status == "fail" and gate.detail["rule"] == "copy-kernel", (gate.reason, res.feedback())
     assert res.policy["preset"] == "kernelbench"
+
+
+def test_an_honest_write_of_the_values_its_buffer_already_held_is_still_garbled():
+    """An honest Triton softmax was refused as a decoy on an H200: its output came back in a block an
+    earlier forward on the same inputs had freed, so writing its result changed no bit. The probe runs
+    such a call again on noise to find what it writes."""
+    from verifier.decoy import verdict
+
+    counter = {"calls": 0}
+    ext = _ext(counter)
+    x = torch.randn(32, 32)
+    stale = torch.relu(x)  # the freed block, holding this forward's own result already
+
+    def in_place(x):
+        ext.relu_into(x, stale)
+        return stale * 2
+
+    normal = in_place(x).clone()
+    out, found = probe_forward(torch, in_place, [x], counter)
+    assert found["reruns"] == 1 and found["replaced"] == 1 and found["results"] == 1, found
+    assert not same_bits(torch, out, normal), "the garbled write reached the output"
+    assert found["copies"] == 0, "its result is not a copy of an input"
+    assert same_bits(torch, x, x.clone()) and torch.equal(x, x)
+    assert verdict({**found, "trial_digests": ["a"], "probe_digests": ["b"]}) is None
+
+
+def test_a_kernel_that_writes_nothing_is_a_decoy_even_if_the_rerun_changes_the_output():
+    """The rerun is a second call in one forward, on noise: a decoy could notice it and change its output
+    (or raise) so the probe's outputs differ. A kernel that wrote no tensor even then is refused anyway."""
+    from verifier.decoy import verdict
+
+    counter = {"calls": 0}
+    seen = []
+
+    def nothing(x):
+        seen.append(x.clone())  # returns and writes nothing; remembers what it was given
+
+    ext = CountingModule(types.SimpleNamespace(nothing=nothing), counter)
+
+    def cheat(x):
+        seen.clear()
+        ext.nothing(x)
+        noticed = len(seen) > 1  # called twice in one forward: the probe
+        if noticed:
+            raise RuntimeError("probe noticed")
+        return torch.relu(x)
+
+    x = torch.randn(8, 8)
+    out, found = probe_forward(torch, cheat, [x], counter)
+    assert out is None and found["error"].startswith("RuntimeError") and found["reruns"] == 1, found
+    reason = verdict({**found, "trial_digests": ["a"], "probe_digests": ["b"]})
+    assert reason and "even when run again on noise" in reason
