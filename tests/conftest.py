@@ -7,11 +7,13 @@ can never be written by a test. Model settings from the developer's shell are re
 All tests share one build root per pytest run, so the precompiled headers and the pybind objects are
 built once and reused; each test still gets its own verdicts where it asks for `use_cache=False`. To
 reuse a warm build cache across runs, point `EVOKERNEL_TEST_BUILD_DIR` at a folder kept for tests.
+The suite's folder is removed when the run ends (`EVOKERNEL_TEST_KEEP=1` keeps it).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,6 +35,14 @@ ISOLATED = {
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
     os.environ.pop(name, None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite's folder (builds, memory, sessions: about 2 GB) goes when the run ends. Runs that left it
+    filled the disk a later CI run built on, and two of its tests failed at "the precompiled header failed
+    to build". Keep it with EVOKERNEL_TEST_KEEP=1 to look inside after a run."""
+    if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
+        shutil.rmtree(SUITE_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,12 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
         raise BuildError(f"the build timed out after {timeout:.0f} s", [], str(exc)) from exc
     except OSError as exc:
         raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
-    return proc.returncode, proc.stdout + proc.stderr
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0 and "No space left on device" in log:
+        # A full disk reads as a broken header or a person's error otherwise (a CI run lost two tests to it).
+        raise BuildError(f"no space left on the disk holding {cwd}: free some, or set EVOKERNEL_BUILD_DIR "
+                         "to a folder on a disk with room", parse_diagnostics(log), log)
+    return proc.returncode, log
 
 
 @contextlib.contextmanager
@@ -223,7 +228,9 @@ class InlineBuilder:
             if code != 0:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
-                raise BuildError("the precompiled header failed to build", parse_diagnostics(log), log)
+                diags = parse_diagnostics(log)
+                raise BuildError(f"the precompiled header {kind} failed to build: {first_error(diags, log)}",
+                                 diags, log)
             os.replace(tmp, gch)
         return d
 

@@ -37,8 +37,12 @@ def first_error(diagnostics: list[str], output: str) -> str:
     for d in diagnostics:
         if ": error:" in d or ": fatal error:" in d:
             return d
-    tail = [ln for ln in output.strip().splitlines() if ln.strip()]
-    return tail[-1][:300] if tail else "the compiler failed without output"
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    # "cc1plus: fatal error: ..." carries no line number, and gcc ends with "compilation terminated."
+    said = [ln for ln in lines if "error:" in ln]
+    if said:
+        return said[0][:300]
+    return lines[-1][:300] if lines else "the compiler failed without output"
 
 
 _KERNEL_LINE = re.compile(r"^(kernel\.cpp|main\.cpp):(\d+): ")
