@@ -184,8 +184,9 @@ def scrub_free_cuda_memory(torch) -> int:
     honest Triton softmax on an H200 was refused as a decoy: its `torch.empty_like` output came back in
     the block an earlier forward on the same inputs had freed, still holding that forward's result, so its
     writes changed no bit and nothing was garbled. Filled blocks make every write show. They are filled
-    before every trial, not only the probe, so a kernel cannot tell the probe by what fresh memory holds,
-    and a kernel that leaves part of its output unwritten shows noise there in correctness as well. The
+    before every trial, not only the probe, so a kernel cannot tell the probe by what fresh memory holds;
+    a kernel that leaves part of an output unwritten shows noise there too when that output comes from a
+    filled block (one fresh from the driver holds whatever the driver gave, often zeros). The
     bytes come from a private generator seeded from `os.urandom`: the model's own random state is not
     touched."""
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
