@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if "build" not in skip:
         import time
 
-        from verifier.build import COMMON_SIGNATURES, prewarm
+        from verifier.shared_artefacts import COMMON_SIGNATURES, prewarm
 
         # What the app does at start (verifier.api.prewarm): the trusted side builds the commonest bindings.
         t0 = time.monotonic()

@@ -15,8 +15,8 @@ If the shim cannot serve a kernel (it uses `py::`, full `torch::` API, defines i
 the build falls back to the standard single-TU layout, still cached by hash.
 
 The declarations and binding sources are `verifier.bindings` (text only); which compiler runs, with
-which torch paths, and its identity in artefact keys are `verifier.toolchain`. This module also builds
-the shared artefacts the trusted side is asked for (`build_shared`, `prewarm`, `python -m verifier.build`).
+which torch paths, and its identity in artefact keys are `verifier.toolchain`; the shared artefacts the
+trusted side builds on request or ahead of time are `verifier.shared_artefacts`.
 """
 
 from __future__ import annotations
@@ -313,16 +313,12 @@ class InlineBuilder:
             kobj = out_dir / "kernel.o"
             if not self._compile_tiny(source, fns, sigs, cflags, out_dir, kobj, deadline):
                 pch_dir = self._pch("evk_shim", SHIM_HEADER, cflags, deadline)
-                kernel = out_dir / "kernel.cpp"
-                kernel.write_text('#include "evk_shim.h"\n' + source + "\n" + _trampolines(fns, sigs))
-                kcmd = [_compiler(), "-I", str(pch_dir), "-I", str(shim_dir), *self._base_flags(), *cflags,
-                        "-c", str(kernel), "-o", str(kobj)]
-                t0 = time.monotonic()
-                code, log = _run(kcmd, out_dir, max(1.0, deadline - time.monotonic()))
+                code, log, took = self._compile_kernel_tu("evk_shim", pch_dir, shim_dir, True, source, fns, sigs,
+                                                          cflags, kobj, deadline)
                 if code != 0:
                     diags = parse_diagnostics(log, line_offset=1)
                     raise BuildError(first_error(diags, log), diags, log, source)
-                self._steps.append(f"kernel (ATen shim) {time.monotonic() - t0:.2f} s")
+                self._steps.append(f"kernel (ATen shim) {took:.2f} s")
         self._link([kobj, bobj], ldflags + _omp_ld(cflags), so_path, deadline)
         (out_dir / "module.txt").write_text(module)
 
@@ -350,22 +346,31 @@ class InlineBuilder:
             pch_dir = self._pch("evk_tiny", TINY_CPU_HEADER, cflags, deadline)
         except BuildError:
             return False
-        kernel = out_dir / "kernel.cpp"  # the name the person's diagnostics carry (`kernel.cpp:N:`)
-        kernel.write_text('#include "evk_tiny.h"\n' + source + "\n" + _trampolines(fns, sigs))
-        kcmd = [_compiler(), "-I", str(pch_dir), "-I", str(self._tiny_dir()), *self._base_flags(torch_headers=False),
-                *cflags, "-c", str(kernel), "-o", str(kobj)]
-        t0 = time.monotonic()
-        code, log = _run(kcmd, out_dir, max(1.0, deadline - time.monotonic()))
+        code, log, took = self._compile_kernel_tu("evk_tiny", pch_dir, self._tiny_dir(), False, source, fns, sigs,
+                                                  cflags, kobj, deadline)
         if code == 0:
-            self._steps.append(f"kernel (tiny headers) {time.monotonic() - t0:.2f} s")
+            self._steps.append(f"kernel (tiny headers) {took:.2f} s")
             return True
         (out_dir / "tiny.log").write_text(log)
         first = next((ln for ln in log.splitlines() if "error" in ln), "").strip()
-        self._steps.append(f"tiny headers failed {time.monotonic() - t0:.2f} s ({first[:160]}): ATen shim")
+        self._steps.append(f"tiny headers failed {took:.2f} s ({first[:160]}): ATen shim")
         if syntax_errors_only(log):
             diags = parse_diagnostics(log, line_offset=1)
             raise BuildError(first_error(diags, log), diags, log, source)
         return False
+
+    def _compile_kernel_tu(self, header: str, pch_dir: Path, include_dir: Path, torch_headers: bool, source: str,
+                           fns, sigs, cflags, kobj: Path, deadline: float) -> tuple[int, str, float]:
+        """Compile `kernel.cpp` (the name the person's diagnostics carry: `kernel.cpp:N:`, one line below
+        theirs) behind the precompiled `header` in `pch_dir`, with `include_dir` standing in for torch's
+        headers: (exit code, compiler output, seconds)."""
+        kernel = kobj.parent / "kernel.cpp"
+        kernel.write_text(f'#include "{header}.h"\n' + source + "\n" + _trampolines(fns, sigs))
+        cmd = [_compiler(), "-I", str(pch_dir), "-I", str(include_dir), *self._base_flags(torch_headers), *cflags,
+               "-c", str(kernel), "-o", str(kobj)]
+        t0 = time.monotonic()
+        code, log = _run(cmd, kobj.parent, max(1.0, deadline - time.monotonic()))
+        return code, log, time.monotonic() - t0
 
     @contextlib.contextmanager
     def _binding_object(self, sigs: list[Signature], deadline: float):
@@ -553,94 +558,4 @@ def _import_so(name: str, so_path: Path):
     return module
 
 
-COMMON_CFLAGS = (["-O3", "-fopenmp"], ["-O3"])
 BIND_FLAGS = ("-O1",)  # the bindings TU's flags (and its precompiled header's)
-COMMON_SIGNATURES = ((("torch::Tensor", ("torch::Tensor",)),), (("torch::Tensor", ("torch::Tensor", "torch::Tensor")),))
-
-_SAFE_FLAG = re.compile(
-    r"-O[0-3sg]?|-Ofast|-fopenmp|-march=native|-mtune=native|-ffast-math|-funroll(-all)?-loops|-fno-[a-z0-9-]+"
-    r"|-f(tree-vectorize|strict-aliasing|omit-frame-pointer|PIC)|-m(avx|avx2|avx512[a-z]*|fma|f16c|sse[0-9.]*|bmi2?)"
-    r"|-std=(c|gnu)\+\+(14|17|20|23)|-D[A-Za-z_]\w*(=[\w.]+)?|-U[A-Za-z_]\w*|-Wno-[a-z0-9-]+|-w|-g0|-DNDEBUG")
-_TYPE_WORDS = {"const", "torch", "at", "c10", "std", "Tensor", "Scalar", "ScalarType", "vector", "tuple", "optional",
-               "int", "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "uint32_t", "uint64_t", "size_t", "long",
-               "unsigned", "signed", "short", "double", "float", "bool", "void", "IntArrayRef", "string"}
-
-
-def safe_cflags(cflags: list) -> bool:
-    """Flags the trusted side may compile a shared header with: optimisation and ISA flags, macros
-    without paths; never includes, plugins, specs or output redirection."""
-    return isinstance(cflags, list) and all(isinstance(f, str) and _SAFE_FLAG.fullmatch(f) for f in cflags)
-
-
-def safe_type(text: str) -> bool:
-    """A C++ parameter or return type made only of known type words and punctuation."""
-    if not isinstance(text, str) or not re.fullmatch(r"[\w:<>,&\*\s]{1,200}", text):
-        return False
-    return all(word in _TYPE_WORDS for word in re.findall(r"[A-Za-z_]\w*", text))
-
-
-_PCH_HEADERS = {"evk_tiny": TINY_CPU_HEADER, "evk_shim": SHIM_HEADER, "evk_full": FULL_PCH_HEADER}
-
-
-def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
-    """Trusted side: build one requested artefact into `root` (the shared tree), after checking that
-    everything taken from the request is harmless, with the compiler the sandbox uses. False when the
-    request is refused."""
-    with _with_sandbox_compiler():
-        return _build_shared(root, kind, spec)
-
-
-def _build_shared(root: str | Path, kind: str, spec: dict) -> bool:
-    builder = InlineBuilder(root)
-    deadline = time.monotonic() + builder.timeout_s
-    if kind == "pch" and spec.get("kind") in _PCH_HEADERS and safe_cflags(spec.get("cflags")):
-        header = _PCH_HEADERS[spec["kind"]]
-        builder._pch(spec["kind"], header, list(spec["cflags"]), deadline)
-        return True
-    if kind == "bind":
-        raw = spec.get("signatures")
-        if not isinstance(raw, list) or not raw or len(raw) > 32:
-            return False
-        sigs = []
-        for item in raw:
-            if not (isinstance(item, list) and len(item) == 2 and safe_type(item[0]) and isinstance(item[1], list)
-                    and len(item[1]) <= 32 and all(safe_type(p) for p in item[1])):
-                return False
-            sigs.append(Signature(item[0], tuple(item[1])))
-        with builder._binding_object(sigs, deadline):
-            pass
-        return True
-    return False
-
-
-def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATURES, bind_header: bool = True) -> None:
-    """Build, as the trusted side, the light shim's precompiled header for the flag sets most kernels
-    use and the bindings of the commonest signatures (with the sandbox's compiler)."""
-    with _with_sandbox_compiler():
-        _prewarm(root, flag_sets, signatures, bind_header)
-
-
-def _prewarm(root: str | Path, flag_sets, signatures, bind_header: bool = True) -> None:
-    builder = InlineBuilder(root)
-    # The commonest header and bindings first (those of the starter kernels), then the rest: a person's
-    # first kernel does not wait behind artefacts it does not use.
-    jobs = [(k, f) for f in flag_sets[:1] for k in ("evk_tiny", "evk_shim")] + [("bind", s) for s in signatures[:1]]
-    jobs += [(k, f) for f in flag_sets[1:] for k in ("evk_tiny", "evk_shim")]
-    if bind_header:
-        jobs.append(("evk_full", list(BIND_FLAGS)))  # every later new signature's bindings: 9 s instead of 24 s
-    jobs += [("bind", s) for s in signatures[1:]]
-    for kind, what in jobs:
-        deadline = time.monotonic() + builder.timeout_s  # each artefact its own time, as when asked for alone
-        if kind in _PCH_HEADERS:
-            builder._pch(kind, _PCH_HEADERS[kind], list(what), deadline)
-            continue
-        with builder._binding_object([Signature(r, tuple(p)) for r, p in what], deadline):
-            pass
-
-
-if __name__ == "__main__":
-    import json
-
-    if len(sys.argv) >= 4 and sys.argv[1] == "--shared":
-        sys.exit(0 if build_shared(sys.argv[2], sys.argv[3], json.loads(sys.argv[4])) else 2)
-    prewarm(sys.argv[1])

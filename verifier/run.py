@@ -220,7 +220,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         from verifier.trusted_builds import TrustedBuilds, run_in_background
 
         owned = self.__dict__.setdefault("owned_builds", TrustedBuilds(shared))
-        run_in_background(owned, [sys.executable, "-m", "verifier.build", "--shared", str(shared), kind, json.dumps(spec)],
+        run_in_background(owned, [sys.executable, "-m", "verifier.shared_artefacts", "--shared", str(shared), kind, json.dumps(spec)],
                           {**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
                           logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", timeout,
                           lambda: job.send({"cmd": "built", "kind": kind}), f"evokernel-trusted-build-{kind}")

@@ -1,7 +1,7 @@
 """Trusted shared builds belong to the verification that asked for them.
 
 A sandboxed build asks the trusted side for a shared artefact (a precompiled header, a pybind11 TU);
-the trusted side runs `python -m verifier.build --shared ...` in its own session. Without an owner such
+the trusted side runs `python -m verifier.shared_artefacts --shared ...` in its own session. Without an owner such
 a build outlives the verdict: a candidate that asks for several and finishes at once leaves compilers
 running and half-written `.gch` files behind. `TrustedBuilds` is that owner, one per `_Run`:
 

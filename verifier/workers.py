@@ -222,7 +222,7 @@ def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
         key = _spare_key(config, be, isolated)
         _SPARES.refill(key, lambda: _start_candidate(config, be, isolated, wait=True))
     if be.name in ("cpu", "cuda"):
-        proc = subprocess.Popen([sys.executable, "-m", "verifier.build", str(config.root() / "shared")],
+        proc = subprocess.Popen([sys.executable, "-m", "verifier.shared_artefacts", str(config.root() / "shared")],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True,
                                 env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})

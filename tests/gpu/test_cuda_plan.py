@@ -27,7 +27,8 @@ from verifier.backends.cuda_plan import (
     normalise_spec,
     plan_cuda_build,
 )
-from verifier.build import _shared_bindings, safe_type
+from verifier.build import _shared_bindings
+from verifier.shared_artefacts import safe_type
 
 TOOLCHAIN = Toolchain(nvcc="/cuda/bin/nvcc", cxx="c++", arch="9.0", torch_includes=("/t/include", "/t/api"),
                       torch_libdirs=("/t/lib",), cuda_include="/cuda/include", cuda_libdir="/cuda/lib64",
@@ -201,7 +202,7 @@ def cpu_cuda_builder(tmp_path: Path, shared_build_root: Path):
     shared = shared_build_root / "shared"
 
     def trusted_side(kind, spec, wait=True):
-        from verifier.build import build_shared
+        from verifier.shared_artefacts import build_shared
 
         if wait != "only":
             assert build_shared(shared, kind, spec)
@@ -236,7 +237,7 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
     requests = []
 
     def trusted_side(kind, spec, wait=True):  # what api._Run._serve_request does for a `need` mark
-        from verifier.build import build_shared
+        from verifier.shared_artefacts import build_shared
 
         if wait == "only":
             return

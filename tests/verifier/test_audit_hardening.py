@@ -229,7 +229,7 @@ def _build_processes(root: Path) -> list[int]:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"verifier.build" in cmd and b"--shared" in cmd and str(root).encode() in cmd:
+            if b"verifier.shared_artefacts" in cmd and b"--shared" in cmd and str(root).encode() in cmd:
                 out.append(int(entry))
     return out
 

@@ -88,6 +88,7 @@ def test_trusted_artefacts_are_built_with_the_sandboxs_compiler(tmp_path, monkey
     CXX=/opt/gcc/bin/g++, another gcc than the sandbox's /usr/bin/c++): shared artefacts are built with
     the sandbox's `c++`, so their keys are the ones a sandboxed build computes."""
     import verifier.build as build
+    import verifier.shared_artefacts as shared_artefacts
     from verifier.api import _clean_env
 
     assert _clean_env()["PATH"] == build.SANDBOX_PATH and "CXX" not in _clean_env()
@@ -97,9 +98,9 @@ def test_trusted_artefacts_are_built_with_the_sandboxs_compiler(tmp_path, monkey
     monkeypatch.setenv("CXX", str(wrapper))
     trusted_id = build._compiler_id()
     seen = []
-    monkeypatch.setattr(build, "_build_shared", lambda root, kind, spec: seen.append(
+    monkeypatch.setattr(shared_artefacts, "_build_shared", lambda root, kind, spec: seen.append(
         (os.environ.get("CXX"), build._compiler_id())) or True)
-    assert build.build_shared(tmp_path, "bind", {})
+    assert shared_artefacts.build_shared(tmp_path, "bind", {})
     assert os.environ["CXX"] == str(wrapper), "the trusted side's own CXX is left as it was"
     monkeypatch.delenv("CXX")
     monkeypatch.setenv("PATH", build.SANDBOX_PATH)

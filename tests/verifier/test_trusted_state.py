@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.build import safe_cflags, safe_type
+from verifier.shared_artefacts import safe_cflags, safe_type
 from verifier.trusted import load_verdict, store_verdict
 
 
@@ -76,7 +76,7 @@ def test_only_known_types_reach_generated_bindings(text, ok):
 
 
 def test_refused_request_builds_nothing(tmp_path):
-    from verifier.build import build_shared
+    from verifier.shared_artefacts import build_shared
 
     assert build_shared(tmp_path, "pch", {"kind": "evk_shim", "cflags": ["-include", "/etc/passwd"]}) is False
     assert build_shared(tmp_path, "bind", {"signatures": [["int); system(\"x\"); (int", []]]}) is False

@@ -121,7 +121,7 @@ class CudaPlan:
     link: Step | None = None  # after the compile steps, with the bindings object appended
 
     def bind_request(self) -> dict:
-        """The `need` request for the trusted side's bindings object (`verifier.build.build_shared`)."""
+        """The `need` request for the trusted side's bindings object (`verifier.shared_artefacts.build_shared`)."""
         return {"signatures": [[s.ret, list(s.params)] for s in self.signatures]}
 
 
