@@ -43,6 +43,7 @@ from verifier.bindings import (  # noqa: F401 - re-exported: what other code imp
 )
 from verifier.diagnostics import first_error, parse_diagnostics
 from verifier.keys import content_key
+from verifier.locks import locked, try_lock, unlock, wait_for_lock
 from verifier.tiny_tensor import BRIDGE_SOURCE, TINY_HEADER, TINY_SHADOWED, syntax_errors_only
 from verifier.toolchain import (  # noqa: F401 - re-exported: what other code imports from verifier.build
     SANDBOX_PATH,
@@ -140,20 +141,6 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     return proc.returncode, log
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """Serialise builds of one artefact across processes (bench workers share a build root)."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _ask(request, kind: str, spec: dict) -> bool:
     """Send a request without waiting for its answer; False when the requester cannot do that."""
     try:
@@ -213,7 +200,7 @@ class InlineBuilder:
         gch = d / f"{kind}.h.gch"
         if gch.exists():
             return d
-        with _locked(self.root / "pch" / f"{kind}-{key}.lock"):
+        with locked(self.root / "pch" / f"{kind}-{key}.lock"):
             if gch.exists():
                 return d
             d.mkdir(parents=True, exist_ok=True)
@@ -276,7 +263,7 @@ class InlineBuilder:
         if so_path.exists():
             self.records.append(BuildRecord(name, key, True, "cached", time.monotonic() - start))
             return _import_so(name, so_path)
-        with _locked(self.root / "ext" / f"{key}.lock"):
+        with locked(self.root / "ext" / f"{key}.lock"):
             if not so_path.exists():
                 out_dir.mkdir(parents=True, exist_ok=True)
                 self._steps = []
@@ -406,7 +393,29 @@ class InlineBuilder:
         if binding_object_ok(obj, module):
             yield obj, module
             return
-        d.mkdir(parents=True, exist_ok=True)
+        lock_path = d / "bind.lock"
+        held = try_lock(lock_path)
+        if held is None:
+            # Another builder (the prewarm, the starter's prebuild, a second verification) is compiling this
+            # very object: five of them at once made each five times slower on two cores. The kernel
+            # compiles meanwhile; then this waits for that build and uses it, or builds it if that failed.
+            yield obj, module
+            if not wait_for_lock(lock_path, deadline):
+                raise BuildError("the Python bindings timed out while another build of them ran", [], "")
+            self._compile_bindings(d, obj, module, sigs, bflags, deadline)  # nothing to do when that build worked
+            return
+        try:
+            if binding_object_ok(obj, module):  # finished between the check above and the lock
+                yield obj, module
+                return
+            yield from self._compile_bindings_beside(d, obj, module, sigs, bflags, deadline)
+        finally:
+            unlock(held)
+
+    def _compile_bindings_beside(self, d: Path, obj: Path, module: str, sigs: list[Signature], bflags: list[str],
+                                 deadline: float):
+        """Compile the bindings in the background while the caller's block (the kernel's compile) runs:
+        yields once, then waits for the compiler and installs the object."""
         pch = self._bind_pch()
         src, tmp, log_path = _binding_scratch(d, module, sigs, pch)
         cmd = [_compiler(), *_pch_include(pch), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c",
@@ -447,8 +456,14 @@ class InlineBuilder:
 
     def _compile_bindings(self, d: Path, obj: Path, module: str, sigs: list[Signature], bflags: list[str],
                           deadline: float) -> None:
-        """The bindings object built here and now (when the trusted side could not provide it)."""
-        d.mkdir(parents=True, exist_ok=True)
+        """The bindings object built here and now (when the trusted side could not provide it, or another
+        builder's build of it failed), one builder at a time: their scratch names are per process."""
+        with locked(d / "bind.lock"):
+            if not binding_object_ok(obj, module):
+                self._compile_bindings_now(d, obj, module, sigs, bflags, deadline)
+
+    def _compile_bindings_now(self, d: Path, obj: Path, module: str, sigs: list[Signature], bflags: list[str],
+                              deadline: float) -> None:
         pch = self._bind_pch()
         src, tmp, _log = _binding_scratch(d, module, sigs, pch)
         code, log = _run([_compiler(), *_pch_include(pch), *self._base_flags(), *bflags, f"-DTORCH_EXTENSION_NAME={module}", "-c", str(src),

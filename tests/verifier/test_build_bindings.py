@@ -174,3 +174,50 @@ def test_a_linker_that_fails_where_the_default_works_is_left_for_the_default(sha
     x = torch.tensor([-1.0, 0.25, 1.5])
     assert torch.equal(module.relu_l1(x), torch.where(x > 0.5, x, torch.zeros_like(x)))
     assert not build._GOLD["usable"]
+
+
+COUNTING_CXX = """#!/bin/sh
+for a in "$@"; do case "$a" in -DTORCH_EXTENSION_NAME=evk_bind_*) echo "$a" >> "{log}";; esac; done
+exec c++ "$@"
+"""
+
+
+@pytest.mark.slow
+def test_builders_of_one_bindings_object_at_once_compile_it_once(tmp_path, monkeypatch):
+    """The prewarm, the starter's prebuild and the person's first verification each built the same
+    bindings TU at the same time: five compilers of one object on two cores, each five times slower.
+    Builders of one object now take turns: one compiles, the others wait for it and link its object,
+    and every kernel still runs its own code."""
+    import threading
+
+    import torch
+
+    from verifier.build import InlineBuilder
+
+    log = tmp_path / "bind-compiles.log"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(COUNTING_CXX.format(log=log))
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    root = tmp_path / "builds"
+    results: dict[str, object] = {}
+
+    def build(name: str, threshold: str) -> None:
+        try:
+            mod = InlineBuilder(root).load_inline(name, RELU.replace("NAME", name).replace("THRESHOLD", threshold),
+                                                  functions=[name], extra_cflags=["-O1"])
+            results[name] = getattr(mod, name)(torch.tensor([-1.0, 0.5, 2.0]))
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results[name] = exc
+
+    threads = [threading.Thread(target=build, args=(f"herd_{i}", f"{i}.0f")) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert set(results) == {"herd_0", "herd_1", "herd_2"}, results
+    assert results["herd_0"].tolist() == [0.0, 0.5, 2.0]
+    assert results["herd_1"].tolist() == [0.0, 0.0, 2.0]
+    assert results["herd_2"].tolist() == [0.0, 0.0, 0.0]
+    compiles = log.read_text().splitlines()
+    assert len(compiles) == 1, compiles

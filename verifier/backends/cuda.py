@@ -180,7 +180,8 @@ class CudaBuilder:
                     extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None, **_ignored):
         """Drop-in for `torch.utils.cpp_extension.load_inline`; `build_directory` and `verbose` are ours."""
         from verifier.backends.cuda_plan import content_key, fallback_chain, normalise_spec
-        from verifier.build import BuildError, BuildRecord, _import_so, _locked
+        from verifier.build import BuildError, BuildRecord, _import_so
+        from verifier.locks import locked
 
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
             raise BuildError(f"extension name {name!r} is not a valid identifier", [], "")
@@ -200,7 +201,7 @@ class CudaBuilder:
         hit = so_path.exists()
         layout = plan.layout
         if not hit:
-            with _locked(self.root / "cuda" / f"{plan.key}.lock"):
+            with locked(self.root / "cuda" / f"{plan.key}.lock"):
                 hit = so_path.exists()
                 if not hit and plan.layout == "split":
                     try:
