@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,15 @@ def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
         raise BuildError(f"no space left on the disk holding {cwd}: free some, or set EVOKERNEL_BUILD_DIR "
                          "to a folder on a disk with room", parse_diagnostics(log), log)
     return proc.returncode, log
+
+
+def _put_text(path: Path, text: str) -> None:
+    """Write `path` whole or not at all, from any thread: the temp name carries the process and the
+    thread (threads of one process filling a fresh build root renamed each other's temp file away, and
+    the loser's build failed with FileNotFoundError)."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.{threading.get_native_id()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _ask(request, kind: str, spec: dict) -> bool:
@@ -292,9 +302,7 @@ class InlineBuilder:
         (shim_dir / "torch").mkdir(parents=True, exist_ok=True)
         shim = shim_dir / "torch" / "extension.h"
         if not shim.exists() or shim.read_text() != SHIM_HEADER:
-            tmp = shim.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(SHIM_HEADER)
-            os.replace(tmp, shim)
+            _put_text(shim, SHIM_HEADER)
         # The bindings compile in the background while the kernel (and, once, its PCH) compiles: two cores.
         with self._binding_object(sigs, deadline) as (bobj, module):
             kobj = out_dir / "kernel.o"
@@ -318,9 +326,7 @@ class InlineBuilder:
             text = TINY_CPU_HEADER if rel == "torch/extension.h" else forward
             if not path.exists() or path.read_text() != text:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(text)
-                os.replace(tmp, path)
+                _put_text(path, text)
         return tiny_dir
 
     def _compile_tiny(self, source, fns, sigs, cflags, out_dir: Path, kobj: Path, deadline: float) -> bool:
@@ -381,7 +387,7 @@ class InlineBuilder:
                         self.request("bind", spec, wait="only")
                 if binding_object_ok(trusted, module):
                     d.mkdir(parents=True, exist_ok=True)
-                    tmp = d / f"bind.o.tmp{os.getpid()}"
+                    tmp = d / f"bind.o.tmp{os.getpid()}.{threading.get_native_id()}"
                     shutil.copyfile(trusted, tmp)
                     _install_binding_object(tmp, obj, module)
                     return

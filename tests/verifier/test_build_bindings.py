@@ -221,3 +221,30 @@ def test_builders_of_one_bindings_object_at_once_compile_it_once(tmp_path, monke
     assert results["herd_2"].tolist() == [0.0, 0.0, 0.0]
     compiles = log.read_text().splitlines()
     assert len(compiles) == 1, compiles
+
+
+def test_threads_filling_a_fresh_build_root_do_not_rename_each_others_files(tmp_path):
+    """The herd test above failed once in CI with FileNotFoundError: threads of one process wrote the tiny
+    Tensor's headers under one temp name (`.tmp<pid>`), and one renamed the other's file away."""
+    import threading
+
+    from verifier.build import InlineBuilder
+
+    errors: list[BaseException] = []
+    for round_ in range(10):
+        builders = [InlineBuilder(tmp_path / f"root{round_}") for _ in range(8)]
+        start = threading.Barrier(len(builders))
+
+        def fill(builder):
+            try:
+                start.wait()
+                builder._tiny_dir()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=fill, args=(b,)) for b in builders]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[:3]
