@@ -235,14 +235,14 @@ def test_threads_filling_a_fresh_build_root_do_not_rename_each_others_files(tmp_
         builders = [InlineBuilder(tmp_path / f"root{round_}") for _ in range(8)]
         start = threading.Barrier(len(builders))
 
-        def fill(builder):
+        def fill(builder, start):
             try:
                 start.wait()
                 builder._tiny_dir()
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=fill, args=(b,)) for b in builders]
+        threads = [threading.Thread(target=fill, args=(b, start)) for b in builders]
         for t in threads:
             t.start()
         for t in threads:
