@@ -226,7 +226,7 @@ class CudaBuilder:
         """The ATen shim (`root/shim`), the light headers (`root/shim-light`) and the tiny Tensor
         (`root/shim-tiny`), rewritten when stale."""
         from verifier.backends.cuda_plan import light_shim_files
-        from verifier.build import SHIM_HEADER, TORCH_NAMESPACE
+        from verifier.build import SHIM_HEADER, TORCH_NAMESPACE, _put_text
         from verifier.tiny_tensor import tiny_shim_files
 
         files = {self.root / "shim" / "torch" / "extension.h": SHIM_HEADER}
@@ -243,9 +243,7 @@ class CudaBuilder:
         for path, text in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists() or path.read_text() != text:
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(text)
-                os.replace(tmp, path)
+                _put_text(path, text)
 
     def _compile(self, plan, tmp_dir: Path, deadline: float, t0: float, procs: list) -> tuple[list[str], str | None]:
         """Start the plan's compile steps together and wait for them: (a line per step, None) or, on the
