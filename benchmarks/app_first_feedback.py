@@ -92,7 +92,7 @@ print("MARKS " + json.dumps(marks), flush=True)
 
 
 ROOT = Path(__file__).resolve().parent.parent
-PREWARM = ("from verifier import VerifyConfig; from verifier.shared_artefacts import prewarm; "
+PREWARM = ("from verifier import VerifyConfig; from verifier.build.shared_artefacts import prewarm; "
            "r = VerifyConfig().root() / 'shared'; r.mkdir(parents=True, exist_ok=True); prewarm(r)")
 
 

@@ -1,6 +1,6 @@
 """How many calls should a CPU timed round hold? Changed sources verified with each round target in turn
 (alternating, in one run), printing the latency phase's seconds, rounds, calls per round, the interval
-and whether the verdict made a claim. The default (`verifier.rounds.CPU_ROUND_TARGET_MS`) is chosen from
+and whether the verdict made a claim. The default (`verifier.clock.rounds.CPU_ROUND_TARGET_MS`) is chosen from
 these figures.
 
     python benchmarks/cpu_round_size.py [--targets 5,15] [--reps 6]

@@ -5,7 +5,7 @@ command behind four header layouts, and the pybind11 bindings TU behind two.
 
 Layouts of the kernel TU (`cuda.cu`: load_inline's three prelude lines, then the kernel):
   full   torch's own <torch/extension.h> (the whole C++ API and pybind11), as torch's load_inline builds it
-  shim   the ATen shim (`verifier.build.SHIM_HEADER`: <ATen/ATen.h>), the split build's layout until now
+  shim   the ATen shim (`verifier.build.split_build.SHIM_HEADER`: <ATen/ATen.h>), the split build's layout until now
   light  the light CUDA shim (`verifier.backends.cuda_plan.light_shim_files`): Tensor, options, the stream,
          TORCH_CHECK, dispatch macros and the factory functions only
   none   no torch header at all (an extern "C" launcher): the floor nvcc itself costs
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from verifier.backends.cuda import _toolchain_id, toolchain_here
     from verifier.backends.cuda_plan import CUDA_PRELUDE, light_shim_files, normalise_spec, plan_cuda_build
-    from verifier.build import SHIM_HEADER, InlineBuilder, Signature, _shared_bindings
+    from verifier.build.split_build import SHIM_HEADER, InlineBuilder, Signature, _shared_bindings
 
     major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
     arch = f"{major}.{minor}"

@@ -89,7 +89,7 @@ def compare_with_do_bench(model, inputs) -> dict:
     import torch
     from triton.testing import do_bench
 
-    from verifier.runner import time_round
+    from verifier.clock.paired_calls import time_round
 
     with torch.no_grad():
         for _ in range(10):
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if "build" not in skip:
         import time
 
-        from verifier.shared_artefacts import COMMON_SIGNATURES, prewarm
+        from verifier.build.shared_artefacts import COMMON_SIGNATURES, prewarm
 
         # What the app does at start (verifier.api.prewarm): the trusted side builds the commonest bindings.
         t0 = time.monotonic()

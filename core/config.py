@@ -83,7 +83,7 @@ def load_config(path: Path | None = None) -> dict[str, object]:
         if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
             want = " or ".join("a number" if t in (int, float) else "a string" for t in types[:1])
             raise ConfigError(f"config file {path}: `{key}` must be {want}, not {value!r}; {_fix_hint()}")
-    from verifier.rules import PRESETS
+    from verifier.policy.rules import PRESETS
 
     if data.get("policy") is not None and data["policy"] not in PRESETS:
         raise ConfigError(f"config file {path}: `policy` must be {' or '.join(PRESETS)}, not {data['policy']!r}; "

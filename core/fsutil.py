@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from verifier.procs import pid_alive
+from verifier.sandbox.procs import pid_alive
 
 try:  # POSIX; elsewhere the lock falls back to the pid written in the file
     import fcntl

@@ -54,7 +54,7 @@ class PromptContext:
     tried: list[Tried] = field(default_factory=list)
     #: the correctness rule the kernel will be checked at (`core.verifying.tolerance_text`)
     tolerance: str = DEFAULT_TOLERANCE
-    #: the anti-hacking preset in force (`verifier.rules`): what the kernel may leave to libraries
+    #: the anti-hacking preset in force (`verifier.policy.rules`): what the kernel may leave to libraries
     policy: str = "kernelbench"
 
 

@@ -8,7 +8,7 @@ builds the model, runs one forward pass and prints a single JSON line: either {"
 `--estimate` runs nothing for real: the task runs on the `meta` device (shapes and dtypes only, no
 memory), and the memory the reference needs is counted from the tensors it would allocate
 (`estimate_memory`). `--degenerate PRESET` also runs the reference on other inputs and other weights
-and reports which trivial answers would pass (verifier/compare.py's `degenerate_answers`, loaded by
+and reports which trivial answers would pass (verifier/correctness/compare.py's `degenerate_answers`, loaded by
 path). It imports nothing from this project by module name, so that `-I` isolation works.
 """
 
@@ -261,12 +261,12 @@ def _estimate_batch(payload: str) -> None:
 
 
 def _compare_module():
-    return _verifier_module("compare")
+    return _verifier_module("correctness", "compare")
 
 
-def _verifier_module(name: str):
-    """verifier/NAME.py loaded by path (the probe runs under `-I` and imports nothing of ours by name)."""
-    path = Path(__file__).resolve().parents[1] / "verifier" / f"{name}.py"
+def _verifier_module(room: str, name: str):
+    """verifier/ROOM/NAME.py loaded by path (the probe runs under `-I` and imports nothing of ours by name)."""
+    path = Path(__file__).resolve().parents[1] / "verifier" / room / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_evokernel_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -321,7 +321,7 @@ def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] 
         found = compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted, inputs=inputs)
         separating = []
         if any(compare.is_pass_through(f) for f in found):
-            draw_inputs = _verifier_module("reference_worker").draw_inputs
+            draw_inputs = _verifier_module("workers", "reference_worker").draw_inputs
             task = type("Task", (), {"get_inputs": staticmethod(namespace["get_inputs"])})
             for dist in SEPARATING:
                 d_trials, d_inputs, d_dtypes = run(lambda seed, d=dist: draw_inputs(torch, task, seed, d, "cpu"))

@@ -16,7 +16,7 @@ from verifier.result import GATE_ORDER, GATE_TITLES, VerificationResult, library
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from verifier.reference_worker import DISTRIBUTIONS
+    from verifier.workers.reference_worker import DISTRIBUTIONS
 
 __all__ = ["DISTRIBUTIONS", "GATE_ORDER", "GATE_TITLES", "VerificationResult", "VerifyConfig", "compare",
            "describe_degenerate", "describe_tolerance", "isolation_unavailable_reason", "library_line",
@@ -25,7 +25,7 @@ __all__ = ["DISTRIBUTIONS", "GATE_ORDER", "GATE_TITLES", "VerificationResult", "
 
 def __getattr__(name: str) -> Any:
     if name == "DISTRIBUTIONS":  # the input distributions a trial may draw (the reference worker's names)
-        from verifier.reference_worker import DISTRIBUTIONS
+        from verifier.workers.reference_worker import DISTRIBUTIONS
 
         return DISTRIBUTIONS
     raise AttributeError(name)
@@ -33,35 +33,35 @@ def __getattr__(name: str) -> Any:
 
 def describe_tolerance(atol: float | None, rtol: float | None, preset: str | None = None) -> str:
     """The correctness rule in force, in words (`kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2`)."""
-    from verifier.compare import describe_tolerance as describe
+    from verifier.correctness.compare import describe_tolerance as describe
 
     return describe(atol, rtol, preset)
 
 
 def describe_degenerate(found: Sequence[str]) -> str:
     """The trivial answers that pass a task, in words (`solved by a constant output`)."""
-    from verifier.compare import describe_degenerate as describe
+    from verifier.correctness.compare import describe_degenerate as describe
 
     return describe(found)
 
 
 def probe_summary(records: list[dict]) -> str:
     """One line for the numerics probes of a verdict: those skipped or refused (all passing says nothing)."""
-    from verifier.probes import summary
+    from verifier.correctness.probes import summary
 
     return summary(records)
 
 
 def rule_listing() -> list[tuple[str, str, str, str]]:
     """The anti-hacking rules as (name, stage, refused by, what it means) rows."""
-    from verifier.rules import listing
+    from verifier.policy.rules import listing
 
     return listing()
 
 
 def isolation_unavailable_reason() -> str | None:
     """Why candidate kernels cannot run isolated on this machine (None when they can)."""
-    from verifier.isolation import unavailable_reason
+    from verifier.sandbox.isolation import unavailable_reason
 
     return unavailable_reason()
 

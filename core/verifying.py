@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
-from verifier.rules import Policy, PolicyError, make_policy
+from verifier.policy.rules import Policy, PolicyError, make_policy
 
 __all__ = ["Policy", "PolicyError", "VerifyError", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
            "with_policy"]
@@ -45,7 +45,7 @@ def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol:
     """Verifier settings from the command line's words: a tolerance preset (`--tolerance`, overridden by
     `--atol/--rtol`), recorded in `extra` so verdicts and prompts can name it, and any other fields
     (None values keep the defaults)."""
-    from verifier.compare import resolve_tolerance
+    from verifier.correctness.compare import resolve_tolerance
 
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
     config = VerifyConfig(atol=atol, rtol=rtol, **{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ def with_policy(config: VerifyConfig, policy: Policy) -> VerifyConfig:
 def tolerance_text(config: VerifyConfig | None, degenerate: bool = True) -> str:
     """The correctness rule in force, in words (`kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2`); for a
     degenerate task, also that answers are judged relative to the output's spread."""
-    from verifier.compare import describe_degenerate, describe_tolerance
+    from verifier.correctness.compare import describe_degenerate, describe_tolerance
 
     config = config or VerifyConfig()
     text = describe_tolerance(config.atol, config.rtol, config.extra.get("tolerance"))
@@ -103,7 +103,7 @@ def with_degeneracy(config: VerifyConfig, found: list[str], separating: list[str
     identity) is not a tolerance matter: the trials add the distributions that separate it (normal inputs
     for that ReLU), unless the person chose the distributions; the other trivial answers make the
     correctness gate judge on the output's spread (`extra["degenerate"]`)."""
-    from verifier.compare import is_pass_through
+    from verifier.correctness.compare import is_pass_through
 
     config.extra["degenerate"] = [f for f in found if not is_pass_through(f)]
     through = [f for f in found if is_pass_through(f)]

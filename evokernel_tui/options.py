@@ -15,8 +15,8 @@ import click
 F = TypeVar("F", bound=Callable[..., Any])
 
 BACKENDS = ("cpu", "cuda", "triton")
-POLICIES = ("kernelbench", "strict")  # verifier.rules.PRESETS (a test checks)
-TOLERANCE_PRESETS = ("kernelbench", "v0", "paper")  # verifier.compare.TOLERANCE_PRESETS (a test checks)
+POLICIES = ("kernelbench", "strict")  # verifier.policy.rules.PRESETS (a test checks)
+TOLERANCE_PRESETS = ("kernelbench", "v0", "paper")  # verifier.correctness.compare.TOLERANCE_PRESETS (a test checks)
 DEFAULT_MEMORY_GB = 8.0  # verifier.config.VerifyConfig().memory_gb (a test checks)
 
 

@@ -16,7 +16,7 @@ log="$OUT/gpu_${what}.log"
   echo "== date: $(date -u +%FT%TZ)  commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
   nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader 2>&1
   python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")'
-  python3 -c 'from verifier.isolation import bwrap_binary, unavailable_reason; print("bwrap", bwrap_binary(), "isolation:", unavailable_reason() or "available")' 2>&1
+  python3 -c 'from verifier.sandbox.isolation import bwrap_binary, unavailable_reason; print("bwrap", bwrap_binary(), "isolation:", unavailable_reason() or "available")' 2>&1
 } | tee "$log"
 case "$what" in
   pytest)

@@ -14,7 +14,7 @@ fi
 # compiles in seconds rather than a minute (once per machine; EVOKERNEL_SKIP_PREWARM=1 skips it).
 if [ -z "${EVOKERNEL_SKIP_PREWARM:-}" ]; then
   echo "Prebuilding the verifier's shared headers and bindings (about a minute, once)..."
-  .venv/bin/python -c "from verifier import VerifyConfig; from verifier.shared_artefacts import prewarm; r = VerifyConfig().root() / 'shared'; r.mkdir(parents=True, exist_ok=True); prewarm(r)" \
+  .venv/bin/python -c "from verifier import VerifyConfig; from verifier.build.shared_artefacts import prewarm; r = VerifyConfig().root() / 'shared'; r.mkdir(parents=True, exist_ok=True); prewarm(r)" \
     || echo "Prebuild skipped (no C++ compiler?); the first kernel will build them instead."
 fi
 echo "EvoKernel TUI is installed in .venv ($(.venv/bin/evokernel --version))"

@@ -21,18 +21,18 @@ import shutil
 import time
 
 from verifier.backends import get_backend
+from verifier.cache.verdict_key import GateCallback, _cached_verdict, _finish, _verdict_key, source_hash
+from verifier.clock.rounds import BLOCK_ELEMENTS, _clock_detail, _median, _timed_rounds, choose_blocks
 from verifier.config import VerifyConfig
 from verifier.errors import JobTampered, VerifierError
-from verifier.gates import AntiHackingGate, CompileGate
-from verifier.mapped_audit import writable_mappings_in
-from verifier.ncu_run import _attach_ncu
+from verifier.gates.evidence import AntiHackingGate, CompileGate
+from verifier.policy.mapped_audit import writable_mappings_in
+from verifier.policy.rules import PolicyError, make_policy
 from verifier.result import FAIL, PASS, SKIP, GateResult, VerificationResult
-from verifier.rounds import BLOCK_ELEMENTS, _clock_detail, _median, _timed_rounds, choose_blocks
-from verifier.rules import PolicyError, make_policy
-from verifier.run import MAX_TRUSTED_BUILDS, _Run
-from verifier.timed_calls import FRESH_OUTPUTS
-from verifier.verdicts import GateCallback, _cached_verdict, _finish, _verdict_key, source_hash
-from verifier.workers import _clean_env, _scratch, _start_candidate, _threads, isolation_mode, prewarm
+from verifier.run.ncu_profile import _attach_ncu
+from verifier.run.timed_calls import FRESH_OUTPUTS
+from verifier.run.verification import MAX_TRUSTED_BUILDS, _Run
+from verifier.workers.pools import _clean_env, _scratch, _start_candidate, _threads, isolation_mode, prewarm
 
 # What other code imports from here (the app, the command line, the tests); each lives in its own module.
 __all__ = [
@@ -108,7 +108,7 @@ def verify(
         if getattr(run, "ncu_profile", None) is not None:
             _attach_ncu(run.ncu_profile, result, be, config, run.ncu_job())
     except JobTampered as exc:
-        from verifier.antihack import Violation
+        from verifier.policy.static_scan import Violation
 
         run.clean_exit = False
         gates = [hack._fail(time.monotonic(), [Violation("job-tamper", 0, str(exc))]),
@@ -141,7 +141,7 @@ def verify(
                                              f"than ±{config.noise_halfwidth:.0%}") + "; no speed claim")
     corr = next((g for g in gates if g.name == "correctness"), None)
     if corr is not None and corr.detail.get("probes"):
-        from verifier.probes import notes as probe_notes
+        from verifier.correctness.probes import notes as probe_notes
 
         result.probes = list(corr.detail["probes"])
         result.notes.extend(probe_notes(result.probes))
@@ -153,7 +153,7 @@ def verify(
         result.notes.append("interpreted: no latency")
     result = _finish(result, gates, notify, started)
     if run.clean_exit and isolated:
-        from verifier.trusted import store_verdict
+        from verifier.cache.signed_verdicts import store_verdict
 
         with contextlib.suppress(OSError):
             store_verdict(root, key, result.to_dict())
@@ -165,7 +165,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
     """Re-time two kernels back to back: both build in their own sandboxes, both must be correct, then
     paired rounds on the same fresh inputs. Returns B's speedup over A with its 95% interval
     (`speedup`, `lo`, `hi`, `noisy`, `a_ms`, `b_ms`, ...) or {"error": one line}."""
-    from verifier.timing_stats import robust_paired
+    from verifier.clock.stats import robust_paired
 
     config = config or VerifyConfig()
     be = get_backend(backend)

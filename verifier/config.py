@@ -53,12 +53,12 @@ class VerifyConfig:
     round_target_ms: float | None = None
     timing_memory_mb: float = 256.0
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
-    # numerics probes of the correctness gate (verifier/probes.py), extra trials after the ordinary ones:
+    # numerics probes of the correctness gate (verifier/correctness/probes.py), extra trials after the ordinary ones:
     magnitude_probe: bool = True  # the task's inputs scaled by each of magnitude_scales
     magnitude_scales: list[float] = field(default_factory=lambda: [100.0, 10000.0])
     shape_probe: bool = True  # held-out shapes that leave tails (a kernel that raises there is only noted)
     gpu_memory_fraction: float | None = 0.9
-    #: the anti-hacking preset (verifier.rules): kernelbench lets library ops do part of the work, strict not
+    #: the anti-hacking preset (verifier.policy.rules): kernelbench lets library ops do part of the work, strict not
     policy: str = "kernelbench"
     #: rules switched off for an experiment (`--allow RULE`), recorded in the verdict and bench.json
     allow: list[str] = field(default_factory=list)

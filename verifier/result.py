@@ -83,7 +83,7 @@ class VerificationResult:
     phases: dict[str, float] = field(default_factory=dict)
     #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
     policy: dict[str, Any] = field(default_factory=dict)
-    #: the correctness gate's numerics probes (verifier/probes.py): {"probe", "name", "status" (pass, fail,
+    #: the correctness gate's numerics probes (verifier/correctness/probes.py): {"probe", "name", "status" (pass, fail,
     #: skip, refused, off), "reason"[, "shapes"]} each, in the order they ran
     probes: list[dict[str, Any]] = field(default_factory=list)
 
@@ -166,7 +166,7 @@ class VerificationResult:
                 lines.append(f"  {row.get('name')}: {row.get('self_ms', 0):.4f} ms x{row.get('calls', 1)}")
         prof = self.gate("profile")
         if prof is not None and prof.detail.get("ncu"):
-            from verifier.ncu import summary_lines
+            from verifier.profile.ncu_summary import summary_lines
 
             lines.append("Nsight Compute, one forward (slowest kernels first):")
             lines.extend(summary_lines(prof.detail["ncu"]))

@@ -29,8 +29,8 @@ def _compilers_on(path_part: str) -> list[int]:
 
 
 def test_compile_error_does_not_wait_for_the_bindings(tmp_path):
-    from verifier.build import BuildError, InlineBuilder
-    from verifier.shared_artefacts import prewarm
+    from verifier.build.shared_artefacts import prewarm
+    from verifier.build.split_build import BuildError, InlineBuilder
 
     root = tmp_path / "build"
     # warm headers: the state the app reaches shortly after launch (before the bindings' own header)

@@ -55,8 +55,8 @@ def test_every_json_flag_is_the_same_flag():
 
 
 def test_the_option_defaults_match_the_layers_they_configure():
-    from verifier.compare import TOLERANCE_PRESETS
     from verifier.config import VerifyConfig
+    from verifier.correctness.compare import TOLERANCE_PRESETS
 
     assert VerifyConfig().memory_gb == options.DEFAULT_MEMORY_GB
     assert options.TOLERANCE_PRESETS == TOLERANCE_PRESETS

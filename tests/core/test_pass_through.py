@@ -10,7 +10,12 @@ import pytest
 from core.tasks import Task, task_degeneracy
 from core.verifying import with_degeneracy
 from verifier import VerifyConfig
-from verifier.compare import degenerate_answers, describe_degenerate, is_pass_through, pass_throughs
+from verifier.correctness.compare import (
+    degenerate_answers,
+    describe_degenerate,
+    is_pass_through,
+    pass_throughs,
+)
 
 RELU_01 = '''import torch
 import torch.nn as nn

@@ -8,7 +8,7 @@ import pytest
 
 from core.starter import starter_kernel
 from core.tasks import builtin_tasks
-from verifier.antihack import scan
+from verifier.policy.static_scan import scan
 
 
 def _init_args(source: str, cls: str) -> list[str]:

@@ -54,7 +54,7 @@ def test_candidate_matches_reference(name, shared_build_root, monkeypatch):
     import torch
     from torch.utils import cpp_extension
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     # the suite's shared, hash-keyed builder: same compiler and flags, a fraction of plain load_inline's time
     monkeypatch.setattr(cpp_extension, "load_inline", InlineBuilder(shared_build_root).load_inline)

@@ -21,7 +21,7 @@ from core.tasks import (
     memory_refusal,
     validate_task,
 )
-from verifier.compare import degenerate_answers
+from verifier.correctness.compare import degenerate_answers
 
 KB = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench"
 

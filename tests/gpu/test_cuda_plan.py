@@ -27,8 +27,8 @@ from verifier.backends.cuda_plan import (
     normalise_spec,
     plan_cuda_build,
 )
-from verifier.build import _shared_bindings
-from verifier.shared_artefacts import safe_type
+from verifier.build.shared_artefacts import safe_type
+from verifier.build.split_build import _shared_bindings
 
 TOOLCHAIN = Toolchain(nvcc="/cuda/bin/nvcc", cxx="c++", arch="9.0", torch_includes=("/t/include", "/t/api"),
                       torch_libdirs=("/t/lib",), cuda_include="/cuda/include", cuda_libdir="/cuda/lib64",
@@ -89,7 +89,7 @@ def test_honest_kernels_get_the_split_layout(path):
 
 
 def test_entry_points_match_the_trusted_bindings_object():
-    """The extern declarations in the bindings TU (verifier.build) must name exactly the pointer types the
+    """The extern declarations in the bindings TU (verifier.build.split_build) must name exactly the pointer types the
     kernel TU defines, or the link fails (or worse, calls through the wrong type)."""
     plan = plan_cuda_build(spec_of(CANDIDATES / "cuda" / "layernorm.py"), TOOLCHAIN, "/s")
     bind = _shared_bindings("evk_bind_x", plan.signatures)
@@ -175,7 +175,7 @@ sys.exit(subprocess.call(["c++", "-x", "c++", "-I", {fake_include!r}, *out]))
 def fake_toolchain(tmp_path: Path) -> Toolchain:
     """A CUDA toolchain on a machine without CUDA: the stand-in nvcc, empty CUDA headers (with the one
     type the light shim names), the CPU torch's headers and libraries."""
-    from verifier.build import _torch_paths
+    from verifier.build.split_build import _torch_paths
 
     fake_include = tmp_path / "fake-cuda-include"
     fake_include.mkdir()
@@ -202,7 +202,7 @@ def cpu_cuda_builder(tmp_path: Path, shared_build_root: Path):
     shared = shared_build_root / "shared"
 
     def trusted_side(kind, spec, wait=True):
-        from verifier.shared_artefacts import build_shared
+        from verifier.build.shared_artefacts import build_shared
 
         if wait != "only":
             assert build_shared(shared, kind, spec)
@@ -219,7 +219,7 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
     import torch
 
     from verifier.backends.cuda import CudaBuilder
-    from verifier.build import BuildError
+    from verifier.build.split_build import BuildError
 
     monkeypatch.delenv("CXX", raising=False)  # as in the sandbox: the job's `c++`, not a machine-wide CXX
     chain = fake_toolchain(tmp_path)
@@ -237,7 +237,7 @@ def test_split_executor_builds_links_and_imports_on_the_cpu(tmp_path, shared_bui
     requests = []
 
     def trusted_side(kind, spec, wait=True):  # what api._Run._serve_request does for a `need` mark
-        from verifier.shared_artefacts import build_shared
+        from verifier.build.shared_artefacts import build_shared
 
         if wait == "only":
             return
@@ -275,7 +275,7 @@ def test_only_error_lines_decide_the_fallback_to_torchs_layout():
 
 
 def _torch_header(rel: str):
-    from verifier.build import _torch_paths
+    from verifier.build.split_build import _torch_paths
 
     for inc in _torch_paths()[0]:
         if Path(inc, rel).is_file():
@@ -436,7 +436,7 @@ def test_tiny_then_light_headers_then_the_full_shim_then_the_persons_error(tmp_p
 
     from verifier.backends import cuda_plan
     from verifier.backends.cuda import CudaBuilder
-    from verifier.build import BuildError
+    from verifier.build.split_build import BuildError
 
     monkeypatch.setattr(cuda_plan, "LIGHT_INCLUDES", tuple(h for h in cuda_plan.LIGHT_INCLUDES if "c10/cuda" not in h))
     builder = cpu_cuda_builder(tmp_path, shared_build_root)

@@ -1,4 +1,4 @@
-"""`verifier.runner.time_round` on CUDA: CUDA events with the L2 flushed before each call (what both
+"""`verifier.clock.paired_calls.time_round` on CUDA: CUDA events with the L2 flushed before each call (what both
 sides of the paired measurement run), the host's view catching work hidden on another stream, and the
 CPU path left as it was."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifier import runner
-from verifier.runner import cuda_call_ms, time_round
+from verifier.clock import paired_calls as runner
+from verifier.clock.paired_calls import cuda_call_ms, time_round
 
 
 def test_events_are_the_figure_unless_the_host_saw_much_more():
@@ -93,7 +93,7 @@ def test_free_cuda_blocks_hold_noise_after_a_scrub_so_rewriting_the_same_result_
     earlier forward on the same inputs had freed, holding the same result, so the probe saw no write."""
     import torch
 
-    from verifier.decoy import Probe, scrub_free_cuda_memory
+    from verifier.correctness.decoy import Probe, scrub_free_cuda_memory
 
     x = torch.randn(256, 1024, device="cuda")
     first = torch.softmax(x, dim=-1)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from verifier.antihack import scan
 from verifier.backends import BackendUnavailable, get_backend
 from verifier.backends.cuda import build_failure, cuda_unavailable_reason, map_cuda_diagnostics
 from verifier.backends.triton import compile_diagnostics
-from verifier.gpu_timing import gpu_findings, vendor_kernels
+from verifier.clock.gpu_timing import gpu_findings, vendor_kernels
+from verifier.policy.static_scan import scan
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 STATIC_HOSTILE = {
@@ -210,7 +210,7 @@ def test_reference_library_kernel_in_candidate_is_flagged():
 
 
 def test_rule_names_are_documented():
-    from verifier.antihack import RULES
+    from verifier.policy.static_scan import RULES
 
     for rule in ("gpu-stream", "cuda-graph", "unsynchronised-work", "vendor-kernel"):
         assert re.match(r"\w", RULES[rule])

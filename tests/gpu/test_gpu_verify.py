@@ -40,7 +40,7 @@ def test_honest_kernel_is_feasible_and_timed(backend, task, gpu_config):
     assert kernels, res.profile
     # every trial's output was probed as forward returned (the side-stream check), and the builds are listed
     # (Triton's happen at the first launch, inside the first trial)
-    # (the numerics probes that ran are trials too: verifier/probes.py)
+    # (the numerics probes that ran are trials too: verifier/correctness/probes.py)
     correct = res.gate("correctness").detail
     probed = sum(1 for p in correct.get("probes") or [] if p.get("status") != "skip")
     assert res.gate("anti_hacking").detail.get("gpu_probes") == correct["trials"] + probed, correct.get("probes")
@@ -144,8 +144,8 @@ def test_event_timing_matches_do_bench_within_5_percent():
     import torch
     from triton.testing import do_bench
 
-    from verifier.gpu_timing import CudaClock
-    from verifier.harness import Progress
+    from verifier.clock.gpu_timing import CudaClock
+    from verifier.workers.harness import Progress
 
     x = torch.randn(4096, 4096, device="cuda")
 
@@ -162,7 +162,7 @@ def test_probe_sees_work_left_on_a_non_blocking_stream():
     """torch's own pool streams are ordered with the legacy default stream here, so use a non-blocking one."""
     import torch
 
-    from verifier.gpu_timing import CudaClock
+    from verifier.clock.gpu_timing import CudaClock
 
     cupy = pytest.importorskip("cupy")
     clock = CudaClock(torch)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.antihack import scan
+from verifier.policy.static_scan import scan
 
 HEADER = '''
 import math

@@ -11,8 +11,8 @@ import pytest
 
 from core.tasks import load_task
 from verifier import verify
-from verifier.antihack import RULES, scan
-from verifier.rules import Policy
+from verifier.policy.rules import Policy
+from verifier.policy.static_scan import RULES, scan
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 HOSTILE = sorted((CANDIDATES / "hostile").glob("*.py"))

@@ -25,7 +25,7 @@ class ModelNew(nn.Module):
 '''
 
 FORGE = '''
-from verifier.channel import Channel
+from verifier.sandbox.channel import Channel
 
 _mark = Channel.mark
 

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from verifier import verify
-from verifier.mapped_audit import Mapping, audit_objects, is_candidate_writable, open_mapped, parse_maps
+from verifier.policy.mapped_audit import (
+    Mapping,
+    audit_objects,
+    is_candidate_writable,
+    open_mapped,
+    parse_maps,
+)
 
 HEAD = '''import os, glob
 import torch
@@ -116,7 +122,7 @@ _blas = load_inline(name="evk_audit_fork", cpp_sources=[BLAS], functions=["kerne
 
 
 def test_an_unparsable_kernel_object_is_a_failure(tmp_path):
-    from verifier.binary_audit import KERNEL, audit
+    from verifier.policy.binary_audit import KERNEL, audit
 
     bad = tmp_path / "kernel.o"
     bad.write_bytes(b"\x7fELF" + secrets.token_bytes(64))
@@ -195,7 +201,8 @@ def test_which_mappings_are_audited():
 
 
 def test_kernel_call_claim_without_a_mapped_object_fails(monkeypatch, tmp_path):
-    from verifier import api, mapped_audit
+    from verifier import api
+    from verifier.policy import mapped_audit
 
     class Be:
         name, counts_kernel_calls = "cpu", True
@@ -229,7 +236,7 @@ def _build_processes(root: Path) -> list[int]:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"verifier.shared_artefacts" in cmd and b"--shared" in cmd and str(root).encode() in cmd:
+            if b"verifier.build.shared_artefacts" in cmd and b"--shared" in cmd and str(root).encode() in cmd:
                 out.append(int(entry))
     return out
 
@@ -240,7 +247,7 @@ def test_shared_builds_do_not_outlive_the_verification(task_source, make_config,
     trusted compilers ran on after the verdict and left half-written .gch files."""
     root = tmp_path / "root"
     source = HEAD + '''
-from verifier.harness import request_artefact
+from verifier.workers.harness import request_artefact
 for _i in range(4):
     request_artefact("pch", {"kind": "evk_full", "cflags": ["-O2", f"-DEVK_AUDIT_{_i}=1"]}, wait=False)
 raise SystemExit("done asking")
@@ -256,7 +263,7 @@ raise SystemExit("done asking")
 
 
 def test_concurrent_trusted_builds_are_capped(tmp_path):
-    from verifier import trusted_builds
+    from verifier.build import owned_builds as trusted_builds
 
     builds = trusted_builds.TrustedBuilds(tmp_path)
     started = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.binary_audit import (
+from verifier.policy.binary_audit import (
     ATEN_OP,
     BLAS,
     DYNAMIC_LOADING,

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from verifier.build import Signature, extract_declarations, signature_of
+from verifier.build.split_build import Signature, extract_declarations, signature_of
 
 SRC = """
 #include <torch/extension.h>
@@ -43,7 +43,7 @@ def test_signatures_keep_types_and_drop_names():
 def test_renamed_kernels_share_bindings_but_run_their_own_code(shared_build_root):
     import torch
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     builder = InlineBuilder(shared_build_root)
     x = torch.tensor([-1.0, 0.5, 1.5, 2.5])
@@ -65,7 +65,7 @@ def test_one_compiler_reached_by_two_names_has_one_id(tmp_path, monkeypatch):
     """The trusted side may call the compiler through the person's CXX (a wrapper) while the sandbox,
     which gets no CXX, calls `c++`: the keys of the shared bindings must still agree, or every build
     compiles its own bindings (seen on an H100 machine with CXX=/opt/gcc/bin/g++)."""
-    from verifier.build import _compiler_id
+    from verifier.build.split_build import _compiler_id
 
     def fake(name: str, line: str):
         path = tmp_path / name
@@ -87,8 +87,8 @@ def test_trusted_artefacts_are_built_with_the_sandboxs_compiler(tmp_path, monkey
     """The trusted side may have CXX pointing at a compiler the sandbox cannot see (the H100 machine:
     CXX=/opt/gcc/bin/g++, another gcc than the sandbox's /usr/bin/c++): shared artefacts are built with
     the sandbox's `c++`, so their keys are the ones a sandboxed build computes."""
-    import verifier.build as build
-    import verifier.shared_artefacts as shared_artefacts
+    import verifier.build.shared_artefacts as shared_artefacts
+    import verifier.build.split_build as build
     from verifier.api import _clean_env
 
     assert _clean_env()["PATH"] == build.SANDBOX_PATH and "CXX" not in _clean_env()
@@ -131,7 +131,7 @@ def test_a_bindings_object_without_its_module_is_never_linked(shared_build_root)
 
     import torch
 
-    from verifier.build import InlineBuilder, binding_object_ok
+    from verifier.build.split_build import InlineBuilder, binding_object_ok
 
     fn = "scaled_relu_poison"
     before = set((shared_build_root / "bind").glob("*/bind.o"))
@@ -159,8 +159,8 @@ def test_a_linker_that_fails_where_the_default_works_is_left_for_the_default(sha
     kernel whose own link fails is still refused, and does not turn gold off."""
     import torch
 
-    from verifier import build
-    from verifier.build import BuildError, InlineBuilder
+    from verifier.build.split_build import BuildError, InlineBuilder
+    from verifier.build import split_build as build
 
     monkeypatch.setitem(build._GOLD, "usable", True)
     monkeypatch.setattr(build, "_fast_linker", lambda: ["-Wl,--no-such-linker-flag-evk"])  # a linker that fails
@@ -192,7 +192,7 @@ def test_builders_of_one_bindings_object_at_once_compile_it_once(tmp_path, monke
 
     import torch
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     log = tmp_path / "bind-compiles.log"
     cxx = tmp_path / "cxx"
@@ -228,7 +228,7 @@ def test_threads_filling_a_fresh_build_root_do_not_rename_each_others_files(tmp_
     Tensor's headers under one temp name (`.tmp<pid>`), and one renamed the other's file away."""
     import threading
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     errors: list[BaseException] = []
     for round_ in range(10):

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from verifier.build import BuildError, InlineBuilder
+from verifier.build.split_build import BuildError, InlineBuilder
 
 # A compiler that answers its version like the real one and fails every build the way gcc does on a full disk.
 FULL_DISK_CXX = """#!/bin/sh

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from verifier.compare import compare_tensor
 from verifier.config import VerifyConfig
-from verifier.gates import _load, file_identity
+from verifier.correctness.compare import compare_tensor
+from verifier.gates.evidence import _load, file_identity
 
 INF = np.array([1.0, np.inf, -np.inf, np.nan], dtype=np.float32)
 
@@ -57,7 +57,7 @@ def test_a_huge_sparse_output_file_is_refused_before_it_is_read(tmp_path):
     candidate nothing; reading it costs the parent the memory) is refused by its size, unread."""
     from numpy.lib import format as npy_format
 
-    from verifier.gates import compare_files
+    from verifier.gates.evidence import compare_files
 
     ref, cand = tmp_path / "ref", tmp_path / "cand"
     ref.mkdir()

@@ -1,4 +1,4 @@
-"""Decoy kernels (verifier/decoy.py): the custom kernel must run on every forward (`custom-kernel-skipped`)
+"""Decoy kernels (verifier/correctness/decoy.py): the custom kernel must run on every forward (`custom-kernel-skipped`)
 and its result must reach the output (`decoy-kernel`, found by one checked forward with every kernel
 result garbled). Unit tests of the probe first, then end-to-end candidates (slow: each builds a kernel)."""
 
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from verifier import verify
-from verifier.antihack import RULES
-from verifier.decoy import Probe, counted_model, kernel_findings, plan, probe_forward, same_bits
-from verifier.harness import CountingModule
+from verifier.correctness.decoy import Probe, counted_model, kernel_findings, plan, probe_forward, same_bits
+from verifier.policy.static_scan import RULES
+from verifier.workers.harness import CountingModule
 
 HONEST = Path(__file__).resolve().parents[1] / "candidates" / "cpu"
 RELU = """    auto xc = x.contiguous();
@@ -191,7 +191,7 @@ def test_honest_relu_is_still_feasible(task_source, make_config):
 
 
 def test_copy_only_needs_every_result_a_copy_and_torch_work_beside_it():
-    from verifier.decoy import copy_only
+    from verifier.correctness.decoy import copy_only
 
     split = {"kernel_ms": 0.01, "torch_ms": 2.0, "torch_ops": [("aten::maximum", 2.0)]}
     assert "aten::maximum" in copy_only({"results": 1, "copies": 1}, split)
@@ -205,7 +205,7 @@ def test_copy_only_needs_every_result_a_copy_and_torch_work_beside_it():
 def test_the_probe_counts_returned_and_written_copies():
     import torch
 
-    from verifier.decoy import Probe
+    from verifier.correctness.decoy import Probe
 
     x = torch.randn(64)
     probe = Probe(torch)
@@ -236,7 +236,7 @@ def test_an_honest_write_of_the_values_its_buffer_already_held_is_still_garbled(
     """An honest Triton softmax was refused as a decoy on an H200: its output came back in a block an
     earlier forward on the same inputs had freed, so writing its result changed no bit. The probe runs
     such a call again on noise to find what it writes."""
-    from verifier.decoy import verdict
+    from verifier.correctness.decoy import verdict
 
     counter = {"calls": 0}
     ext = _ext(counter)
@@ -259,7 +259,7 @@ def test_an_honest_write_of_the_values_its_buffer_already_held_is_still_garbled(
 def test_a_kernel_that_writes_nothing_is_a_decoy_even_if_the_rerun_changes_the_output():
     """The rerun is a second call in one forward, on noise: a decoy could notice it and change its output
     (or raise) so the probe's outputs differ. A kernel that wrote no tensor even then is refused anyway."""
-    from verifier.decoy import verdict
+    from verifier.correctness.decoy import verdict
 
     counter = {"calls": 0}
     seen = []

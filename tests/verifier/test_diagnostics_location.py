@@ -1,6 +1,6 @@
 """Compiler diagnostics point at the line of the Python file the person edits, not only at kernel.cpp."""
 
-from verifier.diagnostics import locate_in_file
+from verifier.build.diagnostics import locate_in_file
 
 CPP = "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) {\n    auto y = x\n    return y;\n}\n"
 FILE = 'import torch\n\nCPP = r"""' + CPP + '"""\n'

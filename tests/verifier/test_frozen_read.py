@@ -1,4 +1,4 @@
-"""Reading a timed round's outputs from the paused candidate process (`verifier/frozen_read.py`)."""
+"""Reading a timed round's outputs from the paused candidate process (`verifier/clock/frozen_read.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-from verifier.frozen_read import FrozenReadError, _state, output_bytes, paused, process_memory, read_output
+from verifier.clock.frozen_read import (
+    FrozenReadError,
+    _state,
+    output_bytes,
+    paused,
+    process_memory,
+    read_output,
+)
 
 CHILD = r"""
 import sys, time
@@ -95,7 +102,7 @@ def test_a_buffer_the_process_protected_against_itself_is_still_read():
 
 
 def test_a_reused_buffer_holds_the_latest_read(child):
-    from verifier.frozen_read import ReadBuffers
+    from verifier.clock.frozen_read import ReadBuffers
 
     proc, addr = child
     buffers = ReadBuffers()

@@ -1,4 +1,4 @@
-"""The GPU's timed-call check by blocks (`verifier.api.choose_blocks`, `verifier.runner.save_blocks`): blocks are
+"""The GPU's timed-call check by blocks (`verifier.api.choose_blocks`, `verifier.clock.paired_calls.save_blocks`): blocks are
 drawn after the round, the tail is always among them, small outputs are checked whole."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from verifier.api import BLOCK_ELEMENTS, choose_blocks
-from verifier.runner import save_blocks
+from verifier.clock.paired_calls import save_blocks
 
 
 def test_blocks_cover_the_tail_and_small_outputs_whole():

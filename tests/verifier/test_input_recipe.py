@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from verifier.input_recipe import capture, describe, draw, input_bytes
+from verifier.correctness.input_recipe import capture, describe, draw, input_bytes
 
 
 def test_factories_are_recorded_without_allocating():

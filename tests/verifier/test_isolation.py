@@ -406,7 +406,7 @@ def test_forged_timings_are_bounded_by_the_parents_clock(task_source, hostile_co
     slow = RELU_EXT.replace("for (int64_t i = 0;", "for (int rep = 0; rep < 8; ++rep) for (int64_t i = 0;")
     body = """
 import gc
-from verifier.channel import Channel
+from verifier.sandbox.channel import Channel
 for obj in gc.get_objects():
     if isinstance(obj, Channel):
         def forged(phase, _real=obj.mark, **extra):
@@ -507,13 +507,13 @@ def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_s
     assert res.feasible, res.feedback()
     assert res.speedup is not None and 0.01 < res.speedup < 100
     assert not any("bwrap" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
-                   for p in _marked_processes("verifier.harness") if Path(f"/proc/{p}").exists()
+                   for p in _marked_processes("verifier.workers.harness") if Path(f"/proc/{p}").exists()
                    and "--wait" not in Path(f"/proc/{p}/cmdline").read_text(errors="replace"))
 
 
 def test_unavailable_isolation_refuses_in_one_line(monkeypatch, task_source, make_config):
     """No silent downgrade: without namespaces, verify says so and what to pass instead."""
-    import verifier.isolation as iso
+    import verifier.sandbox.isolation as iso
     from verifier.api import VerifierError
 
     monkeypatch.setattr(iso, "unavailable_reason", lambda: "bubblewrap is not installed: pass --unsafe-no-isolation")
@@ -535,7 +535,7 @@ def test_sandbox_runs_as_an_ordinary_user(tmp_path):
     """bubblewrap works for a user without privileges (the tests usually run as root)."""
     import pwd
 
-    from verifier.isolation import SandboxSpec, bwrap_argv, bwrap_binary
+    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv, bwrap_binary
 
     if os.getuid() != 0:
         pytest.skip("already an ordinary user: the other tests cover it")

@@ -1,4 +1,4 @@
-"""The timed rounds' checks map the reference's output files (`verifier.gates._map`) instead of reading
+"""The timed rounds' checks map the reference's output files (`verifier.gates.evidence._map`) instead of reading
 them: same array as `np.load`, and never a pickle, a link or a file shorter than its header says."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from verifier import VerifyConfig
-from verifier.gates import _map
+from verifier.gates.evidence import _map
 
 
 def test_a_mapped_file_is_the_array_np_load_gives(tmp_path):

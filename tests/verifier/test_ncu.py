@@ -11,7 +11,7 @@ from pathlib import Path
 from verifier import api
 from verifier.backends.base import Backend
 from verifier.config import VerifyConfig
-from verifier.ncu import ncu_argv, parse_ncu_csv, summary_lines
+from verifier.profile.ncu_summary import ncu_argv, parse_ncu_csv, summary_lines
 from verifier.result import GateResult, VerificationResult
 
 # As `ncu --metrics ... --csv` prints it: its own ==PROF== lines, the program's output, then one row per
@@ -81,8 +81,8 @@ def test_feedback_shows_ncu_rows_under_the_profile_and_survives_a_round_trip():
 
 
 def test_ncu_argv_asks_for_the_three_metrics_as_csv_into_the_log():
-    argv = ncu_argv("/opt/ncu", Path("/tmp/x/ncu.csv"), ["python", "-m", "verifier.harness", "/tmp/x"])
-    assert argv[0] == "/opt/ncu" and argv[-4:] == ["python", "-m", "verifier.harness", "/tmp/x"]
+    argv = ncu_argv("/opt/ncu", Path("/tmp/x/ncu.csv"), ["python", "-m", "verifier.workers.harness", "/tmp/x"])
+    assert argv[0] == "/opt/ncu" and argv[-4:] == ["python", "-m", "verifier.workers.harness", "/tmp/x"]
     metrics = argv[argv.index("--metrics") + 1].split(",")
     assert set(metrics) == {"sm__warps_active.avg.pct_of_peak_sustained_active",
                             "dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_duration.sum"}
@@ -133,7 +133,7 @@ def test_ncu_failure_is_a_note_with_its_error_not_an_exception(tmp_path, monkeyp
 
 def test_without_ncu_or_on_the_cpu_the_summary_is_skipped_with_a_note(tmp_path, monkeypatch):
     (tmp_path / "bin").mkdir()
-    monkeypatch.setattr("verifier.ncu.shutil.which", lambda name: None)
+    monkeypatch.setattr("verifier.profile.ncu_summary.shutil.which", lambda name: None)
     prof, res = _attach(tmp_path, monkeypatch)
     assert res.notes == ["ncu summary skipped: ncu (Nsight Compute) is not on PATH"] and "ncu" not in prof.detail
     (tmp_path / "cpu").mkdir()
@@ -144,7 +144,7 @@ def test_without_ncu_or_on_the_cpu_the_summary_is_skipped_with_a_note(tmp_path, 
 def test_a_sandboxed_ncu_sees_its_toolkit_and_the_install_its_wrapper_links_to(tmp_path):
     """The H100 image's ncu is a wrapper in the CUDA toolkit whose Nsight Compute directory lies outside
     it (`nsight-compute directory is not found ...` inside the sandbox when only the toolkit was bound)."""
-    from verifier.ncu import ncu_install_dirs
+    from verifier.profile.ncu_summary import ncu_install_dirs
 
     toolkit, opt = tmp_path / "cuda-13.0", tmp_path / "opt" / "nvidia"
     (toolkit / "bin").mkdir(parents=True)

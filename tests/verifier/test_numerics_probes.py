@@ -1,4 +1,4 @@
-"""Numerics probes of the correctness gate (verifier/probes.py): large-magnitude inputs and held-out shapes.
+"""Numerics probes of the correctness gate (verifier/correctness/probes.py): large-magnitude inputs and held-out shapes.
 
 Fast tests cover the pure parts (the scaled distribution, the shape variants, the magnitude-relative
 comparison, the reference worker's records); the slow ones verify real C++ candidates end to end:
@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from verifier import VerifyConfig, probes
-from verifier.compare import compare_tensor
-from verifier.input_recipe import capture, dist_scale, draw, scaled
+from verifier import VerifyConfig
+from verifier.correctness import probes
+from verifier.correctness.compare import compare_tensor
+from verifier.correctness.input_recipe import capture, dist_scale, draw, scaled
 from verifier.result import VerificationResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +138,7 @@ def test_scaled_distribution_is_the_task_draw_times_the_scale():
 
 
 def test_reference_worker_file_path_scales_too():
-    from verifier.reference_worker import draw_inputs
+    from verifier.workers.reference_worker import draw_inputs
 
     class Task:
         @staticmethod
@@ -230,7 +231,7 @@ class _Channel:
 
 
 def _prepare(tmp_path: Path, source: str, trials: list[dict]) -> dict:
-    from verifier.reference_worker import Worker
+    from verifier.workers.reference_worker import Worker
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     task = tmp_path / "task.py"

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from evokernel_tui.cli import cli
-from verifier.rules import (
+from verifier.policy.rules import (
     KERNELBENCH,
     LIBRARY_FAMILIES,
     PRESETS,
@@ -38,7 +38,7 @@ def raised_rule_names() -> set[str]:
 
 
 def test_every_raised_rule_is_registered():
-    from verifier.binary_audit import FAMILIES
+    from verifier.policy.binary_audit import FAMILIES
 
     raised = raised_rule_names() - set(FAMILIES)  # symbol families of the binary audit, not rules
     assert {"torch-op", "no-custom-kernel", "binary-import", "timed-output", "job-tamper"} <= raised, raised
@@ -74,7 +74,7 @@ def test_allow_switches_one_rule_off_and_unknown_names_are_one_line():
 
 
 def test_library_families_match_the_binary_audit():
-    from verifier.binary_audit import ATEN_OP, BLAS, FAMILIES
+    from verifier.policy.binary_audit import ATEN_OP, BLAS, FAMILIES
 
     assert set(LIBRARY_FAMILIES) == {BLAS, ATEN_OP}
     assert {finding_rule(f) for f in FAMILIES} == {"binary-library", "binary-import"}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from verifier.runner import load_args, plain_outputs, refill, save_args, time_round
+from verifier.clock.paired_calls import load_args, plain_outputs, refill, save_args, time_round
 
 
 def test_refill_keeps_the_buffer_and_changes_the_content():
@@ -97,7 +97,7 @@ def test_trial_inputs_can_come_from_other_distributions():
     dtypes) so a closed-form shortcut for one distribution fails; integer inputs stay as written."""
     from types import SimpleNamespace
 
-    from verifier.reference_worker import draw_inputs
+    from verifier.workers.reference_worker import draw_inputs
 
     task = SimpleNamespace(get_inputs=lambda: [torch.rand(64, 64) + 5.0, torch.arange(4)])
     own = draw_inputs(torch, task, 1, "task", "cpu")
@@ -127,7 +127,7 @@ def test_an_output_that_views_its_input_shows_other_data():
 
 
 def test_scramble_changes_every_element_of_every_dtype():
-    from verifier.runner import scramble
+    from verifier.clock.paired_calls import scramble
 
     xs = [torch.zeros(3), torch.zeros(3, dtype=torch.int64), torch.zeros(3, dtype=torch.bool), 7]
     scramble(torch, xs)

@@ -9,7 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from verifier.sandbox import Limits, run_sandboxed
+from verifier.sandbox.supervisor import Limits, run_sandboxed
 
 
 def _run(tmp_path: Path, script: str, **limits):

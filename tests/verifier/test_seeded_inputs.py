@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from verifier import api, verify
-from verifier.input_recipe import capture, draw
-from verifier.runner import draw_sets
+from verifier.clock.paired_calls import draw_sets
+from verifier.correctness.input_recipe import capture, draw
 
 RELU_TASK = '''import torch
 import torch.nn as nn
@@ -54,7 +54,7 @@ class _Channel:
 
 
 def _prepare(tmp_path: Path, source: str, recipe: bool = True) -> tuple[dict, Path]:
-    from verifier.reference_worker import Worker
+    from verifier.workers.reference_worker import Worker
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     task = tmp_path / "task.py"
@@ -154,8 +154,8 @@ def test_small_cpu_rounds_hand_their_sets_over_as_files(make_config, kernel_sour
 
 
 def test_which_rounds_go_by_file():
+    from verifier.clock.rounds import FILE_SET_BYTES, sets_by_file
     from verifier.config import VerifyConfig
-    from verifier.rounds import FILE_SET_BYTES, sets_by_file
 
     cfg = VerifyConfig()
     assert sets_by_file("cpu", 2 << 20, cfg)
@@ -174,7 +174,7 @@ def test_both_sides_of_a_cpu_measurement_get_one_allocator_setting():
 
     env = get_backend("cpu").child_env()
     assert int(env["MALLOC_MMAP_THRESHOLD_"]) == 32 << 20 and int(env["MALLOC_TRIM_THRESHOLD_"]) >= 1 << 30
-    import verifier.workers as workers
+    import verifier.workers.pools as workers
 
     source = inspect.getsource(workers)
     assert "_clean_env(be.child_env())" in source and "{**_trusted_env(), **be.child_env()}" in source
@@ -208,7 +208,7 @@ class ModelNew(nn.Module):
     # the harness's drawing patched to hand back the first seed's tensors for every later seed (a cache
     # by seed that skips the draw inside the clocked window): the outputs are for the wrong inputs
     "seed": '''
-import verifier.runner as _runner
+import verifier.clock.paired_calls as _runner
 _real_draw = _runner._draw
 _FIRST = {}
 def _cached_draw(torch_, recipe, seed, dist, device):
@@ -256,7 +256,7 @@ def test_blockwise_comparison_gives_the_same_answer_and_figures():
     arithmetic, and a mismatch (or NaN, inf) still described from the whole arrays."""
     import numpy as np
 
-    from verifier import compare
+    from verifier.correctness import compare
 
     rng = np.random.default_rng(0)
     w = rng.standard_normal(compare.CHUNK * 3 + 17).astype(np.float32)

@@ -13,7 +13,7 @@ import time
 
 from verifier import VerifyConfig
 from verifier.backends import get_backend
-from verifier.workers import _SPARES, _spare_key, _start_candidate, isolation_mode
+from verifier.workers.pools import _SPARES, _spare_key, _start_candidate, isolation_mode
 
 
 def _start_in_thread(config, be, isolated):

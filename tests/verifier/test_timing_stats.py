@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from verifier.timing_stats import (
+from verifier.clock.stats import (
     MIN_ROUNDS,
     PairedEstimate,
     achieved_bandwidth,
@@ -168,7 +168,7 @@ def test_wall_floor_lifts_only_systematic_under_reporting():
     """Rounds whose self-reported times are far below what the parent's clock saw (less twice the trusted
     overhead) are lifted to their floors only when most rounds are: a machine stalling the odd round
     changes nothing, a kernel under-reporting every round is corrected."""
-    from verifier.timing_stats import lift_rounds, wall_floor_ms
+    from verifier.clock.stats import lift_rounds, wall_floor_ms
 
     assert wall_floor_ms(1000.0, 100.0) == pytest.approx(0.8 * (1000.0 - 200.0) - 8.0)
     assert wall_floor_ms(50.0, 100.0) == 0.0  # overhead-dominated rounds: no floor
@@ -187,7 +187,7 @@ def test_wall_floor_lifts_only_systematic_under_reporting():
 # --- the attested clock (issue 21): disturbance, round selection, the robust estimate -----------------
 
 def test_lost_share_from_run_queue_wait_and_cpu_time():
-    from verifier.timing_stats import lost_share
+    from verifier.clock.stats import lost_share
 
     assert lost_share(100.0, wait_ms=0.0) == 0.0
     assert lost_share(100.0, wait_ms=48.0) == pytest.approx(0.48)
@@ -201,7 +201,7 @@ def test_lost_share_from_run_queue_wait_and_cpu_time():
 
 
 def test_attested_round_subtracts_the_overhead_and_adds_idle_cpu():
-    from verifier.timing_stats import IDLE_ALLOWANCE_MS, attested_round_ms
+    from verifier.clock.stats import IDLE_ALLOWANCE_MS, attested_round_ms
 
     assert attested_round_ms(100.0, 20.0, 4) == pytest.approx(20.0)
     # CPU the sandbox used while it should have been idle counts against it (beyond a small allowance)
@@ -211,14 +211,14 @@ def test_attested_round_subtracts_the_overhead_and_adds_idle_cpu():
 
 
 def test_a_round_the_overhead_swallows_is_unresolved():
-    from verifier.timing_stats import unresolved
+    from verifier.clock.stats import unresolved
 
     assert not unresolved(100.0, 80.0)
     assert unresolved(100.0, 97.0) and unresolved(10.0, 20.0)
 
 
 def test_select_rounds_drops_rounds_where_any_side_lost_much():
-    from verifier.timing_stats import DISTURBED_SHARE, select_rounds
+    from verifier.clock.stats import DISTURBED_SHARE, select_rounds
 
     ref = [0.0, 0.5, 0.05, 0.0, 0.0]
     stub = [0.0, 0.0, 0.0, 0.3, 0.0]
@@ -229,7 +229,7 @@ def test_select_rounds_drops_rounds_where_any_side_lost_much():
 
 
 def test_robust_paired_is_the_median_ratio_and_ignores_dropped_rounds():
-    from verifier.timing_stats import robust_paired
+    from verifier.clock.stats import robust_paired
 
     ref = list(rounds(5, 20, 4.0, 0.03))
     cand = list(rounds(6, 20, 2.0, 0.03))
@@ -255,14 +255,14 @@ def test_robust_paired_is_the_median_ratio_and_ignores_dropped_rounds():
 
 
 def test_robust_paired_a_a_covers_one():
-    from verifier.timing_stats import robust_paired
+    from verifier.clock.stats import robust_paired
 
     est = robust_paired(rounds(7, 30, 1.0, 0.04), rounds(8, 30, 1.0, 0.04))
     assert est.lo <= 1.0 <= est.hi and est.speedup == pytest.approx(1.0, abs=0.04) and not est.noisy
 
 
 def test_busy_reason_says_how_much_time_was_lost():
-    from verifier.timing_stats import busy_reason
+    from verifier.clock.stats import busy_reason
 
     quiet = [[0.0] * 10, [0.01] * 10, [0.05] * 10]
     assert busy_reason(quiet) == ""
@@ -275,7 +275,7 @@ def test_busy_reason_says_how_much_time_was_lost():
 
 
 def test_out_of_reach_only_when_even_the_projection_misses_the_target():
-    from verifier.timing_stats import out_of_reach
+    from verifier.clock.stats import out_of_reach
 
     # 8 rounds at 0.3 s with 2.5 s left: 8 more rounds at best, the half-width at best x0.71
     assert out_of_reach(0.30, 8, 0.3, 2.5, 0.10)  # 0.21 > 0.15: the budget's end would still be noisy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.tiny_tensor import syntax_errors_only
+from verifier.build.tiny_tensor import syntax_errors_only
 
 OPS = """
 #include <torch/extension.h>
@@ -44,7 +44,7 @@ def _first_line(builder, name: str) -> str:
 def test_cpu_kernel_builds_behind_the_tiny_tensor_and_matches_torch(shared_build_root):
     import torch
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     builder = InlineBuilder(shared_build_root)
     module = builder.load_inline("tiny_ops", OPS.replace("NAME", "tiny_ops"), functions=["tiny_ops"],
@@ -66,8 +66,8 @@ def test_cpu_kernel_builds_behind_the_tiny_tensor_and_matches_torch(shared_build
 def test_the_tiny_tensor_adds_no_aten_operator_to_a_kernel_that_calls_none(shared_build_root):
     """The tiny Tensor's bridge is linked into every such kernel, used or not: were it to call a compute
     operator (`x + y`), every kernel would be reported (refused under the strict preset) for calling it."""
-    from verifier.binary_audit import audit
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
+    from verifier.policy.binary_audit import audit
 
     source = OPS.replace("NAME", "tiny_audit")
     builder = InlineBuilder(shared_build_root)
@@ -82,7 +82,7 @@ def test_the_tiny_tensor_adds_no_aten_operator_to_a_kernel_that_calls_none(share
 def test_a_kernel_needing_more_of_torch_falls_back_to_the_aten_shim(shared_build_root):
     import torch
 
-    from verifier.build import InlineBuilder
+    from verifier.build.split_build import InlineBuilder
 
     source = """
 #include <torch/extension.h>
@@ -107,7 +107,7 @@ torch::Tensor tiny_fallback(torch::Tensor x) {
 
 @pytest.mark.slow
 def test_a_syntax_error_comes_from_the_tiny_compile_at_the_persons_line(shared_build_root):
-    from verifier.build import BuildError, InlineBuilder
+    from verifier.build.split_build import BuildError, InlineBuilder
 
     source = ("#include <torch/extension.h>\n"
               "torch::Tensor tiny_syntax(torch::Tensor x) {\n"
@@ -124,7 +124,7 @@ def test_a_syntax_error_comes_from_the_tiny_compile_at_the_persons_line(shared_b
 @pytest.mark.slow
 def test_a_type_error_is_judged_by_the_aten_shim_not_the_tiny_tensor(shared_build_root):
     """`cannot convert` may be the tiny Tensor's lack as well as the person's mistake: the shim decides."""
-    from verifier.build import BuildError, InlineBuilder
+    from verifier.build.split_build import BuildError, InlineBuilder
 
     source = ("#include <torch/extension.h>\n"
               "torch::Tensor tiny_type(torch::Tensor x) {\n"
@@ -153,7 +153,13 @@ def test_only_syntax_errors_are_reported_from_the_tiny_compile():
 def test_bindings_use_their_precompiled_header_only_where_it_is_built(tmp_path):
     """A new signature's bindings compile behind the prewarmed `torch/extension.h` (about 9 s, not 24 s),
     and are never kept waiting for that header: without it they compile as before."""
-    from verifier.build import BIND_FLAGS, FULL_PCH_HEADER, InlineBuilder, Signature, _binding_scratch
+    from verifier.build.split_build import (
+        BIND_FLAGS,
+        FULL_PCH_HEADER,
+        InlineBuilder,
+        Signature,
+        _binding_scratch,
+    )
     from verifier.keys import content_key
 
     builder = InlineBuilder(tmp_path / "root", shared=tmp_path / "shared")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verifier.compare import (
+from verifier.correctness.compare import (
     compare_tensor,
     degenerate_answers,
     describe_degenerate,

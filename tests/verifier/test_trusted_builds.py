@@ -33,7 +33,7 @@ def test_a_flood_of_build_requests_starts_few_trusted_builds(monkeypatch, tmp_pa
         time.sleep(0.05)
         return 0
 
-    from verifier import trusted_builds
+    from verifier.build import owned_builds as trusted_builds
 
     monkeypatch.setattr(trusted_builds.TrustedBuilds, "run", fake_run)
     run = _Run.__new__(_Run)

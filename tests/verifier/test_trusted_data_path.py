@@ -7,7 +7,7 @@ Hostile candidates (static scan off) that won a held-out round against the old c
 * a 3000-deep chain of directories in the job (`shutil.rmtree` raised RecursionError out of verify(),
   and `clean_stale_runs` then failed every later verification on that scratch);
 * a kernel wrong on one timed call that the old per-round sample of 1-2 calls usually missed.
-The candidates patch `verifier.channel.Channel.mark` to act between the harness writing its files and
+The candidates patch `verifier.sandbox.channel.Channel.mark` to act between the harness writing its files and
 the parent reading them: a candidate owns its process, so nothing in it can be trusted to stop that.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
-import verifier.channel as _ch
+import verifier.sandbox.channel as _ch
 JOB = Path(sys.argv[1])
 _orig_mark = _ch.Channel.mark
 STATE = {"timing": 0, "call": 0}
@@ -256,7 +256,7 @@ def _deep_tree(root: Path, depth: int, outside: Path) -> None:
 
 
 def test_remover_takes_a_5000_deep_tree_without_following_links(tmp_path):
-    from verifier.jobfiles import remove_tree
+    from verifier.sandbox.job_dir import remove_tree
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -268,7 +268,7 @@ def test_remover_takes_a_5000_deep_tree_without_following_links(tmp_path):
 
 
 def test_clean_stale_runs_survives_deep_trees_and_never_raises(tmp_path):
-    from verifier.isolation import clean_stale_runs
+    from verifier.sandbox.isolation import clean_stale_runs
 
     scratch = tmp_path / "scratch"
     (scratch / "runs").mkdir(parents=True)
@@ -286,7 +286,7 @@ def test_clean_stale_runs_survives_deep_trees_and_never_raises(tmp_path):
 
 
 def test_out_of_time_moves_the_run_to_trash(tmp_path):
-    from verifier.jobfiles import discard
+    from verifier.sandbox.job_dir import discard
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -298,8 +298,8 @@ def test_out_of_time_moves_the_run_to_trash(tmp_path):
 def test_held_directory_is_read_even_after_a_swap(tmp_path):
     """compare_files through a held descriptor: the renamed-and-linked directory changes nothing."""
     from verifier.config import VerifyConfig
-    from verifier.gates import compare_files
-    from verifier.jobfiles import create_held
+    from verifier.gates.evidence import compare_files
+    from verifier.sandbox.job_dir import create_held
 
     job, ref = tmp_path / "job", tmp_path / "trusted" / "round1"
     job.mkdir()
@@ -322,7 +322,7 @@ def test_held_directory_is_read_even_after_a_swap(tmp_path):
 
 
 def test_typed_reads_refuse_fifos_sockets_links_and_big_files(tmp_path):
-    from verifier.jobfiles import open_regular, read_bytes
+    from verifier.sandbox.job_dir import open_regular, read_bytes
 
     d = tmp_path / "d"
     d.mkdir()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier.shared_artefacts import safe_cflags, safe_type
-from verifier.trusted import load_verdict, store_verdict
+from verifier.build.shared_artefacts import safe_cflags, safe_type
+from verifier.cache.signed_verdicts import load_verdict, store_verdict
 
 
 def test_signed_verdict_round_trips(tmp_path):
@@ -76,7 +76,7 @@ def test_only_known_types_reach_generated_bindings(text, ok):
 
 
 def test_refused_request_builds_nothing(tmp_path):
-    from verifier.shared_artefacts import build_shared
+    from verifier.build.shared_artefacts import build_shared
 
     assert build_shared(tmp_path, "pch", {"kind": "evk_shim", "cflags": ["-include", "/etc/passwd"]}) is False
     assert build_shared(tmp_path, "bind", {"signatures": [["int); system(\"x\"); (int", []]]}) is False
@@ -85,7 +85,7 @@ def test_refused_request_builds_nothing(tmp_path):
 
 
 def test_scratch_is_private_and_cleaned_of_dead_runs(tmp_path, monkeypatch):
-    from verifier.isolation import clean_stale_runs, private_scratch
+    from verifier.sandbox.isolation import clean_stale_runs, private_scratch
 
     scratch = private_scratch()
     assert scratch.stat().st_mode & 0o077 == 0
@@ -104,7 +104,7 @@ def test_scratch_is_private_and_cleaned_of_dead_runs(tmp_path, monkeypatch):
 
 def test_sandbox_view_hides_the_persons_state(tmp_path):
     """The bubblewrap command line: system dirs read-only, state paths covered, the job writable."""
-    from verifier.isolation import SandboxSpec, bwrap_argv
+    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv
 
     job = tmp_path / "job"
     job.mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from verifier import verify
-from verifier.antihack import scan
+from verifier.policy.static_scan import scan
 from verifier.result import GATE_ORDER
 
 pytestmark = pytest.mark.slow

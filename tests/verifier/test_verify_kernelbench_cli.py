@@ -44,7 +44,7 @@ def test_argument_forms_are_checked(build_root):
 
 
 def test_too_big_problem_is_refused_before_anything_runs(build_root):
-    from verifier.isolation import private_scratch
+    from verifier.sandbox.isolation import private_scratch
 
     runs = private_scratch() / "runs"
     before = set(runs.glob("run-*")) if runs.exists() else set()

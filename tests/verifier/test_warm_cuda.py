@@ -14,7 +14,7 @@ from verifier.backends import get_backend
 
 @pytest.fixture
 def started(monkeypatch, tmp_path):
-    import verifier.workers as workers  # where `_start_candidate` looks its names up
+    import verifier.workers.pools as workers  # where `_start_candidate` looks its names up
 
     argvs = []
 
@@ -45,7 +45,7 @@ def test_only_a_waiting_cuda_spare_is_warmed(started):
 def test_warming_never_raises(monkeypatch):
     import torch
 
-    from verifier import harness
+    from verifier.workers.pools import harness
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 

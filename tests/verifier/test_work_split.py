@@ -3,7 +3,7 @@ is a copy (a do-nothing kernel that re-strides and lets ATen copy), never an hon
 
 from __future__ import annotations
 
-from verifier.gates import _copy_task, _torch_outside_kernel
+from verifier.gates.evidence import _copy_task, _torch_outside_kernel
 
 TRANSPOSE_REF = [{"name": "aten::copy_", "self_ms": 9.0}, {"name": "aten::clone", "self_ms": 0.1},
                  {"name": "aten::empty_strided", "self_ms": 0.1}]

@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass
 
 from verifier.backends.base import Backend
-from verifier.inline_hook import install_inline_builder
+from verifier.build.inline_hook import install_inline_builder
 
 STABLE_MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: a larger value is ignored
 
@@ -34,8 +34,8 @@ class CpuBackend(Backend):
 
 def install(job: dict, counter: dict, report: dict) -> None:
     """Inside the sandbox: `load_inline` goes through the cached split builder."""
-    from verifier.build import InlineBuilder
-    from verifier.inline_hook import request_artefact
+    from verifier.build.inline_hook import request_artefact
+    from verifier.build.split_build import InlineBuilder
 
     builder = InlineBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 180),
                             shared=job.get("shared_build_root"), request=request_artefact)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifier.backends.base import Backend
-from verifier.inline_hook import install_inline_builder
+from verifier.build.inline_hook import install_inline_builder
 
 # load_inline prepends these many lines to what the person wrote (torch/extension.h; torch/types.h, cuda.h,
 # cuda_runtime.h), so compiler line numbers are shifted back by them.
@@ -77,7 +77,7 @@ class CudaBackend(Backend):
         return cuda_unavailable_reason()
 
     def job_fields(self) -> dict:
-        from verifier.gpu_timing import GPU_MAX_REPS, GPU_MIN_REPS, L2_FLUSH_BYTES
+        from verifier.clock.gpu_timing import GPU_MAX_REPS, GPU_MIN_REPS, L2_FLUSH_BYTES
 
         return {"gpu_min_reps": GPU_MIN_REPS, "gpu_max_reps": GPU_MAX_REPS, "l2_flush_bytes": L2_FLUSH_BYTES}
 
@@ -96,7 +96,7 @@ def map_cuda_diagnostics(diagnostics: list[str]) -> list[str]:
 
 def build_failure(log: str) -> tuple[str, list[str]]:
     """The one-line message and the diagnostics for a failed nvcc/ninja build log."""
-    from verifier.diagnostics import first_error, parse_diagnostics
+    from verifier.build.diagnostics import first_error, parse_diagnostics
 
     diags = map_cuda_diagnostics(parse_diagnostics(log))
     undefined = re.search(r"undefined symbol: (\S+)", log)
@@ -125,7 +125,7 @@ def toolchain_here(arch: str, env_key: tuple):
     from torch.utils.cpp_extension import CUDA_HOME
 
     from verifier.backends.cuda_plan import Toolchain
-    from verifier.toolchain import _compiler, _torch_paths
+    from verifier.build.toolchain import _compiler, _torch_paths
 
     nvcc = nvcc_path() or "nvcc"
     home = Path(CUDA_HOME) if CUDA_HOME else Path(nvcc).resolve().parent.parent
@@ -180,8 +180,8 @@ class CudaBuilder:
                     extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None, **_ignored):
         """Drop-in for `torch.utils.cpp_extension.load_inline`; `build_directory` and `verbose` are ours."""
         from verifier.backends.cuda_plan import content_key, fallback_chain, normalise_spec
-        from verifier.build import BuildError, BuildRecord, _import_so
-        from verifier.locks import locked
+        from verifier.build.locks import locked
+        from verifier.build.split_build import BuildError, BuildRecord, _import_so
 
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name or ""):
             raise BuildError(f"extension name {name!r} is not a valid identifier", [], "")
@@ -226,8 +226,8 @@ class CudaBuilder:
         """The ATen shim (`root/shim`), the light headers (`root/shim-light`) and the tiny Tensor
         (`root/shim-tiny`), rewritten when stale."""
         from verifier.backends.cuda_plan import light_shim_files
-        from verifier.build import SHIM_HEADER, TORCH_NAMESPACE, _put_text
-        from verifier.tiny_tensor import tiny_shim_files
+        from verifier.build.split_build import SHIM_HEADER, TORCH_NAMESPACE, _put_text
+        from verifier.build.tiny_tensor import tiny_shim_files
 
         files = {self.root / "shim" / "torch" / "extension.h": SHIM_HEADER}
         if self.light_headers:
@@ -248,8 +248,8 @@ class CudaBuilder:
     def _compile(self, plan, tmp_dir: Path, deadline: float, t0: float, procs: list) -> tuple[list[str], str | None]:
         """Start the plan's compile steps together and wait for them: (a line per step, None) or, on the
         first failure, (lines so far, the failed step's log). The others are stopped then."""
-        from verifier.build import BuildError
-        from verifier.toolchain import _kill_compiler
+        from verifier.build.split_build import BuildError
+        from verifier.build.toolchain import _kill_compiler
 
         for fname, text in plan.files.items():
             (tmp_dir / fname).write_text(text)
@@ -284,8 +284,8 @@ class CudaBuilder:
         headers fails for want of a declaration (`light_fallback`), the next plan compiles instead, the
         bindings still building meanwhile. Returns a line per step with its seconds."""
         from verifier.backends.cuda_plan import BIND_OBJECT, light_fallback
-        from verifier.build import BuildError, InlineBuilder
-        from verifier.toolchain import _kill_compiler
+        from verifier.build.split_build import BuildError, InlineBuilder
+        from verifier.build.toolchain import _kill_compiler
 
         self._write_shims()
         tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
@@ -343,7 +343,7 @@ class CudaBuilder:
         return timings
 
     def _build(self, spec: dict, out_dir: Path, so_path: Path) -> None:
-        from verifier.build import BuildError
+        from verifier.build.split_build import BuildError
 
         tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -376,7 +376,7 @@ class CudaBuilder:
 def install(job: dict, counter: dict, report: dict) -> None:
     """Inside the sandbox: `load_inline` goes through the split CUDA builder; shared bindings come from
     the trusted side (`need` requests), never from another candidate's build."""
-    from verifier.inline_hook import request_artefact
+    from verifier.build.inline_hook import request_artefact
 
     builder = CudaBuilder(job["build_root"], timeout_s=job.get("build_timeout_s", 300),
                           shared=job.get("shared_build_root"), request=request_artefact)

@@ -3,10 +3,10 @@ the files to write and the commands to run. Nothing here starts a compiler, so i
 
 Torch's own `load_inline` compiles two heavy translation units on every change: `main.cpp` (the whole
 torch C++ API and pybind11) and `cuda.cu` (`torch/types.h` through nvcc), 25-70 s cold. The split
-layout, as the CPU backend does it (`verifier.build`):
+layout, as the CPU backend does it (`verifier.build.split_build`):
 
 * **kernel TU** `cuda.cu`: the person's `cuda_sources` behind the lightest torch headers that compile
-  it (`fallback_chain`: the tiny Tensor of `verifier.tiny_tensor`, ~1.5 s of nvcc, then the light
+  it (`fallback_chain`: the tiny Tensor of `verifier.build.tiny_tensor`, ~1.5 s of nvcc, then the light
   headers, ~16 s, then the full ATen shim; `#include <torch/extension.h>` resolves to each in
   turn), plus hidden entry points (`evk_fn<i>`, `evk_name<i>`) for the bound functions. Built by
   nvcc inside the candidate's sandbox: it is candidate-controlled and never leaves that job.
@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verifier.bindings import Signature, extract_declarations, signature_of
-from verifier.build import TORCH_NAMESPACE
+from verifier.build.bindings import Signature, extract_declarations, signature_of
+from verifier.build.split_build import TORCH_NAMESPACE
 from verifier.keys import content_key as _key
 
 # What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
@@ -121,7 +121,7 @@ class CudaPlan:
     link: Step | None = None  # after the compile steps, with the bindings object appended
 
     def bind_request(self) -> dict:
-        """The `need` request for the trusted side's bindings object (`verifier.shared_artefacts.build_shared`)."""
+        """The `need` request for the trusted side's bindings object (`verifier.build.shared_artefacts.build_shared`)."""
         return {"signatures": [[s.ret, list(s.params)] for s in self.signatures]}
 
 
@@ -159,7 +159,7 @@ def content_key(spec: dict, toolchain: Toolchain, layout: str) -> str:
 def declarations_only(cpp_text: str) -> bool:
     """True when the C++ sources hold only includes and function declarations (KernelBench's usual
     `torch::Tensor f(torch::Tensor x);`): then no host TU is needed."""
-    from verifier.bindings import _strip_comments
+    from verifier.build.bindings import _strip_comments
 
     return all(_DECL_ONLY.match(line) for line in _strip_comments(cpp_text).splitlines())
 
@@ -185,7 +185,7 @@ def find_signatures(cuda_text: str, cpp_text: str, functions: list[str]) -> tupl
 
 def trampolines(entries: list[tuple[int, str, Signature]]) -> str:
     """Appended to the TU that defines the functions: a hidden pointer and name per bound function, read
-    by the signature-keyed bindings (the same symbols as `verifier.bindings._trampolines`)."""
+    by the signature-keyed bindings (the same symbols as `verifier.build.bindings._trampolines`)."""
     lines = ["// EvoKernel: entry points for the signature-keyed Python bindings"]
     for i, fn, sig in entries:
         lines.append(f"{_HIDDEN} {sig.ret} (*evk_fn{i})({', '.join(sig.params)}) = &{fn};")
@@ -283,8 +283,8 @@ def single_reason(spec: dict) -> str:
 
 def plan_cuda_build(spec: dict, toolchain: Toolchain, shim_dir: str, headers: str = "full") -> CudaPlan:
     """The build for one normalised `load_inline` call (`normalise_spec`). `shim_dir` holds the
-    `torch/extension.h` the kernel TU sees: the ATen shim (verifier.build.SHIM_HEADER, `headers="full"`),
-    the light one (`light_shim_files`, `headers="light"`) or the tiny Tensor (`verifier.tiny_tensor`,
+    `torch/extension.h` the kernel TU sees: the ATen shim (verifier.build.split_build.SHIM_HEADER, `headers="full"`),
+    the light one (`light_shim_files`, `headers="light"`) or the tiny Tensor (`verifier.build.tiny_tensor`,
     `headers="tiny"`, no torch include path). All plans share the content key and the person's line
     numbers."""
     name = spec["name"]

@@ -55,7 +55,7 @@ class TritonBackend(Backend):
     def job_fields(self) -> dict:
         if self.interpreted:
             return {"triton_interpret": True}
-        from verifier.gpu_timing import GPU_MAX_REPS, GPU_MIN_REPS, L2_FLUSH_BYTES
+        from verifier.clock.gpu_timing import GPU_MAX_REPS, GPU_MIN_REPS, L2_FLUSH_BYTES
 
         return {"gpu_min_reps": GPU_MIN_REPS, "gpu_max_reps": GPU_MAX_REPS, "l2_flush_bytes": L2_FLUSH_BYTES}
 
@@ -100,8 +100,8 @@ def install(job: dict, counter: dict, report: dict) -> None:
     os.environ.setdefault("TRITON_CACHE_DIR", str(Path(job["build_root"]) / "triton-cache"))
     import triton  # noqa: F401  (imported before the candidate so the wrapped classes are the ones it gets)
 
-    from verifier.build import BuildError
-    from verifier.decoy import through
+    from verifier.build.split_build import BuildError
+    from verifier.correctness.decoy import through
 
     classes = []
     from triton.runtime.jit import JITFunction

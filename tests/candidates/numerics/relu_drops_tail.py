@@ -1,6 +1,6 @@
 """Hostile CPU candidate for `relu`: processes whole blocks of 4096 elements and drops the `numel % 4096`
 tail. Right whenever the task's size is a multiple of 4096 (the built-in relu's 2048x4096 is); the
-held-out shapes of the correctness gate (verifier/probes.py) leave a tail and catch it."""
+held-out shapes of the correctness gate (verifier/correctness/probes.py) leave a tail and catch it."""
 
 import torch
 import torch.nn as nn

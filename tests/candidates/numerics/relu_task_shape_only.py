@@ -1,5 +1,5 @@
 """Honest CPU candidate for `relu` that takes only the task's shape (2048x4096) and says so with
-TORCH_CHECK. Feasible: the held-out shapes of the correctness gate (verifier/probes.py) see it raise
+TORCH_CHECK. Feasible: the held-out shapes of the correctness gate (verifier/correctness/probes.py) see it raise
 and the verdict notes that it handles only the task's shapes."""
 
 import torch

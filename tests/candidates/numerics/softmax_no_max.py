@@ -1,7 +1,7 @@
 """Hostile CPU candidate for `softmax_rows` (any row softmax): exp and normalise per row *without*
 subtracting the row's maximum. Right for the task's randn inputs (exp(4) is small); logits a hundred
 times larger overflow exp to inf and the rows become nan where the reference is finite, which the
-large-magnitude probe of the correctness gate (verifier/probes.py) catches."""
+large-magnitude probe of the correctness gate (verifier/correctness/probes.py) catches."""
 
 import torch
 import torch.nn as nn

@@ -1,0 +1,1 @@
+"""Building candidates: cached split builds, bindings, shared precompiled artefacts, the toolchain and compiler diagnostics."""

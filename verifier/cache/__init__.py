@@ -1,0 +1,1 @@
+"""What outlives a verification: content keys, the verdict's cache key, and the signed verdict cache."""

@@ -1,0 +1,71 @@
+"""A verdict apart from the run that produced it: its cache key (every setting that can change it),
+the signed cache lookup (`verifier.cache.signed_verdicts` stores them), and `_finish`, which orders the gates and
+fills in the skipped ones before anyone is told of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from verifier.backends import Backend
+from verifier.config import VerifyConfig
+from verifier.keys import content_key
+from verifier.result import FAIL, GATE_ORDER, SKIP, GateResult, VerificationResult
+
+GateCallback = Callable[[str, str], None]
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def _cached_verdict(root: Path, key: str, isolated: bool) -> VerificationResult | None:
+    from verifier.cache.signed_verdicts import load_verdict
+
+    found = load_verdict(root, key)
+    if found is None:
+        return None
+    data, stored_at = found
+    try:
+        cached = VerificationResult.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if cached.isolated != isolated:
+        return None
+    cached.cached = True
+    cached.measured_at = cached.measured_at or stored_at
+    cached.notes = [*cached.notes, f"cached verdict: {cached.timing_label()}"]
+    return cached
+
+
+def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
+    settings = {k: v for k, v in config.to_dict().items()
+                if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
+    return content_key("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+
+
+def _finish(result: VerificationResult, gates: list[GateResult], notify: GateCallback, started: float) -> VerificationResult:
+    """Fill in skipped gates after the first failure, in gate order; gates light up only now, once the
+    trusted side has decided."""
+    by_name = {g.name: g for g in gates}
+    failed = False
+    ordered = []
+    for name in GATE_ORDER:
+        g = by_name.get(name)
+        if (g is None or failed) and (g is None or g.status != FAIL):
+            g = GateResult(name, SKIP, 0.0, "an earlier gate failed" if failed or any(
+                    x.status == FAIL for x in gates) else "not run")
+        ordered.append(g)
+        if g.status == FAIL:
+            failed = True
+    result.gates = ordered
+    for g in ordered:
+        with contextlib.suppress(Exception):
+            notify(g.name, g.status)
+    result.seconds = time.monotonic() - started
+    return result

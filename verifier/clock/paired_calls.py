@@ -1,0 +1,321 @@
+"""What both sides of a paired measurement do the same way: load input sets, call, time, save.
+
+The trusted reference worker and the sandboxed candidate harness run exactly this code, with the same
+thread count, so a speedup compares like with like. Inputs travel as `.npy` files plus a small
+`args.json` (never pickle); a non-tensor argument travels as its JSON value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from verifier.clock.gpu_timing import L2_FLUSH_BYTES
+from verifier.correctness.input_recipe import draw as _draw
+
+_perf_ns = time.perf_counter_ns
+# CUDA entry points taken when this module is imported (before any candidate code runs in the harness),
+# and the L2 flush buffer; a dict filled in place, so the harness's identity snapshot of this module
+# stays the same.
+_CUDA: dict = {}
+HIDDEN_RATIO = 1.25  # host-seen time beyond the events' by this factor (plus HIDDEN_SLACK_MS): work off the stream
+HIDDEN_SLACK_MS = 0.015
+
+
+def dtype_name(torch, dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def save_tensor(torch, np, path: Path, t) -> dict:
+    """One tensor as .npy (float16/bfloat16 widened to float32, the dtype kept in the record)."""
+    t = t.detach()
+    meta = {"shape": list(t.shape), "dtype": dtype_name(torch, t.dtype), "device": str(t.device), "file": path.name}
+    arr = t.to("cpu")
+    if arr.dtype in (torch.bfloat16, torch.float16):
+        arr = arr.float()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        np.save(fh, arr.contiguous().numpy(), allow_pickle=False)
+    return meta
+
+
+def save_blocks(torch, np, directory: Path, kept: list, blocks: dict, tag: str = "b") -> dict:
+    """Slices of a round's kept outputs: `blocks` maps a call index to [output index, start, length] triples
+    over the flattened output; each is written as `s{k}_out{j}_{tag}{b}.npy` (`tag`: one check's own
+    names, so two candidates checked against one reference round do not collide). Returns {call: [records]}."""
+    if not tag.isalnum():
+        raise ValueError(f"bad block tag {tag!r}")
+    saved: dict[str, list] = {}
+    for key, entries in blocks.items():
+        k = int(key)
+        outs = kept[k] if 0 <= k < len(kept) else []
+        records = []
+        for b, (j, start, length) in enumerate(entries):
+            flat = outs[int(j)].reshape(-1)
+            records.append(save_tensor(torch, np, directory / f"s{k}_out{int(j)}_{tag}{b}.npy",
+                                       flat[int(start):int(start) + int(length)]))
+        saved[str(k)] = records
+    return saved
+
+
+def npy_digest(torch, np, t) -> str:
+    """SHA-256 of the exact bytes `save_tensor` would write for `t`: lets the trusted side check
+    "unchanged" against a file the candidate wrote without keeping a copy of its own."""
+    import hashlib
+    import io
+
+    t = t.detach()
+    arr = t.to("cpu")
+    if arr.dtype in (torch.bfloat16, torch.float16):
+        arr = arr.float()
+    h = hashlib.sha256()
+
+    class _Hashing(io.RawIOBase):  # np.save streams into the hash in chunks: no full-size copy of the file
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            h.update(b)
+            return len(b)
+
+    np.save(_Hashing(), arr.contiguous().numpy(), allow_pickle=False)
+    return h.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_tensor(torch, np, directory: Path, meta: dict, device: str, mmap: bool = False):
+    """One argument from its .npy file. `mmap`: mapped copy-on-write instead of read (a timed round's sets,
+    which `refill` copies into the persistent buffers anyway: one pass over the data instead of two)."""
+    name = meta["file"]
+    if "/" in name or name.startswith("."):
+        raise ValueError(f"bad tensor file name {name!r}")
+    arr = np.load(directory / name, allow_pickle=False, mmap_mode="c" if mmap else None)
+    t = torch.from_numpy(arr).to(getattr(torch, meta["dtype"]))
+    return t.to(device) if device != "cpu" else t
+
+
+def save_args(torch, np, directory: Path, args: list, prefix: str = "in") -> list[dict]:
+    """Write one call's arguments; returns their records (also written as `<prefix>.json`)."""
+    records = []
+    for j, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            records.append({"tensor": save_tensor(torch, np, directory / f"{prefix}{j}.npy", a)})
+        else:
+            json.dumps(a)
+            records.append({"value": a})
+    (directory / f"{prefix}.json").write_text(json.dumps(records))
+    return records
+
+
+def load_args(torch, np, directory: Path, device: str, prefix: str = "in", mmap: bool = False) -> list:
+    records = json.loads((directory / f"{prefix}.json").read_text())
+    return [load_tensor(torch, np, directory, r["tensor"], device, mmap) if "tensor" in r else r.get("value")
+            for r in records]
+
+
+def refill(torch, persistent: list | None, fresh: list) -> list:
+    """New content in the same buffers when shapes and dtypes allow (pointer caches see the same
+    address with different data), else the fresh tensors themselves."""
+    if persistent is None or len(persistent) != len(fresh):
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in fresh]
+    same = all(
+        (not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor))
+        or (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
+            and a.device == b.device)
+        for a, b in zip(persistent, fresh, strict=True)
+    )
+    if not same:
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in fresh]
+    out = []
+    for a, b in zip(persistent, fresh, strict=True):
+        if isinstance(a, torch.Tensor):
+            a.copy_(b)
+            out.append(a)
+        else:
+            out.append(b)
+    return out
+
+
+def plain_outputs(torch, out) -> list:
+    """Exactly `torch.Tensor`s with real, strided storage: subclasses, `__torch_function__` tricks, meta
+    or lazy tensors are refused (their value would be decided when the harness reads them)."""
+    items = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else None
+    if not items:
+        raise TypeError(f"forward returned {type(out).__name__}; it must return a tensor or a tuple of tensors")
+    for o in items:
+        if type(o) is not torch.Tensor:
+            raise TypeError(f"forward returned a {type(o).__module__}.{type(o).__name__}; "
+                            "outputs must be plain torch.Tensor objects, not subclasses")
+        if o.is_meta or o.layout != torch.strided or o.device.type not in ("cpu", "cuda"):
+            raise TypeError("forward returned a tensor without real strided storage")
+        o.untyped_storage()
+    return items
+
+
+def sync(torch, device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def scramble(torch, persistent: list | None) -> None:
+    """Overwrite every element of the input buffers (NaN, or every bit flipped): done before the last
+    call's outputs are copied, so an output that is a view of its input shows it."""
+    for a in persistent or []:
+        if not isinstance(a, torch.Tensor) or a.numel() == 0:
+            continue
+        if a.is_floating_point() or a.is_complex():
+            a.fill_(float("nan"))
+        elif a.dtype == torch.bool:
+            a.logical_not_()
+        else:
+            a.bitwise_not_()
+
+
+def _keep(torch, outs: list) -> list:
+    return [o.detach().clone() for o in outs]
+
+
+def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool = True,
+               detach_inputs: bool = True, by_reference: bool = False) -> tuple[list[float], list]:
+    """One timed call per input set, each on fresh content refilled outside the timed region; returns
+    per-call milliseconds and (cloned, outside the timer) outputs for the sampled checks. On CUDA each
+    call is timed by events with the L2 cache flushed first (`_time_round_cuda`).
+
+    `detach_inputs` (the candidate's side): a call's outputs are copied only after its input buffers
+    were overwritten (by the next set's content, or scrambled after the last call), so an output that
+    aliases its input (a strided view, memory mapped twice) shows other data and fails the sampled
+    check, while a real output cannot tell the difference. The trusted reference passes False.
+
+    `by_reference` (CPU rounds whose outputs the parent reads from the paused process): the outputs are
+    kept as returned, not copied; an output that is a view of its input, or a buffer the kernel hands
+    back again on a later call, then shows the later content when read and fails the check, and the
+    clocked window holds no copy per call."""
+    if device == "cuda":
+        return _time_round_cuda(torch, model, sets, keep_outputs, detach_inputs)
+
+    def timed_call(args: list):
+        sync(torch, device)
+        t0 = _perf_ns()
+        out = model(*args)
+        sync(torch, device)
+        return out, (_perf_ns() - t0) / 1e6
+
+    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs, by_reference)
+
+
+def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach_inputs: bool,
+                 by_reference: bool = False) -> tuple[list[float], list]:
+    """The round loop both devices share: refill the persistent buffers with each set's content, make
+    one `timed_call(args) -> (outputs, ms)`, and keep outputs as `time_round` describes."""
+    times: list[float] = []
+    kept: list = []
+    persistent = None
+    pending = None  # the previous call's outputs, copied once its inputs have been overwritten
+    for fresh in sets:
+        persistent = refill(torch, persistent, fresh)
+        if pending is not None:
+            kept.append(_keep(torch, pending))
+            pending = None
+        out, ms = timed_call(persistent)
+        times.append(ms)
+        if keep_outputs and by_reference and detach_inputs:  # an in-place task's outputs are its inputs: copied
+            kept.append(plain_outputs(torch, out))
+        elif keep_outputs:
+            pending = plain_outputs(torch, out)
+            if not detach_inputs:
+                kept.append(_keep(torch, pending))
+                pending = None
+        del out
+    if pending is not None:
+        scramble(torch, persistent)
+        kept.append(_keep(torch, pending))
+    elif by_reference and detach_inputs:
+        scramble(torch, persistent)  # a view of the last call's inputs shows it when read
+    return times, kept
+
+
+def _take_cuda_refs(torch) -> None:
+    if "event" not in _CUDA:
+        _CUDA.update(event=torch.cuda.Event, record=torch.cuda.Event.record, elapsed=torch.cuda.Event.elapsed_time,
+                     sync=torch.cuda.synchronize, zero=torch.Tensor.zero_)
+
+
+def _cuda_refs(torch) -> dict:
+    """The CUDA entry points (taken once, as early as possible) and a 256 MB buffer to flush the L2."""
+    _take_cuda_refs(torch)
+    if "flush" not in _CUDA:
+        _CUDA["flush"] = torch.empty(max(1, L2_FLUSH_BYTES // 4), dtype=torch.int32, device="cuda")
+    return _CUDA
+
+
+def cuda_call_ms(event_ms: float, host_ms: float, empty_ms: float) -> float:
+    """One call's time: the CUDA events' (as `triton.testing.do_bench` reads it) unless the host saw the
+    device busy clearly longer than the events on the current stream did, i.e. work was queued on
+    another stream: then the host's figure, less what an empty call costs it."""
+    seen = max(0.0, host_ms - empty_ms)
+    return seen if seen > HIDDEN_RATIO * event_ms + HIDDEN_SLACK_MS else event_ms
+
+
+def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
+                     detach_inputs: bool = True) -> tuple[list[float], list]:
+    """As `time_round`, timed as `do_bench` does: the L2 flush is queued first (the launch overhead hides
+    behind it), then events around the call on the current stream, then a device synchronise. The host's
+    clock around the same span, less an empty call's, catches work the events cannot see."""
+    c = _cuda_refs(torch)
+    event, record, elapsed, sync, zero, flush = c["event"], c["record"], c["elapsed"], c["sync"], c["zero"], c["flush"]
+    empty = []
+    for _ in range(3):
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        sync()
+        zero(flush)
+        t0 = _perf_ns()
+        record(start)
+        record(end)
+        sync()
+        empty.append((_perf_ns() - t0) / 1e6)
+    empty_ms = min(empty)
+
+    def timed_call(args: list):
+        start, end = event(enable_timing=True), event(enable_timing=True)
+        sync()
+        zero(flush)
+        t0 = _perf_ns()
+        record(start)
+        out = model(*args)
+        record(end)
+        sync()
+        host_ms = (_perf_ns() - t0) / 1e6
+        return out, cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms)
+
+    return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs)
+
+
+def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
+    """A timed round's input sets (mapped on the CPU: `refill` copies them into the persistent buffers)."""
+    return [load_args(torch, np, directory, device, prefix=f"s{k}_in", mmap=device == "cpu") for k in range(count)]
+
+
+def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "task") -> list[list]:
+    """A round's input sets drawn on `device` from the seeds the parent revealed with the command
+    (`verifier.correctness.input_recipe.draw`): what `load_sets` reads from files, for a task with a recipe. Both
+    sides of the clock (the harness's round, the reference worker's replay and stub) call this."""
+    return [_draw(torch, recipe, int(seed), dist, device) for seed in seeds]
+
+
+if "torch" in sys.modules:  # the harness and the reference worker import torch first: take the references now
+    try:
+        _take_cuda_refs(sys.modules["torch"])
+    except AttributeError:
+        pass

@@ -1,0 +1,260 @@
+"""The paired timing window: interleaved rounds of the trusted reference and one or more candidate
+sides on the same fresh inputs (`_timed_rounds`), the reference's rounds clocked by the parent, the
+blocks of a GPU output chosen after a round for checking, and what the latency detail records of the
+attested clock. The per-candidate half of a round is `verifier.run.timed_calls`.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from verifier.config import VerifyConfig
+
+WARMUP_ROUNDS = 2  # full-size rounds after the calibration round that are run and checked but not counted
+ROUND_TARGET_MS = 15.0  # a GPU round's calls (VerifyConfig.round_target_ms unset)
+CPU_ROUND_TARGET_MS = 5.0  # a CPU round's calls: each also moves its input set, so fewer calls a round
+FILE_SET_BYTES = 16 << 20  # a CPU round's input sets up to this size per call travel as files
+
+
+def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
+    """Whether a timed round's input sets reach both sides as files the trusted reference wrote (read and
+    copied inside the clock) rather than drawn from seeds inside it. On the CPU drawing dominated the
+    clocked window of a cheap op (randn of 512x1024: 2.3 ms, the relu it feeds: 0.09 ms), so the
+    figure was mostly the trusted overhead subtracted out again, and noisy; a file costs a copy. Big
+    sets (issue 22's gigabyte inputs) and the GPU keep the seeded draw: nothing full-size goes to a
+    file there. The candidate still cannot work ahead: the files are handed over just before the
+    command, and CPU its sandbox uses while idle counts against its figure."""
+    mode = str((config.extra or {}).get("timing_sets", "auto"))
+    if mode in ("files", "seeds"):
+        return mode == "files"
+    return device == "cpu" and 0 < set_bytes <= FILE_SET_BYTES
+
+
+def _timed_rounds(owner, sides: list, estimate):
+    """(`owner` and `sides` are `verifier.run.verification._Run`s; `owner`'s reference worker serves the window.)
+    Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
+    one call on each, then runs the candidate side's loop with a stub model (the trusted overhead, on
+    the parent's clock), then every side times the same sets (fresh content in the same buffers, one
+    call each) and has every call's outputs checked against the reference's for the same inputs (a
+    sample would let a kernel be wrong on the calls it guesses go unchecked; `timing_memory_mb` bounds
+    `count`). A side's figure for a round is the parent's clock over its round less that overhead,
+    plus the CPU its sandbox used while it should have been idle, per call
+    (`timing_stats.attested_round_ms`); its self-reported times are kept as diagnostics. Round 0
+    calibrates `count` and warms up. Rounds where a side waited for a CPU for a large share of its
+    window are disturbed and left out of `estimate(figures, keep)`. Stops once the estimate is not
+    noisy after `min_rounds` kept rounds, or at the budget or `max_rounds`. Returns (estimate, per-side
+    figures with the reference first, count, checks, clock diagnostics) or None on failure."""
+    from verifier.clock import cpu_accounting as acct
+    from verifier.clock.stats import attested_round_ms, lost_share, out_of_reach, select_rounds, unresolved
+
+    assert owner.ref_held is not None and owner.trusted_dir is not None
+    ref = owner.ref_held[0]
+    for side in sides:
+        side.round_reference = ref
+    config = owner.config
+    budget_end = time.monotonic() + config.timing_budget_s
+    per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
+    memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
+    if owner.be.device == "cuda" and owner.reference.get("device_free_bytes"):
+        # on the GPU a round's sets and kept outputs live on the card and only blocks reach files: a
+        # fifth of its free memory, shared by both sides, so calls of a few µs still fill a round
+        memory_cap = max(1, int(0.2 * int(owner.reference["device_free_bytes"]) // (4 * per_set)))
+    cpus = acct.worker_cpus()
+    aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
+    by_file = sets_by_file(owner.be.device, per_set, owner.config)
+    warmup_rounds = int((config.extra or {}).get("warmup_rounds", WARMUP_ROUNDS))
+    means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
+    lost: list[list[float]] = [[] for _ in range(len(sides) + 2)]  # reference, stub, then each side
+    clock: dict = {"overhead_ms": [], "walls_ms": [], "idle_cpu_ms": [[] for _ in sides],
+                   "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0,
+                   "input_sets": "files" if by_file else "seeds", "warmup_rounds": warmup_rounds}
+    count, r, est = 1, 0, None
+    while True:
+        rdir = owner.trusted_dir / f"round{r}"
+        rdir.mkdir()
+        sample = list(range(count))  # every timed call's outputs are saved and compared, not a sample
+        pinned = acct.pin_tree(ref.proc.pid, cpus) + sum(acct.pin_tree(s.job.proc.pid, cpus) for s in sides
+                                                          if s.job is not None)
+        if r >= 2:
+            clock["repinned"] += pinned
+        psi0, round0 = acct.cpu_pressure_us(), time.monotonic()
+        seeds = [owner.seed() for _ in range(count)]
+        if not ref.send({"cmd": "round", "dir": str(rdir), "seeds": seeds, "files": by_file,
+                         "save": [] if owner.be.device == "cuda" else sample,
+                         "in_memory": owner.be.device == "cpu"}):
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        mark = ref.expect({"round_done", "error"}, config.run_timeout_s)
+        if mark is None or mark.get("phase") != "round_done":
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        ref_times = [float(t) for t in mark["times_ms"]]
+        ref_lost = lost_share(float(mark.get("timing_wall_ms") or 0.0), mark.get("timing_wait_ms"),
+                              mark.get("timing_cpu_ms"))
+        # the reference's own figure and the trusted overhead, each clocked as a candidate's round is
+        worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
+        parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
+
+        clocked_seeds = None if by_file else seeds  # what the candidate's harness gets, so the stub is like for like
+        replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s,
+                                           clocked_seeds) for kind in ("replay", "stub_round"))
+        if replay is None or stub is None:
+            owner.candidate["ref_timing_failed"] = True
+            return None
+        (replay_ms, replay_lost), (stub_ms, stub_lost) = replay, stub
+        ref_figure = attested_round_ms(replay_ms, stub_ms, count)
+        resolved = not unresolved(replay_ms, stub_ms)
+        ref_lost = max(ref_lost, replay_lost if resolved else 1.0)
+        figures, side_lost = [], []
+        for i, side in enumerate(sides):
+            times = side.timed_round(rdir, mark, count, r, sample, clocked_seeds)
+            if times is None:
+                return None
+            facts = side.round_facts[-1]
+            idle_ms = facts["idle_cpu_ms"]
+            figures.append(attested_round_ms(facts["wall_ms"], stub_ms, count, idle_ms))
+            resolved = resolved and not unresolved(facts["wall_ms"], stub_ms)
+            side_lost.append(1.0 if unresolved(facts["wall_ms"], stub_ms) else lost_share(facts["wall_ms"], facts["wait_ms"]))
+            if r:
+                clock["idle_cpu_ms"][i].append(idle_ms)
+                clock["reported_ms"][i].append(sum(times) / len(times))
+            side.idle_from = side.sandbox_cpu()
+        shutil.rmtree(rdir, ignore_errors=True)
+        psi1 = acct.cpu_pressure_us()
+        r += 1
+        if r == 1:
+            per_call = max(1e-4, min([ref_times[0], *figures]))
+            target_ms = config.round_target_ms or (CPU_ROUND_TARGET_MS if owner.be.device == "cpu" else ROUND_TARGET_MS)
+            count = int(max(1, min(64, memory_cap, target_ms / per_call)))
+            continue
+        if r <= 1 + warmup_rounds:
+            # a fresh sandbox's first full-size rounds ran up to 2x slow (its heap and buffers growing to
+            # the round's size) while the pooled reference was warm: measured, they only widened the interval
+            continue
+        means[0].append(ref_figure)
+        clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
+        for i, fig in enumerate(figures):
+            means[i + 1].append(fig)
+        if resolved:
+            clock.setdefault("resolved", []).append(len(means[0]) - 1)
+        for i, x in enumerate([ref_lost, stub_lost, *side_lost]):
+            lost[i].append(x)
+        round_ms = (time.monotonic() - round0) * 1000.0
+        clock["overhead_ms"].append(stub_ms)
+        clock["walls_ms"].append(round_ms)
+        if psi0 is not None and psi1 is not None:
+            clock["psi_share"].append(min(1.0, (psi1 - psi0) / 1000.0 / max(1e-6, round_ms)))
+        keep = select_rounds(lost)
+        measured, spent = len(means[0]), time.monotonic() >= budget_end
+        # at least `min_rounds` measured rounds whatever the budget says (as before the attested clock)
+        if measured >= config.min_rounds and (len(keep) >= config.min_rounds or spent or measured >= config.max_rounds):
+            est = estimate(means, keep)
+            if not est.noisy or spent or measured >= config.max_rounds:
+                break
+            walls = clock["walls_ms"]
+            if out_of_reach(float(getattr(est, "halfwidth", 0.0)), int(getattr(est, "rounds", 0)),
+                            sum(walls) / len(walls) / 1000.0, budget_end - time.monotonic(), config.noise_halfwidth):
+                clock["out_of_reach"] = True  # as noisy at the budget's end: said now
+                break
+    clock["lost"] = lost
+    clock["keep"] = keep
+    return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides), clock
+
+
+BLOCK_ELEMENTS = 16384  # one checked block of a GPU timed output
+BLOCKS_PER_OUTPUT = 4  # three at random offsets and the tail
+
+
+def choose_blocks(rng: random.Random, numels: list[list[int]]) -> dict[str, list[list[int]]]:
+    """For each call (`numels[k]`: its outputs' element counts), [output, start, length] blocks: three at
+    offsets drawn now (after the round ended, so the candidate cannot know them while it runs) and the
+    tail (a kernel that drops the last partial tile shows there). Small outputs are checked whole."""
+    out: dict[str, list[list[int]]] = {}
+    for k, sizes in enumerate(numels):
+        entries = []
+        for j, n in enumerate(sizes):
+            length = min(max(1, n), BLOCK_ELEMENTS)
+            if n <= length:
+                entries.append([j, 0, n])
+                continue
+            starts = {rng.randrange(0, n - length + 1) for _ in range(BLOCKS_PER_OUTPUT - 1)} | {n - length}
+            entries += [[j, s, length] for s in sorted(starts)]
+        out[str(k)] = entries
+    return out
+
+
+def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
+                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float] | None:
+    """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
+    round's input sets (drawn from `seeds` for a task with a recipe, as the harness does, else read from
+    the round's files), clocked by the parent from sending it to `timing_end`, as a candidate's round is;
+    (wall ms, the share of it lost waiting for a CPU), or None when the worker failed."""
+    from verifier.clock import cpu_accounting as acct
+    from verifier.clock.stats import lost_share
+
+    wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+    t0 = time.monotonic()
+    ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs, "seeds": seeds})
+    done = ref.expect({"timing_end", "error"}, timeout_s) if ok else None
+    wall = (time.monotonic() - t0) * 1000.0
+    if done is None or done.get("phase") != "timing_end":
+        return None
+    wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
+    return wall, lost_share(wall, (wait1 - wait0) / 1e6)
+
+
+def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int = 0) -> dict:
+    """What the latency detail records of the attested clock for side `side` (0: the first candidate)."""
+    from verifier.clock.stats import DISTURBED_SHARE, REPORTED_DISAGREES, busy_reason
+
+    n = len(means[0])
+    cand = means[side + 1]
+    overhead = clock["overhead_ms"]
+    round_ms = [c * count for c in cand]
+    share = [o / (o + w) for o, w in zip(overhead, round_ms, strict=False) if o + w > 0]
+    reported = clock["reported_ms"][side]
+    idle = clock["idle_cpu_ms"][side]
+    lost = clock["lost"]
+    worst = [max(x[i] for x in lost) for i in range(n)] if n else []
+    ratio = _median([rep / att for rep, att in zip(reported, cand, strict=False) if att > 0])
+    out = {
+        "figure": "attested",  # the parent's clock less the trusted overhead, not the candidate's timer
+        "input_sets": clock.get("input_sets"),  # how a round's inputs reached both sides (`sets_by_file`)
+        "warmup_rounds": clock.get("warmup_rounds"),
+        "overhead_share": _median(share),
+        "overhead_ms": _median(overhead),
+        "reported_times_ms": reported[:200],
+        "reported_vs_attested": ratio,
+        "idle_cpu_ms": idle[:200],
+        "idle_cpu_total_ms": sum(idle),
+        "lost_share": worst[:200],
+        "lost_by_side": {"reference": _median(lost[0]), "overhead": _median(lost[1]),
+                         "candidate": _median(lost[side + 2])},
+        "disturbed_rounds": sum(1 for w in worst if w > DISTURBED_SHARE),
+        "kept_rounds": len(clock["keep"]),
+        "psi_share": _median(clock["psi_share"]),
+        "affinity_repinned": clock["repinned"],
+        "out_of_reach": bool(clock.get("out_of_reach")),  # stopped before the budget: no claim was in reach
+    }
+    out["reported_disagrees"] = bool(ratio is not None and ratio < REPORTED_DISAGREES
+                                     and (_median(cand) or 0.0) > 0.05)
+    from verifier.clock.stats import IDLE_ALLOWANCE_MS
+
+    out["idle_cpu_counted"] = sum(1 for x in idle if x > IDLE_ALLOWANCE_MS) * 2 > max(1, len(idle)) or (
+        sum(idle) > 0.05 * sum(round_ms) and sum(idle) > IDLE_ALLOWANCE_MS * max(1, len(idle)))
+    out["busy"] = busy_reason(lost, clock["walls_ms"])
+    return out
+
+
+def _median(times: list[float] | None) -> float | None:
+    if not times:
+        return None
+    from verifier.correctness.compare import median_and_spread
+
+    return median_and_spread(times)[0]

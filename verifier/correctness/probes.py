@@ -1,0 +1,219 @@
+"""Numerics probes of the correctness gate: large-magnitude inputs and held-out shapes.
+
+Ordinary trials draw the task's inputs (and, on request, other distributions of the same size). Wrong
+kernels pass there when the inputs are kind to them: a softmax without max subtraction overflows only
+for large logits, a kernel that drops the `numel % 4096` tail is right whenever the task's size is a
+multiple of 4096. Two probes, run by default after the ordinary trials, as extra trials of the same
+trusted path (seeds chosen by the parent, inputs drawn by both sides with `input_recipe.draw`, outputs
+compared from files by the parent):
+
+* **Large magnitude** (`VerifyConfig.magnitude_probe`, scales `magnitude_scales`, default x100 and
+  x10000): the task's own draw with its floating tensors multiplied by the scale (distribution `x100`).
+  Where the reference's outputs are all finite, the candidate's must be finite and close under the
+  magnitude-relative tolerance of `compare.compare_tensor(magnitude=True)`; where the reference itself
+  is not finite (or raises) the probe is skipped and the verdict says so.
+* **Held-out shapes** (`VerifyConfig.shape_probe`): up to two variants of the recipe's sizes chosen to
+  leave tails (`shape_variants`): every size above 4 made a smaller prime (no power-of-two block divides
+  it), and the leading size of each tensor alone made a smaller prime (models with fixed feature sizes
+  still take it). Sizes stay small (`SHAPE_BUDGET` elements a tensor). The reference runs a variant first;
+  where it raises, or returns outputs of another count, rank or dtype than on the task's shapes, the
+  variant is skipped. A candidate that raises on a variant is not refused (an honest kernel may
+  TORCH_CHECK its shapes): the verdict notes that it handles only the task's shapes. A wrong answer on a
+  variant is refused, naming the shapes.
+
+Every probe is recorded (`record`) with its status: pass, fail, skip (and why), refused (the candidate
+raised on a held-out shape) or off (switched off); the correctness gate's detail keeps the list under
+`probes`, and `VerificationResult.probes` carries it to the app and the benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+
+DEFAULT_SCALES = (100.0, 10000.0)
+SHAPE_VARIANTS = 2
+SHAPE_BUDGET = 1 << 18  # elements per tensor in a held-out shape (1 MB of float32)
+KEEP_BELOW = 5  # sizes under this (channels, pairs, heads of 4) are kept in the "every size" variant
+
+MAGNITUDE, SHAPE = "magnitude", "shape"
+
+
+def probe_trials(config) -> list[dict]:
+    """The extra trials `config` asks for, in order (magnitude probes, then held-out shapes): each
+    {"probe": kind, "dist", "name"[, "variant"]}; the parent adds the seed and the trusted directory."""
+    out: list[dict] = []
+    if getattr(config, "magnitude_probe", True):
+        from verifier.correctness.input_recipe import scaled
+
+        for scale in getattr(config, "magnitude_scales", None) or DEFAULT_SCALES:
+            if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+                continue
+            out.append({"probe": MAGNITUDE, "dist": scaled(scale), "name": f"inputs x{float(scale):g}"})
+    if getattr(config, "shape_probe", True):
+        for k in range(SHAPE_VARIANTS):
+            out.append({"probe": SHAPE, "dist": "task", "variant": k, "name": f"held-out shapes #{k + 1}"})
+    return out
+
+
+def off_records(config) -> list[dict]:
+    """Records of the probes `config` switched off (the verdict says so)."""
+    out = []
+    if not getattr(config, "magnitude_probe", True):
+        out.append({"probe": MAGNITUDE, "name": "large-magnitude inputs", "status": "off",
+                    "reason": "switched off (--no-magnitude-probe)"})
+    if not getattr(config, "shape_probe", True):
+        out.append({"probe": SHAPE, "name": "held-out shapes", "status": "off",
+                    "reason": "switched off (--no-shape-probe)"})
+    return out
+
+
+# ------------------------------------------------------------------------------------------ shapes
+def prev_prime(n: int) -> int:
+    """The largest prime <= n (2 for n < 3)."""
+    n = int(n)
+    if n < 3:
+        return 2
+    while n > 2:
+        if n % 2 and all(n % d for d in range(3, math.isqrt(n) + 1, 2)):
+            return n
+        n -= 1
+    return 2
+
+
+def _tensors(recipe: list[dict]) -> list[dict]:
+    return [e for e in recipe if e.get("kind") != "value"]
+
+
+def _apply(recipe: list[dict], resize) -> list[dict]:
+    out = []
+    for e in recipe:
+        if e.get("kind") == "value":
+            out.append(dict(e))
+        else:
+            out.append({**e, "shape": [int(s) for s in resize(e["shape"])]})
+    return out
+
+
+def shapes_label(recipe: list[dict]) -> str:
+    """`509x509` (tensors joined by `, `): how the verdict names a held-out shape."""
+    return ", ".join("x".join(str(s) for s in e["shape"]) or "scalar" for e in _tensors(recipe))
+
+
+def _every_size(recipe: list[dict]) -> list[dict] | None:
+    """Every size >= KEEP_BELOW made a smaller prime, equal sizes alike (a matmul's shared K stays shared),
+    shrunk until every tensor is within SHAPE_BUDGET elements."""
+    sizes = sorted({int(s) for e in _tensors(recipe) for s in e["shape"] if int(s) >= KEEP_BELOW})
+    if not sizes:
+        return None
+    mapping = {v: prev_prime(min(v - 1, 1021)) for v in sizes}
+
+    def numels() -> int:
+        return max((math.prod(mapping.get(int(s), int(s)) for s in e["shape"]) for e in _tensors(recipe)), default=0)
+
+    while numels() > SHAPE_BUDGET:
+        top = max(mapping.values())
+        smaller = prev_prime(top // 2)
+        while smaller in mapping.values() and smaller > KEEP_BELOW:  # sizes that differed stay different
+            smaller = prev_prime(smaller - 1)
+        if smaller >= top or smaller < KEEP_BELOW:
+            return None
+        mapping = {v: (smaller if m == top else m) for v, m in mapping.items()}
+    return _apply(recipe, lambda shape: [mapping.get(int(s), int(s)) for s in shape])
+
+
+def _leading_size(recipe: list[dict]) -> list[dict] | None:
+    """The first size of every tensor of rank >= 2 made a smaller prime (equal leading sizes alike), the
+    rest kept: a batch of another size, which models with fixed feature sizes still take."""
+    lead = [e for e in _tensors(recipe) if len(e["shape"]) >= 2]
+    if not lead:
+        return None
+    rest = max(math.prod(int(s) for s in e["shape"][1:]) for e in lead)
+    mapping = {}
+    for v in sorted({int(e["shape"][0]) for e in lead}):
+        if v < 3:
+            return None
+        mapping[v] = prev_prime(max(2, min(v - 1, SHAPE_BUDGET // max(1, rest))))
+    return _apply(recipe, lambda shape: ([mapping.get(int(shape[0]), int(shape[0])), *shape[1:]]
+                                         if len(shape) >= 2 else list(shape)))
+
+
+def shape_variants(recipe: list[dict] | None) -> list[dict]:
+    """The held-out shapes of a recipe, in order: {"recipe", "label"} or {"skip": why}. Deterministic: both
+    the trusted reference worker and a test compute the same ones."""
+    if recipe is None:
+        return [{"skip": "the task's inputs are not drawn from a recipe (get_inputs() transforms them), so "
+                         "their sizes cannot be changed"}] * SHAPE_VARIANTS
+    original = shapes_label(recipe)
+    out: list[dict] = []
+    seen = {original}
+    for make, what in ((_every_size, "no size of 5 or more to change"),
+                       (_leading_size, "no tensor of rank 2 or more with a leading size of 3 or more")):
+        variant = make(recipe)
+        if variant is None:
+            out.append({"skip": what})
+            continue
+        label = shapes_label(variant)
+        if label in seen:
+            out.append({"skip": f"the same shapes as another probe ({label})"})
+            continue
+        seen.add(label)
+        out.append({"recipe": variant, "label": label})
+    return out
+
+
+def outputs_consistent(task_outputs: list[dict], outputs: list[dict]) -> str | None:
+    """Why the reference's outputs on a held-out shape cannot be compared (another count, rank or dtype
+    than on the task's shapes, or empty where they were not), or None when they can."""
+    if len(task_outputs) != len(outputs):
+        return f"the reference returned {len(outputs)} outputs there, {len(task_outputs)} on the task's shapes"
+    for j, (a, b) in enumerate(zip(task_outputs, outputs, strict=True)):
+        if len(a["shape"]) != len(b["shape"]) or a["dtype"] != b["dtype"]:
+            return (f"the reference's output {j} is {b['dtype']} {list(b['shape'])} there, "
+                    f"{a['dtype']} {list(a['shape'])} on the task's shapes")
+        if math.prod(b["shape"]) == 0 and math.prod(a["shape"]) != 0:
+            return f"the reference's output {j} is empty there"
+    return None
+
+
+def nonfinite_reason(torch, outs: list) -> str | None:
+    """`12 of 4096 outputs are inf or nan` when the reference's outputs are not all finite, else None."""
+    bad = total = 0
+    for o in outs:
+        if o.is_floating_point() or o.is_complex():
+            bad += int((~torch.isfinite(o)).sum())
+        total += o.numel()
+    return f"the reference is not finite there ({bad} of {total} outputs inf or nan)" if bad else None
+
+
+# ------------------------------------------------------------------------------------------ records
+def record(trial: dict, status: str, reason: str = "") -> dict:
+    """One probe's line in the verdict."""
+    rec = {"probe": trial.get("probe"), "name": trial.get("name", ""), "status": status, "reason": reason}
+    if trial.get("label"):
+        rec["shapes"] = trial["label"]
+    return rec
+
+
+def notes(records: list[dict]) -> list[str]:
+    """The verdict's notes on the probes: what was skipped or switched off and why, and a kernel that
+    handles only the task's shapes."""
+    out = []
+    refused = [r for r in records if r.get("status") == "refused"]
+    if refused:
+        shapes = "; ".join(r.get("shapes") or r["name"] for r in refused)
+        out.append(f"handles only the task's shapes: the kernel raised on held-out shapes {shapes} "
+                   f"({refused[0]['reason']})")
+    for r in records:
+        if r.get("status") in ("skip", "off"):
+            out.append(f"probe {r['name']} {'skipped' if r['status'] == 'skip' else 'off'}: {r['reason']}")
+    return out
+
+
+def summary(records: list[dict]) -> str:
+    """`inputs x100 pass, inputs x10000 skip, shapes 509x509 pass, shapes 61x4096 refused`: one line for the
+    command line and the app ("" when no probe is recorded)."""
+    parts = []
+    for r in records:
+        name = f"shapes {r['shapes']}" if r.get("shapes") else r.get("name", "?")
+        parts.append(f"{name} {r.get('status', '?')}")
+    return ", ".join(parts)

@@ -1,0 +1,1 @@
+"""Profiling beyond the gates: the optional Nsight Compute run and its summary for the refine prompt."""

@@ -1,0 +1,201 @@
+"""The correctness gate of one verification: the trials and numerics probes (`verifier.correctness.probes`) the
+candidate runs, each compared by the parent against the reference's outputs, and the decoy probe
+(`verifier.correctness.decoy`) sent between them. A mixin of `verifier.run.verification._Run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from verifier.correctness import decoy
+from verifier.errors import VerifierError
+from verifier.gates.evidence import CorrectnessGate, compare_files
+from verifier.result import FAIL, PASS, GateResult
+from verifier.run.reference_replies import _valid_recipe
+from verifier.sandbox.job_dir import HeldDir
+from verifier.workers.pools import _threads
+
+
+class Trials:
+    """The correctness side of a run (`_Run`): trials, probes and the decoy probe."""
+
+    def correctness(self) -> GateResult:
+        """The trials, then the numerics probes (`verifier.correctness.probes`), every one compared by the parent from
+        the files of its held directory; the probes' records go into the gate's detail (`probes`)."""
+        from verifier.correctness import probes
+
+        assert self.job is not None and self.trusted_dir is not None
+        deadline = time.monotonic() + self.config.run_timeout_s
+        start = time.monotonic()
+        atol, rtol = self.config.atol, self.config.rtol
+        worst_abs = worst_rel = 0.0
+        logged: list[tuple[int, dict]] = [(-1, r) for r in probes.off_records(self.config)]
+
+        def log(at: int, rt: dict | None, status: str, reason: str = "") -> list[dict]:
+            """Record a probe; the records so far, in trial order (a skip is seen before the trial ahead of it ends)."""
+            if rt is not None:
+                logged.append((at, probes.record(rt, status, reason)))
+            return [r for _, r in sorted(logged, key=lambda x: x[0])]
+
+        probe_plan = decoy.plan(self.rng, max(1, self.config.trials))  # the decoy probe (verifier/correctness/decoy.py)
+
+        def send_trial(i: int, rt: dict) -> HeldDir:
+            d = self._job_subdir(f"t{i}")
+            if self.reference.get("recipe") is None:
+                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
+                self.job.send({"cmd": "trial", "dir": d.name, "index": i})
+            else:  # the harness draws the trial's inputs from its seed, revealed now
+                cmd = {"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task")}
+                if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
+                    cmd.update(recipe=rt["recipe"], may_refuse=True)
+                self.job.send(cmd)
+            return d
+
+        def next_trial(i: int) -> tuple[int, dict | None]:
+            """The next trial from `i` on that the candidate runs; the probes the reference skipped are recorded."""
+            while (rt := self.reference_trial(i)) is not None:
+                if rt.get("probe") and "skip" in rt:
+                    log(i, rt, "skip", str(rt["skip"])[:300])
+                elif rt.get("probe") == probes.SHAPE and (self.reference.get("recipe") is None
+                                                          or not _valid_recipe(rt.get("recipe"))):
+                    log(i, rt, "skip", "no input recipe for a held-out shape")
+                else:
+                    return i, rt
+                i += 1
+            return i, None
+
+        def label_of(rt: dict) -> str:
+            if rt.get("probe") == probes.SHAPE:
+                return f"held-out shapes {rt.get('label', '')} (seed {rt['seed']})"
+            if rt.get("probe"):
+                return f"{rt.get('name') or rt.get('dist')} (seed {rt['seed']})"
+            return f"trial {i} (seed {rt['seed']}, {rt.get('dist', 'task')} inputs)"
+
+        i, rt = next_trial(0)
+        if rt is None:
+            raise VerifierError("the reference task reported no trials")
+        d = send_trial(i, rt)
+        trials = 0
+        while rt is not None:
+            mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+            if mark is None or mark.get("phase") == "report":
+                self._take_report(mark)
+                self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
+                gate = CorrectnessGate().failure(self.evidence(), start)
+                if rt.get("probe"):
+                    gate.detail["probes"] = log(i, rt, "fail", gate.reason)
+                    gate.reason = f"{label_of(rt)}: {gate.reason}"
+                return gate
+            self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
+            probe = mark.get("gpu_probe")
+            if isinstance(probe, dict):  # the GPU side-stream probe (verifier.clock.gpu_timing.gpu_findings reads it)
+                self.candidate.setdefault("gpu_probes", []).append(
+                    {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
+            self.candidate["trials"].append({"seed": rt["seed"]})
+            # the harness runs the next trial while this one is compared (its files are in their own folder)
+            ni, following = next_trial(i + 1)
+            decoy_trial = not rt.get("probe")  # the decoy probe replays an ordinary trial, after one
+            if decoy_trial and i == probe_plan["of"]:
+                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+            probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
+                         if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
+            after = send_trial(ni, following) if following is not None else None
+            refused = mark.get("refused")
+            if refused is not None:  # the candidate raised; allowed on a held-out shape only
+                text = " ".join(str(refused).split())[:240]
+                if rt.get("probe") == probes.SHAPE:
+                    log(i, rt, "refused", text)
+                    i, rt, d = ni, following, after
+                    continue
+                verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
+            else:
+                self._check_held(d, self.trusted_dir / rt["dir"])
+                verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
+                                        atol, rtol, self.config, label=label_of(rt),
+                                        after_digests=rt.get("after_digests"),
+                                        magnitude=rt.get("probe") == probes.MAGNITUDE)
+            if rt.get("probe"):
+                log(i, rt, "fail" if verdict.get("fail") else "pass", verdict.get("fail", ""))
+            if verdict.get("fail"):
+                return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
+                                  {k: v for k, v in verdict.items() if k != "fail"}
+                                  | {"trial": i, "probes": log(i, None, ""), **self.inputs_detail()})
+            if not rt.get("probe"):
+                trials += 1
+                worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
+            if decoy_trial and i == probe_plan["of"]:
+                probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
+            if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
+                return CorrectnessGate().failure(self.evidence(), start)
+            i, rt, d = ni, following, after
+        return GateResult("correctness", PASS, time.monotonic() - start, "",
+                          {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
+                           "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
+                           "probes": log(i, None, ""), **self.inputs_detail()})
+
+    def send_probe(self, rt: dict, index: int) -> HeldDir:
+        """The decoy probe (`verifier/correctness/decoy.py`): the inputs of reference trial `rt` again, every
+        custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
+        assert self.job is not None and self.trusted_dir is not None
+        d = self._job_subdir(f"t{index + 1}")  # named as a trial's folder
+        if self.reference.get("recipe") is None:
+            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+            self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1})
+        else:
+            self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
+                           "dist": rt.get("dist", "task")})
+        return d
+
+    def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
+        try:
+            return _output_digests(d, outputs, self.config)
+        except Exception:  # noqa: BLE001 - unreadable outputs: no decoy finding from this probe
+            return None
+
+    def await_probe(self, d: HeldDir, probe_plan: dict, deadline: float) -> bool:
+        """The probe's result (the harness's next `trial_done`), recorded for the anti-hacking gate as
+        `decoy_probe`; False when the harness died meanwhile."""
+        assert self.job is not None
+        mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
+            return False
+        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        def count(v) -> int:  # a claim of the candidate's process: anything but a plain count is none
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+        record = {"trial": probe_plan["of"], "kernel_calls": count(found.get("kernel_calls")),
+                  "replaced": count(found.get("replaced")), "results": count(found.get("results")),
+                  "copies": count(found.get("copies")), "error": str(found.get("error") or "")[:300],
+                  "trial_digests": probe_plan.get("digests")}
+        if not record["error"]:
+            record["probe_digests"] = self.output_digests(d, mark.get("outputs"))
+        self.candidate["decoy_probe"] = record
+        self._drop_held(d)
+        return True
+
+    def inputs_detail(self) -> dict:
+        """What the verdict says of the inputs: their distribution and how they reached the candidate."""
+        seeded = self.reference.get("recipe") is not None
+        return {"input_distribution": self.reference.get("input_distribution", ""),
+                "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
+                else "files (drawn on the CPU by the trusted side)"}
+
+
+def _output_digests(held, outputs, config) -> list[str]:
+    """A digest of each output's dtype, shape and bytes, read from the call's held directory (the decoy
+    probe compares a trial's with its replay's: `verifier.correctness.decoy`)."""
+    import numpy as np
+
+    from verifier.gates.evidence import _dir_fd, _load_fd
+
+    found = []
+    with _dir_fd(held) as dfd:
+        for meta in outputs or []:
+            arr, _ = _load_fd(dfd, str(meta["file"]), config)
+            h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+            found.append(h.hexdigest())
+    return found

@@ -1,0 +1,376 @@
+"""The state of one verification (`_Run`) and its phases in order (`execute`): start the candidate's
+sandbox, build it while the trusted reference prepares, audit what it mapped, correctness, profile,
+latency, and the anti-hacking verdict over all of it; then close every process and directory it
+owned. The phases' details live in the mixins it is made of: `job_handover`, `reference_side`,
+`trials`, `timed_calls`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import random
+import secrets
+import shutil
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from verifier.backends import Backend
+from verifier.cache.verdict_key import GateCallback
+from verifier.config import VerifyConfig
+from verifier.gates.evidence import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, ProfileGate
+from verifier.gates.findings import _merge_passes, _with_findings
+from verifier.result import FAIL, PASS, SKIP, GateResult
+from verifier.run.handover import JobFiles
+from verifier.run.reference_replies import ReferenceSide
+from verifier.run.timed_calls import TimedCalls
+from verifier.run.trials import Trials
+from verifier.sandbox.job_dir import discard
+from verifier.sandbox.supervisor import LiveJob
+from verifier.workers.pools import _REFERENCE, _SPARES, _spare_key, _start_candidate, _threads, _trusted_env
+
+MAX_TRUSTED_BUILDS = 6  # distinct shared artefacts (headers, bindings) one verification may ask the trusted side for
+
+
+class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
+    """The state of one verification: the run directory, both workers and what they reported."""
+
+    def __init__(self, reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig,
+                 isolated: bool, notify: GateCallback):
+        self.reference_source, self.candidate_source = reference_source, candidate_source
+        self.be, self.config, self.isolated, self.notify = be, config, isolated, notify
+        self.rng = random.Random(secrets.randbits(64))
+        self.reference: dict = {}
+        self.candidate: dict = {"trials": [], "kernel_calls": []}
+        self.clean_exit = False
+        self.job: LiveJob | None = None
+        self.job_dir: Path | None = None
+        self.ref_held: tuple[LiveJob, Path] | None = None
+        self.trusted_dir: Path | None = None
+        self.audit_findings: list = []
+        self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
+        self.timing_violation: str | None = None
+        self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
+        self.prepare_pending = False  # a prepare command is out at the reference worker
+        self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
+        self._lap_at = time.monotonic()
+
+    def lap(self, phase: str) -> None:
+        """Close `phase`: the seconds since the previous lap are added to it."""
+        now = time.monotonic()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._lap_at
+        self._lap_at = now
+
+    def seed(self) -> int:
+        return self.rng.randrange(1, 2**31 - 1)
+
+    # phases -----------------------------------------------------------------------------------------
+    def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
+        self.start_candidate()
+        self.lap("start")
+        self.send_prepare()  # the trusted reference prepares while the candidate builds
+        self.notify("compile", "running")
+        ready = self.build_candidate()
+        self.lap("construct")
+        gates = [static]
+        if ready is None:
+            if self.candidate.get("phase") != "error":
+                self.candidate["phase"] = "build"
+            compile_gate = CompileGate().evaluate(self.evidence())
+            gates.append(compile_gate)
+            if compile_gate.passed:
+                gates.append(CorrectnessGate().failure(self.evidence(), time.monotonic()))
+            return gates
+        self.notify("compile", PASS)
+        self.audit()
+        self.lap("audit")
+        self.notify("correctness", "running")
+        correct = self.correctness()
+        self.lap("correctness")
+        self.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
+        self.lap("reference wait")
+        compile_gate = CompileGate().evaluate(self.evidence())
+        gates.append(compile_gate)
+        profiled = correct.passed and self.profile()
+        self.lap("profile")
+        if correct.passed and self.config.time_kernels:
+            self.notify("latency", "running")
+        latency = self.latency() if correct.passed and self.config.time_kernels and profiled else None
+        self.lap("latency")
+        if self.timed_mismatch is not None:
+            detail = {k: v for k, v in self.timed_mismatch.items() if k != "fail"}
+            correct = GateResult("correctness", FAIL, correct.seconds, self.timed_mismatch["fail"],
+                                 {**detail, "during": "timing"})
+            latency = None
+        self.audit()
+        self.finish_candidate()
+        self.lap("finish")
+        ev = self.evidence()
+        if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
+            gates[1] = compile_gate = CompileGate().evaluate(ev)
+        dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
+        findings = [*self.audit_findings, *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
+        if dyn is not None and findings:
+            dyn = _with_findings(hack, dyn, findings)
+        if dyn is not None and dyn.status == FAIL:
+            dyn.seconds += static.seconds
+            gates[0] = dyn
+            gates.append(correct if correct.status == FAIL else GateResult("correctness", SKIP, 0.0, "anti-hacking failed"))
+            return gates
+        if dyn is not None:
+            _merge_passes(static, dyn, hack.policy)
+        gates.append(correct)
+        if correct.passed:
+            if latency is not None:
+                gates.append(latency)
+            elif self.config.time_kernels:
+                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing")))
+            gates.append(ProfileGate().evaluate(ev))
+            if self.config.ncu:
+                self.ncu_profile = gates[-1]
+        return gates
+
+    def start_candidate(self) -> None:
+        key = _spare_key(self.config, self.be, self.isolated)
+        warm = self.config.warm_worker and os.environ.get("EVOKERNEL_WARM_WORKER") != "0"
+        spare = _SPARES.take(key) if warm else None
+        if spare is not None:
+            self.job, self.job_dir = spare
+            self.spare = True
+        else:
+            self.job, self.job_dir = _start_candidate(self.config, self.be, self.isolated, wait=True)
+        self.job.on_mark = self._on_mark
+        if warm:
+            # now, not when this verification ends: started at `close`, the next verdict (3 s later, on two
+            # cores of a lent H100 host) still waited 0.6-1.7 s for the spare's CUDA torch import; started
+            # here, its import runs beside this candidate's compile and is done by the next verdict
+            _SPARES.refill(key, lambda: _start_candidate(self.config, self.be, self.isolated, wait=True))
+        self.trusted_dir = self.job_dir.parent / "trusted"
+        self.trusted_dir.mkdir(mode=0o700)
+
+    def write_job(self) -> None:
+        assert self.job_dir is not None
+        cand = self.job_dir / "candidate.py"
+        cand.write_text(self.candidate_source)
+        (self.job_dir / "build").mkdir()
+        job = {"candidate_path": str(cand), "backend": self.be.name, "device": self.be.device,
+               "installer": self.be.installer, "build_root": str(self.job_dir / "build"),
+               "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
+               "threads": _threads(self.config), "init_seed": self.init_seed,
+               "gpu_memory_fraction": self.config.gpu_memory_fraction, **self.be.job_fields()}
+        (self.job_dir / "job.json").write_text(json.dumps(job))
+
+    def build_candidate(self) -> dict | None:
+        assert self.job is not None
+        self.write_job()
+        if not self.job.send({"cmd": "go"}):
+            return None
+        mark = self.job.expect({"imported", "report"}, self.config.build_timeout_s, on_other=self._serve_request)
+        self.lap("build")
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return None
+        self.await_reference()
+        self.lap("reference wait")
+        assert self.trusted_dir is not None
+        dirs = {}
+        for sub in ("init", "weights"):
+            dirs[sub] = self._job_subdir(sub)
+            self._hand_over(self.trusted_dir / sub, dirs[sub], "", move=not (self.shares_inputs or self.config.ncu))
+        # the recipe is not secret (it is `get_inputs()` read on the meta device); the seeds are, and each
+        # is revealed only in the command that uses it
+        self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name,
+                       "recipe": self.reference.get("recipe")})
+        mark = self.job.expect({"ready", "report"}, self.config.run_timeout_s, on_other=self._serve_request)
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return None
+        self.candidate.update({k: mark.get(k) for k in ("builds", "import_seconds", "patched", "weights", "threads")})
+        self.candidate["phase"] = "ready"
+        self.harness_pid = self.job.job_pid()
+        return mark
+
+    def _serve_request(self, mark: dict) -> None:
+        """A sandboxed build asks for a shared artefact: the trusted side builds it after checking it."""
+        if mark.get("phase") != "need" or self.job is None:
+            return
+        spec = mark.get("spec") if isinstance(mark.get("spec"), dict) else {}
+        kind = str(mark.get("kind"))
+        shared = self.config.root() / "shared"
+        job, timeout = self.job, self.config.build_timeout_s
+        asked = self.__dict__.setdefault("trusted_builds", set())
+        request = json.dumps([kind, spec], sort_keys=True, default=str)
+        if request in asked or len(asked) >= MAX_TRUSTED_BUILDS:
+            # a flood of requests must not become a flood of compilers outside the sandbox: answered at
+            # once, so the sandbox builds what it needs itself
+            job.send({"cmd": "built", "kind": kind})
+            return
+        asked.add(request)
+
+        logs = self.config.root() / "trusted" / "build-logs"
+        # In the background: the candidate keeps compiling its kernel meanwhile. The build belongs to this
+        # verification (`trusted_builds.TrustedBuilds`): at most a few run at once, and `close` kills what
+        # is still running and removes its half-written artefacts. Its output is kept (trusted side only)
+        # so a build that produced nothing can be explained.
+        from verifier.build.owned_builds import TrustedBuilds, run_in_background
+
+        owned = self.__dict__.setdefault("owned_builds", TrustedBuilds(shared))
+        run_in_background(owned, [sys.executable, "-m", "verifier.build.shared_artefacts", "--shared", str(shared), kind, json.dumps(spec)],
+                          {**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                          logs / f"{kind}-{uuid.uuid4().hex[:8]}.log", timeout,
+                          lambda: job.send({"cmd": "built", "kind": kind}), f"evokernel-trusted-build-{kind}")
+
+    def _on_mark(self, mark: dict) -> None:
+        if mark.get("phase") == "source":
+            self.candidate.setdefault("sources", []).append(mark)
+
+    def _take_report(self, mark: dict | None) -> None:
+        if mark is not None and isinstance(mark.get("report"), dict):
+            from verifier.gates.evidence import bounded_report
+
+            report = bounded_report(mark["report"])  # candidate text in a verdict is bounded
+            keep = {k: report[k] for k in ("phase", "failed_phase", "error_type", "error", "traceback", "build_error",
+                                           "builds", "threads_after_forward", "patched_after_forward")
+                    if k in report}
+            self.candidate.update(keep)
+
+    def profile(self) -> bool:
+        assert self.job is not None and self.trusted_dir is not None
+        self.notify("profile", "running")
+        if self.reference.get("recipe") is None:
+            d = self._job_subdir("p")
+            self._hand_over(self.trusted_dir / "profile", d, "in", move=False)
+            self.job.send({"cmd": "profile", "dir": d.name})
+        else:
+            self.job.send({"cmd": "profile", "seed": self.reference["profile_seed"]})
+        mark = self.job.expect({"profile_done", "report"}, self.config.run_timeout_s)
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return False
+        for k in ("profile", "ops_run", "work_split", "profile_device_ms", "profile_kernel_calls"):
+            if k in mark:
+                self.candidate[k] = mark[k]
+        return True
+
+    def ncu_job(self) -> Path:
+        """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
+        assert self.job_dir is not None and self.trusted_dir is not None
+        work = self.job_dir.parent / "ncu-work"
+        work.mkdir()
+        shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
+        for sub in ("init", "weights"):
+            shutil.copytree(self.trusted_dir / sub, work / sub)
+        (work / "profile").mkdir()
+        job = json.loads((self.job_dir / "job.json").read_text())
+        if self.reference.get("recipe") is None:
+            self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
+        else:
+            job.update(recipe=self.reference["recipe"], profile_seed=self.reference["profile_seed"])
+        job.update(candidate_path=str(work / "candidate.py"), build_root=str(work / "build"))
+        (work / "build").mkdir()
+        (work / "job.json").write_text(json.dumps(job))
+        return work
+
+    def audit(self) -> None:
+        """Every executable object mapped by any process of the candidate's PID namespace from a place it
+        could write (or from outside the read-only trees), audited through the mapped object itself
+        (`verifier.policy.mapped_audit`) for what it imports (BLAS, ATen operators, dlopen, process creation,
+        file and socket I/O); each split build's kernel object too. At the last audit, a run that claims
+        its kernel ran must have a kernel object of its own build mapped."""
+        pid = getattr(self, "harness_pid", None)
+        if pid is None:
+            return
+        from verifier.policy.binary_audit import KERNEL, audit
+        from verifier.policy.mapped_audit import audit_namespace, audit_objects
+        from verifier.sandbox.isolation import visible_trees
+
+        read_only = [*visible_trees(), self.config.root() / "shared", Path("/dev")]
+        launcher_cache = str(self.job_dir / "build" / "triton-cache") if self.job_dir is not None else None
+
+        def expected(path: str, f) -> bool:  # Triton's own generated launcher loads the driver
+            return (self.be.name == "triton" and launcher_cache is not None and path.startswith(launcher_cache)
+                    and f.family in ("dynamic-loading", "python"))
+
+        seen = audit_namespace(pid, self.job_dir, read_only, audit, expected)
+        found = list(seen.findings)
+        if self.job_dir is not None:
+            build = self.job_dir / "build"
+            objs = [obj for pattern in ("ext/*/kernel.o", "cuda/*/cuda.o") for obj in build.glob(pattern)]
+            found += audit_objects(objs, lambda p: audit(p, profile=KERNEL))
+        self.audits_done = getattr(self, "audits_done", 0) + 1
+        self.mapped_job_objects = sorted({*getattr(self, "mapped_job_objects", []), *seen.job_objects})
+        calls = [c for c in self.candidate.get("kernel_calls", []) if isinstance(c, int)]
+        if (self.audits_done > 1 and self.be.counts_kernel_calls and self.candidate.get("builds") and any(calls)
+                and not self.mapped_job_objects):
+            found.append(("kernel-not-mapped", "the candidate claims its kernel ran, but no process in its sandbox "
+                                               "has an object of its own build mapped"))
+        for entry in found:
+            if entry not in self.audit_findings:
+                self.audit_findings.append(entry)
+
+    def finish_candidate(self) -> None:
+        if self.job is None:
+            return
+        self.job.send({"cmd": "finish"})
+        mark = self.job.expect({"report"}, 10.0)
+        self._take_report(mark)
+        outcome = self.job.finish(timeout=5)
+        self.outcome = outcome
+        self.clean_exit = mark is not None and outcome.exit_code == 0 and not outcome.timed_out
+
+    def evidence(self) -> Evidence:
+        outcome = getattr(self, "outcome", None)
+        marks = self.job.marks if self.job is not None else []
+        if outcome is None and self.job is not None and (self.job.timed_out or self.job.proc.poll() is not None):
+            self.outcome = outcome = self.job.finish(timeout=1)
+        return Evidence(self.candidate_source, self.be.name, self.config, self.reference, self.trusted_dir,
+                        self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
+
+    def close(self) -> None:
+        if (owned := self.__dict__.get("owned_builds")) is not None:
+            owned.close()  # the trusted builds this run asked for end with it (killed, half-written files removed)
+        if self.job is not None and self.job.proc.poll() is None:
+            self.job.kill()
+        if self.job is not None and getattr(self, "outcome", None) is None:
+            with contextlib.suppress(Exception):
+                self.outcome = self.job.finish(timeout=1)
+        for held in self.__dict__.pop("held_dirs", []):
+            held.close()
+        if self.ref_held is not None and self.prepare_pending:
+            # The candidate failed before its reference was needed: the worker goes back once its answer
+            # is in (in the background, so a compile error is not held up by the reference).
+            held, config, run_dir = self.ref_held, self.config, self.job_dir.parent if self.job_dir else None
+            self.ref_held = None
+
+            def drain() -> None:
+                mark = held[0].expect({"prepared", "error"}, config.run_timeout_s * 3)
+                if mark is None:
+                    held[0].kill()
+                _REFERENCE.give_back(self.reference_source, self.be, config, held)
+                if run_dir is not None:
+                    discard(run_dir, run_dir.parent.parent / "trash")
+
+            threading.Thread(target=drain, name="evokernel-reference-drain", daemon=True).start()
+            return
+        if self.ref_held is not None:
+            _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
+        if self.job_dir is not None:  # never recursive, never stopped by what the candidate left (see jobfiles)
+            discard(self.job_dir.parent, self.job_dir.parent.parent.parent / "trash")
+
+
+def _no_result(run: _Run, when: str) -> str:
+    from verifier.gates.evidence import _no_report_reason
+
+    return _no_report_reason(run.evidence(), when)
+
+
+@functools.cache
+def _ignored_ops() -> frozenset[str]:
+    from verifier.workers.harness import IGNORED_OPS
+
+    return frozenset(IGNORED_OPS)

@@ -1,0 +1,1 @@
+"""The boundary around untrusted code: bubblewrap namespaces, resource limits, and reading processes from /proc."""

@@ -1,0 +1,420 @@
+"""The trusted side of a verification: the task's reference `Model`, in a process of its own.
+
+`python -m verifier.workers.reference_worker` loads nothing until told to; the parent keeps one per task warm.
+It draws inputs from the seeds the parent chose fresh for this verification, runs the reference,
+and writes outputs (for the comparison) as files. A task whose `get_inputs()` a recipe can reproduce
+(`verifier.correctness.input_recipe`) has its inputs drawn from the seeds on the device by both sides, so no input
+is written; any other task's inputs are written as files for the candidate (`draw_inputs`). It times the
+reference with exactly the candidate's code path (`verifier.clock.paired_calls.time_round`), in rounds that the
+parent interleaves with the candidate's. It never sees candidate code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import types
+from pathlib import Path
+
+DISTRIBUTIONS = ("task", "normal", "uniform", "heavy")
+
+
+def _load_task(path: str):
+    source = Path(path).read_text()
+    module = types.ModuleType("evk_reference")
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise LookupError(f"the task defines no {name}")
+    return module
+
+
+def draw_inputs(torch, task, seed: int, dist: str, device: str) -> list:
+    """`get_inputs()` under `seed`; other distributions redraw its floating tensors (same shapes and
+    dtypes) so closed-form shortcuts that hold only for the task's own distribution fail."""
+    from verifier.correctness.input_recipe import dist_scale
+
+    torch.manual_seed(seed)
+    args = list(task.get_inputs())
+    scale = dist_scale(dist)
+    if scale is not None:  # the large-magnitude probe: the task's own inputs, floating tensors scaled
+        args = [a * scale if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    elif dist != "task":
+        gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+        out = []
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                shape = a.shape
+                if dist == "normal":
+                    b = torch.randn(shape, generator=gen)
+                elif dist == "uniform":
+                    b = torch.rand(shape, generator=gen) * 2 - 1
+                else:
+                    b = (torch.randn(shape, generator=gen) / torch.rand(shape, generator=gen).clamp_min(0.05)).clamp(-40, 40)
+                a = b.to(a.dtype)
+            out.append(a)
+        args = out
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+class Worker:
+    def __init__(self, channel):
+        import numpy as np
+        import torch
+
+        self.torch, self.np, self.channel = torch, np, channel
+        self.task = None
+        self.task_path = ""
+        self.model = None
+        self.device = "cpu"
+        self.recipe: list[dict] | None = None
+        self.captured: list[dict] | None = None
+        self.input_names: list[str] | None = None
+
+    def draw(self, seed: int, dist: str) -> list:
+        """One call's inputs: from the recipe on the device when the task has one, else `get_inputs()`."""
+        from verifier.correctness import input_recipe
+        if self.recipe is not None:
+            return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device)
+        return draw_inputs(self.torch, self.task, int(seed), dist, self.device)
+
+    def _save_inputs(self, directory: Path, inputs: list, prefix: str, files: bool = False) -> None:
+        """The file path's hand-over (a task without a recipe, or a round whose sets go by file:
+        `verifier.api.sets_by_file`); nothing to write otherwise."""
+        from verifier.clock.paired_calls import save_args
+
+        if self.recipe is None or files:
+            save_args(self.torch, self.np, directory, inputs, prefix=prefix)
+
+    def prepare(self, cmd: dict) -> dict:
+        from verifier.clock.paired_calls import npy_digest, plain_outputs, save_args, save_tensor, sync
+        from verifier.workers.harness import IGNORED_OPS, profiler, top_ops
+
+        torch, np = self.torch, self.np
+        self.device = cmd.get("device", "cpu")
+        torch.set_num_threads(max(1, int(cmd.get("threads") or torch.get_num_threads())))
+        if cmd["task_path"] != self.task_path or self.task is None:
+            self.task = _load_task(cmd["task_path"])
+            self.task_path = cmd["task_path"]
+            from verifier.correctness import input_recipe
+            self.captured = input_recipe.capture(torch, self.task.get_inputs)
+            self.input_names = _forward_names(self.task)
+        # the parent may ask for the file path (`VerifyConfig.extra["seeded_inputs"] = False`)
+        self.recipe = self.captured if cmd.get("recipe", True) else None
+        torch.manual_seed(int(cmd["init_seed"]))
+        init = list(self.task.get_init_inputs())
+        torch.manual_seed(int(cmd["init_seed"]))
+        model = self.task.Model(*init)
+        init_dir = Path(cmd["init_dir"])
+        save_args(torch, np, init_dir, init, prefix="init")
+        weights = {}
+        if hasattr(model, "state_dict"):
+            wdir = Path(cmd["weights_dir"])
+            for k, v in model.state_dict().items():
+                weights[k] = save_tensor(torch, np, wdir / f"w{len(weights)}.npy", v)
+            (wdir / "weights.json").write_text(json.dumps(weights))
+        if hasattr(model, "to"):
+            model = model.to(self.device)
+        if hasattr(model, "eval"):
+            model.eval()
+        self.model = model
+        from verifier.correctness import input_recipe
+        # init and weights are written: the parent can construct the candidate (with the recipe) now, and
+        # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
+        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
+                          input_distribution=input_recipe.describe(self.recipe, self.input_names))
+        trials = []
+        task_outs = None
+        with torch.no_grad():
+            for trial in cmd["trials"]:
+                d = Path(trial["dir"])
+                if trial.get("probe"):  # a numerics probe (verifier/correctness/probes.py): may be skipped, with a reason
+                    ran = self._probe(trial, trials)
+                    if "skip" in ran:
+                        trials.append(ran)
+                        self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
+                        continue
+                    inputs, outs, extra = ran["inputs"], ran["outs"], ran["extra"]
+                    self._save_inputs(d, inputs, "in")
+                else:
+                    inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
+                    self._save_inputs(d, inputs, "in")
+                    outs = task_outs = plain_outputs(torch, model(*inputs))
+                    extra = {}
+                sync(torch, self.device)
+                metas = []
+                for j, o in enumerate(outs):
+                    meta = save_tensor(torch, np, d / f"out{j}.npy", o)
+                    meta["aliases_input"] = any(
+                        isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+                        for x in inputs)
+                    metas.append(meta)
+                after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
+                trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
+                               "after_digests": after, **extra})
+                self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
+            pdir = Path(cmd["profile_dir"])
+            inputs = self.draw(int(cmd["profile_seed"]), "task")
+            self._save_inputs(pdir, inputs, "in")
+            with profiler(torch, self.device) as prof:
+                model(*inputs)
+                sync(torch, self.device)
+            profile = top_ops(prof)
+        in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        out_bytes = sum(o.numel() * o.element_size() for o in (task_outs if task_outs is not None else outs))
+        result = {"trials": trials, "profile": profile, "recipe": self.recipe,
+                  "input_distribution": input_recipe.describe(self.recipe, self.input_names),
+                  "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
+                  "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
+        result["device_name"] = self.device_name()
+        if self.device == "cuda":  # the room a timed round's sets and kept outputs may take on the card
+            result["device_free_bytes"] = int(torch.cuda.mem_get_info()[0])
+        if cmd.get("compare_compile"):
+            result["compiled_times_ms"] = self._compiled_times(inputs)
+        return result
+
+    def _probe(self, trial: dict, done: list[dict]) -> dict:
+        """One numerics probe's reference run: {"inputs", "outs", "extra"} (what the trial record adds:
+        the probe's kind and name, a held-out shape's recipe and label), or the trial record of a skipped
+        probe ({"skip": why, ...}). Skipped: a magnitude probe where the reference raises or is not finite,
+        a held-out shape the recipe cannot make, the reference cannot take, or answers inconsistently."""
+        from verifier.clock.paired_calls import dtype_name, plain_outputs
+        from verifier.correctness import probes
+
+        torch = self.torch
+        extra = {"probe": trial["probe"], "name": trial.get("name", "")}
+        seed, dist = int(trial["seed"]), str(trial.get("dist", "task"))
+
+        def skipped(why: str) -> dict:
+            return {"seed": trial["seed"], "dist": dist, "outputs": [], **extra, "skip": why}
+
+        recipe = None
+        if trial["probe"] == probes.SHAPE:
+            variants = probes.shape_variants(self.recipe)
+            k = int(trial.get("variant", 0))
+            variant = variants[k] if k < len(variants) else {"skip": "no such variant"}
+            if "skip" in variant:
+                return skipped(variant["skip"])
+            recipe = variant["recipe"]
+            extra.update(recipe=recipe, label=variant["label"])
+        try:
+            if recipe is not None:
+                from verifier.correctness import input_recipe
+                inputs = input_recipe.draw(torch, recipe, seed, dist, self.device)
+            else:
+                inputs = self.draw(seed, dist)
+            outs = plain_outputs(torch, self.model(*inputs))
+        except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: no probe
+            return skipped(f"the reference raised {type(exc).__name__}: {str(exc)[:160]}")
+        if trial["probe"] == probes.MAGNITUDE:
+            why = probes.nonfinite_reason(torch, outs)
+            if why:
+                return skipped(why)
+        else:
+            first = next((t for t in done if not t.get("probe")), None)
+            if first is not None:
+                why = probes.outputs_consistent(first["outputs"], [{"shape": list(o.shape), "dtype": dtype_name(torch, o.dtype)}
+                                                                   for o in outs])
+                if why:
+                    return skipped(why)
+        return {"inputs": inputs, "outs": outs, "extra": extra}
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return self.torch.cuda.get_device_name()
+        import platform
+
+        return f"cpu ({platform.machine()}, {self.torch.get_num_threads()} threads)"
+
+    def _compiled_times(self, inputs: list) -> list[float]:
+        from verifier.clock.paired_calls import time_round
+
+        compiled = self.torch.compile(self.model)
+        times, _ = time_round(self.torch, compiled, [inputs] * 8, self.device, keep_outputs=False)
+        return times[3:]
+
+    def round(self, cmd: dict) -> dict:
+        """`count` fresh input sets (seeds the parent drew), timed one call each; the outputs of every
+        call listed in `save` (the parent lists them all) saved for the checks of the candidate's round
+        on the same sets. The outputs stay in memory for the `stub_round` that follows. `timing_wall_ms`,
+        `timing_cpu_ms` and `timing_wait_ms` (CPU time and run-queue wait over the timed calls) tell the
+        parent whether this side was disturbed."""
+        import time
+
+        from verifier.clock.cpu_accounting import thread_wait_ns
+        from verifier.clock.paired_calls import _perf_ns, save_tensor, time_round
+
+        torch, np = self.torch, self.np
+        d = Path(cmd["dir"])
+        sets = []
+        for k, seed in enumerate(cmd["seeds"]):
+            inputs = self.draw(int(seed), "task")
+            self._save_inputs(d, inputs, f"s{k}_in", bool(cmd.get("files")))
+            sets.append(inputs)
+        tid = threading_native_id()
+        wait0, cpu0, t0 = thread_wait_ns(tid, os.getpid()), time.process_time_ns(), _perf_ns()
+        with torch.no_grad():
+            times, kept = time_round(torch, self.model, sets, self.device, detach_inputs=False)
+        wall_ms, cpu_ms = (_perf_ns() - t0) / 1e6, (time.process_time_ns() - cpu0) / 1e6
+        wait_ms = (thread_wait_ns(tid, os.getpid()) - wait0) / 1e6
+        del sets
+        extra: dict = {}
+        readable = _readable_outputs(torch, kept) if cmd.get("in_memory") and self.device == "cpu" else None
+        if readable is not None:
+            # the parent reads them from this process while it waits for the next command (the checks of
+            # the candidate's round), as it reads the candidate's: no file per output written and mapped
+            self.round_readable = readable
+            extra = {"outputs_at": [[_at(torch, o) for o in outs] for outs in readable], "pid": os.getpid()}
+        else:
+            sampled = {int(k) for k in cmd.get("save", range(len(kept)))}
+            for k, outs in enumerate(kept):
+                if k in sampled:
+                    for j, o in enumerate(outs):
+                        save_tensor(torch, np, d / f"s{k}_out{j}.npy", o)
+        self.kept = kept
+        self.round_outputs = kept  # for `save_blocks` (the GPU's block checks), until the next round
+        return {"times_ms": times, "outputs": [[save_meta(torch, o) for o in outs] for outs in kept],
+                "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
+                "threads": torch.get_num_threads(), **extra}
+
+    def save_blocks(self, cmd: dict) -> dict:
+        """The blocks of this round's outputs the parent chose after the candidate's round ended (the GPU's
+        timed-call check), written as `s{k}_out{j}_b{b}.npy` into the trusted round directory."""
+        from verifier.clock.paired_calls import save_blocks
+
+        return {"outputs": save_blocks(self.torch, self.np, Path(cmd["dir"]), getattr(self, "round_outputs", None) or [],
+                                       cmd.get("blocks") or {}, str(cmd.get("tag") or "b"))}
+
+    def _round_sets(self, cmd: dict) -> list[list]:
+        """The round's input sets as the candidate's harness gets them, inside the parent's clock: drawn
+        from the command's seeds (`draw_sets`) for a task with a recipe, else read from the round's files
+        (`load_sets`). The same code the harness runs, so the stub's overhead is like for like."""
+        from verifier.clock.paired_calls import draw_sets, load_sets
+
+        if self.recipe is not None and cmd.get("seeds") is not None:
+            return draw_sets(self.torch, self.recipe, cmd["seeds"], self.device)
+        return load_sets(self.torch, self.np, Path(cmd["dir"]), int(cmd["count"]), self.device)
+
+    def stub_round(self, cmd: dict) -> dict:
+        """The trusted overhead of a candidate's round, clocked by the parent exactly as it clocks the
+        candidate's (from sending the command to receiving `timing_end`): the candidate side's loop
+        (`draw_sets` or `load_sets`, then `time_round` with the same `detach_inputs`) over the same input
+        sets, with a model whose calls return the reference's ready outputs. Everything in that window but the
+        calls themselves."""
+        from verifier.clock.paired_calls import time_round
+
+        torch = self.torch
+        kept = getattr(self, "kept", None) or []
+        sets = self._round_sets(cmd)
+        self.channel.mark("timing_start")
+        ready = iter(kept)
+        with torch.no_grad():
+            times, _ = time_round(torch, lambda *args: next(ready), sets, self.device,
+                                  detach_inputs=cmd.get("detach_inputs") is not False,
+                                  by_reference=self.device == "cpu")
+        self.kept = None
+        return {"times_ms": times}
+
+    def replay(self, cmd: dict) -> dict:
+        """The reference's own figure on the parent's clock: the candidate side's loop (`_round_sets`, then
+        `time_round` with the same `detach_inputs`) over the same input sets with the real model, clocked
+        from the command to `timing_end` exactly as the candidate's round and the stub are. Both sides'
+        figures are then (clocked round - stub) / calls: the same code, the same clock, so an A/A pairs
+        like with like and no per-call timer of either process decides the speedup."""
+        from verifier.clock.paired_calls import time_round
+
+        torch = self.torch
+        sets = self._round_sets(cmd)
+        self.channel.mark("timing_start")
+        with torch.no_grad():
+            times, _ = time_round(torch, self.model, sets, self.device,
+                                  detach_inputs=cmd.get("detach_inputs") is not False,
+                                  by_reference=self.device == "cpu")
+        return {"times_ms": times}
+
+
+def _forward_names(task) -> list[str] | None:
+    """The reference forward's argument names, for `input_recipe.describe` (None when unreadable)."""
+    import inspect
+
+    try:
+        return [p for p in inspect.signature(task.Model.forward).parameters if p != "self"]
+    except (TypeError, ValueError):
+        return None
+
+
+READABLE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def _readable_outputs(torch, kept: list) -> list | None:
+    """A round's outputs as the parent compares them (contiguous; float16/bfloat16 widened to float32, as
+    `save_tensor` writes them), or None when one has a dtype the parent cannot read back (then files)."""
+    from verifier.clock.paired_calls import dtype_name
+
+    out = []
+    for outs in kept:
+        row = []
+        for o in outs:
+            t = o.detach()
+            if t.device.type != "cpu" or dtype_name(torch, t.dtype) not in READABLE_DTYPES:
+                return None
+            if t.dtype in (torch.float16, torch.bfloat16):
+                t = t.float()
+            row.append(t.contiguous())
+        out.append(row)
+    return out
+
+
+def _at(torch, t) -> dict:
+    from verifier.clock.paired_calls import dtype_name
+
+    return {"addr": int(t.data_ptr()), "nbytes": int(t.numel() * t.element_size()), "shape": list(t.shape),
+            "dtype": dtype_name(torch, t.dtype)}
+
+
+def threading_native_id() -> int:
+    import threading
+
+    return threading.get_native_id()
+
+
+def save_meta(torch, o) -> dict:
+    return {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
+
+
+def main() -> int:
+    from verifier.sandbox.channel import Channel
+
+    channel = Channel.from_env()
+    worker = Worker(channel)
+    while True:
+        cmd = channel.recv()
+        kind = cmd.get("cmd")
+        if kind == "finish":
+            return 0
+        try:
+            if kind == "prepare":
+                channel.mark("prepared", **worker.prepare(cmd))
+            elif kind == "round":
+                channel.mark("round_done", **worker.round(cmd))
+            elif kind == "stub_round":
+                channel.mark("timing_end", **worker.stub_round(cmd))
+            elif kind == "replay":
+                channel.mark("timing_end", **worker.replay(cmd))
+            elif kind == "save_blocks":
+                channel.mark("blocks_saved", **worker.save_blocks(cmd))
+            else:
+                channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
+        except BaseException as exc:  # reported to the parent, which turns it into one line
+            channel.mark("error", error_type=type(exc).__name__, error=str(exc)[:2000],
+                         traceback=traceback.format_exc()[-3000:])
+            if isinstance(exc, (MemoryError, KeyboardInterrupt, SystemExit)):
+                return 3
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main())
