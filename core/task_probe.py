@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import statistics
 import sys
 import time
@@ -68,19 +69,56 @@ def _call(what: str, fn, filename: str):
         raise ProbeError(f"{what} raised {_one_line(exc)}{_where(exc, filename)}") from None
 
 
-def _probe(source: str, filename: str) -> dict:
+def _on(device: str):
+    """Where the probe runs the task: factory calls without a device allocate there (a KernelBench
+    problem's gigabyte-sized inputs are drawn on the GPU it will be verified on, not in host memory)."""
+    import contextlib
+
+    import torch
+
+    return torch.device(device) if device != "cpu" else contextlib.nullcontext()
+
+
+def _to(value, device: str):
+    import torch
+
+    if device == "cpu":
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, list | tuple):
+        return type(value)(_to(v, device) for v in value)
+    return value
+
+
+def _sync(device: str) -> None:
+    if device != "cpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _probe(source: str, filename: str, device: str = "cpu") -> dict:
     import torch
 
     namespace = _exec_task(source, filename)
     model_cls = namespace["Model"]
 
     torch.manual_seed(0)
+    with _on(device):
+        return _probe_on(namespace, model_cls, filename, device)
+
+
+def _probe_on(namespace: dict, model_cls, filename: str, device: str) -> dict:
+    import torch
+
     init_args = _call("get_init_inputs()", namespace["get_init_inputs"], filename)
     if not isinstance(init_args, list | tuple):
         raise ProbeError(f"get_init_inputs() returned {type(init_args).__name__}; it must return a list")
     inputs = _call("get_inputs()", namespace["get_inputs"], filename)
     if not isinstance(inputs, list | tuple):
         raise ProbeError(f"get_inputs() returned {type(inputs).__name__}; it must return a list of tensors")
+    inputs = _to(list(inputs), device)
     specs = [_describe(x) for x in inputs]
     for i, (value, spec) in enumerate(zip(inputs, specs, strict=True)):
         if spec is None:
@@ -90,7 +128,7 @@ def _probe(source: str, filename: str) -> dict:
             )
 
     try:
-        model = model_cls(*init_args)
+        model = model_cls(*init_args).to(device)
     except Exception as exc:
         raise ProbeError(
             f"Model(*get_init_inputs()) failed with {_one_line(exc)}{_where(exc, filename)}; "
@@ -101,8 +139,10 @@ def _probe(source: str, filename: str) -> dict:
         out = _call("Model.forward(*get_inputs())", lambda: model(*inputs), filename)
         times = []
         for _ in range(3):
+            _sync(device)
             start = time.perf_counter()
             model(*inputs)
+            _sync(device)
             times.append((time.perf_counter() - start) * 1000.0)
 
     outputs = list(out) if isinstance(out, list | tuple) else [out]
@@ -274,28 +314,65 @@ def _verifier_module(room: str, name: str):
     return module
 
 
+#: Above this many elements a tensor is compared through a crop: evenly spaced indices along every
+#: dimension (the same for every tensor of one shape, so an input and an output of one shape line up),
+#: at most this many elements in all. What the degeneracy checks test (zeros, a constant, the mean along
+#: an axis, another trial's outputs, an input passed through) is a property of the values' distribution,
+#: not of the size, and a gigabyte-sized task then costs the probe megabytes of host memory, not gigabytes.
+CROP_ELEMENTS = 1 << 22
+
+
+def crop(t, limit: int = CROP_ELEMENTS):
+    """`t` itself when small, else the sub-tensor at evenly spaced indices along each dimension, with
+    the longest dimensions thinned first until at most `limit` elements remain."""
+    import torch
+
+    if t.numel() <= limit or t.dim() == 0:
+        return t
+    keep = list(t.shape)
+    while math.prod(keep) > limit:
+        d = max(range(len(keep)), key=lambda i: keep[i])
+        keep[d] = max(1, keep[d] // 2)
+    for d, (n, k) in enumerate(zip(t.shape, keep, strict=True)):
+        if k < n:
+            index = torch.linspace(0, n - 1, k, device=t.device).round().long()
+            t = t.index_select(d, index)
+    return t
+
+
 def _outputs_np(out) -> list:
     import torch
 
-    return [t.detach().cpu().float().numpy() if t.is_floating_point() else t.detach().cpu().numpy()
-            for t in _tensors(out) if isinstance(t, torch.Tensor)]
+    arrays = []
+    for t in _tensors(out):
+        if isinstance(t, torch.Tensor):
+            t = crop(t.detach())
+            arrays.append(t.cpu().float().numpy() if t.is_floating_point() else t.cpu().numpy())
+    return arrays
 
 
 SEPARATING = ("normal", "uniform")  # distributions tried when an input passed through passes the task's own
 
 
-def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] = (1, 2, 3)) -> tuple[list[str], list[str]]:
+def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] = (1, 2, 3),
+                device: str = "cpu") -> tuple[list[str], list[str]]:
     """Which trivial answers pass for this task under `preset` (reference outputs on several inputs, and on
     the first inputs with weights drawn from another seed), and, when an input handed back unchanged
     passes, the input distributions under which none does (with finite reference outputs): the verifier
     adds those to its trials so a copy of the input fails there."""
-    import torch
 
     namespace = _exec_task(source, filename)
     compare = _compare_module()
+    with _on(device):
+        return _degenerate_on(namespace, compare, preset, seeds, device)
+
+
+def _degenerate_on(namespace: dict, compare, preset: str, seeds: tuple[int, ...], device: str):
+    import torch
+
     init_args = namespace["get_init_inputs"]()
     torch.manual_seed(0)
-    model = namespace["Model"](*init_args)
+    model = namespace["Model"](*init_args).to(device)
     atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
 
     def run(draw) -> tuple[list, list, list]:
@@ -310,12 +387,12 @@ def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] 
 
     def task_draw(seed: int) -> list:
         torch.manual_seed(seed)
-        return list(namespace["get_inputs"]())
+        return _to(list(namespace["get_inputs"]()), device)
 
     with torch.no_grad():
         trials, inputs, dtypes = run(task_draw)
         torch.manual_seed(12345)
-        other = namespace["Model"](*init_args)
+        other = namespace["Model"](*init_args).to(device)
         first = task_draw(seeds[0])
         reweighted = _outputs_np(other(*first)) if list(other.parameters()) else None
         found = compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted, inputs=inputs)
@@ -324,7 +401,7 @@ def _degenerate(source: str, filename: str, preset: str, seeds: tuple[int, ...] 
             draw_inputs = _verifier_module("workers", "reference_worker").draw_inputs
             task = type("Task", (), {"get_inputs": staticmethod(namespace["get_inputs"])})
             for dist in SEPARATING:
-                d_trials, d_inputs, d_dtypes = run(lambda seed, d=dist: draw_inputs(torch, task, seed, d, "cpu"))
+                d_trials, d_inputs, d_dtypes = run(lambda seed, d=dist: draw_inputs(torch, task, seed, d, device))
                 finite = all(bool(torch.isfinite(torch.as_tensor(o)).all()) for t in d_trials for o in t
                              if o.dtype.kind == "f")
                 if finite and not compare.pass_throughs(d_trials, d_inputs, d_dtypes, atol=atol, rtol=rtol):
@@ -343,10 +420,16 @@ def main() -> None:
         if "--estimate" in args:
             result = _estimate(source, filename)
         else:
-            result = _probe(source, filename)
+            device = args[args.index("--device") + 1] if "--device" in args[:-1] else "cpu"
+            if device != "cpu":
+                import torch
+
+                if not torch.cuda.is_available():
+                    raise ProbeError(f"the task checks were asked to run on {device}, and torch sees no GPU here")
+            result = _probe(source, filename, device)
             if "--degenerate" in args:
                 preset = args[args.index("--degenerate") + 1] if len(args) > args.index("--degenerate") + 1 else "kernelbench"
-                result["degenerate"], result["separating"] = _degenerate(source, filename, preset)
+                result["degenerate"], result["separating"] = _degenerate(source, filename, preset, device=device)
     except ProbeError as exc:
         result = {"ok": False, "error": str(exc)}
     except SyntaxError as exc:

@@ -370,12 +370,15 @@ _PROBED: dict[tuple, dict] = {}
 
 
 def validate_task(task: Task, timeout_s: float = 60, *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
-                  degenerate: str | None = None) -> TaskInfo:
+                  degenerate: str | None = None, device: str = "cpu") -> TaskInfo:
     """Run the task once in a child process (its address space capped at `memory_gb`); its shapes, or a
-    one-line TaskError. `degenerate="kernelbench"|"v0"|"paper"` also finds which trivial answers pass."""
+    one-line TaskError. `degenerate="kernelbench"|"v0"|"paper"` also finds which trivial answers pass.
+    `device="cuda"` runs it on the GPU the task will be verified on (its inputs drawn there)."""
     arg_names = forward_arg_names(check_task_source(task.source, task.name))
     args = ["--degenerate", degenerate] if degenerate else []
-    key = (hashlib.sha256(task.source.encode()).hexdigest(), task.path, memory_gb, degenerate)
+    if device != "cpu":
+        args += ["--device", device]
+    key = (hashlib.sha256(task.source.encode()).hexdigest(), task.path, memory_gb, degenerate, device)
     result = _PROBED.get(key)
     if result is None:
         result = _run_probe(task, args, timeout_s, memory_gb, "get_inputs, Model() or forward")
@@ -545,6 +548,11 @@ def _last_line(text: str) -> str:
     return lines[-1][:240] if lines else "no error output (killed by a signal?)"
 
 
+def probe_device(backend: str) -> str:
+    """Where the task checks run the reference: on the GPU for the GPU backends, as the verifier will."""
+    return "cuda" if backend in ("cuda", "triton") else "cpu"
+
+
 def is_builtin(task: Task) -> bool:
     """A task of the built-in suite (all small, none degenerate: tests check both)."""
     return bool(task.path) and Path(task.path).resolve().parent == BUILTIN_DIR.resolve()
@@ -560,12 +568,14 @@ class Degeneracy:
 
 
 def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float | None = DEFAULT_PROBE_MEMORY_GB,
-                    timeout_s: float = 120, use_cache: bool = True, raise_errors: bool = False) -> Degeneracy | None:
+                    timeout_s: float = 120, use_cache: bool = True, raise_errors: bool = False,
+                    device: str = "cpu") -> Degeneracy | None:
     """Which trivial answers (zeros, a constant, a broadcast mean, outputs that ignore the inputs or the
     weights, an input passed through) would pass this task under `preset`; empty for a sound task, None
     when the reference could not be run (with `raise_errors`, its one-line TaskError instead). Runs the
     reference in the probe (under `memory_gb`); cached per task source and preset (a cached answer means
-    the task ran)."""
+    the task ran). `device="cuda"` runs the reference on the GPU (a gigabyte-sized problem is then
+    seconds, not minutes of the host's cores and tens of GB of its memory)."""
     key = hashlib.sha256(f"degenerate-v2\0{preset}\0{task.source}".encode()).hexdigest()[:32]
     from verifier.config import default_build_root
 
@@ -574,7 +584,7 @@ def task_degeneracy(task: Task, preset: str = "kernelbench", *, memory_gb: float
     if isinstance(cached, dict) and isinstance(cached.get("found"), list):
         return Degeneracy([str(f) for f in cached["found"]], [str(d) for d in cached.get("separating") or []])
     try:
-        info = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset)
+        info = validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb, degenerate=preset, device=device)
     except TaskError:
         if raise_errors:
             raise

@@ -81,18 +81,19 @@ def tolerance_text(config: VerifyConfig | None, degenerate: bool = True) -> str:
     return text
 
 
-def mark_degenerate(task: Task, config: VerifyConfig | None) -> VerifyConfig:
+def mark_degenerate(task: Task, config: VerifyConfig | None, backend: str = "cpu") -> VerifyConfig:
     """`config` (default settings when None) with `extra["degenerate"]` set when a trivial answer (zeros, a
     constant, the broadcast mean, an output that ignores the inputs or weights) passes `task` at its
     tolerance: the correctness gate then judges on the output's spread. Built-in tasks are not
     degenerate (a test checks all of them) and cost nothing; others run the reference in the probe
     (seconds; cached per task source and preset). A reference that cannot run leaves it unmarked."""
-    from core.tasks import is_builtin, task_degeneracy
+    from core.tasks import is_builtin, probe_device, task_degeneracy
 
     config = config if config is not None else VerifyConfig()
     if is_builtin(task) or "degenerate" in config.extra:
         return config
-    probed = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb)
+    probed = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb,
+                             device=probe_device(backend))
     if probed is not None:
         return with_degeneracy(config, probed.found, probed.separating)
     return config

@@ -256,7 +256,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
         cfg = model_or_exit(model, api_base, timeout, as_json)  # a bad model is one line before the task runs
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
                                                               threads=threads, policy=the_policy.preset,
-                                                              allow=list(the_policy.allowed)))
+                                                              allow=list(the_policy.allowed)), backend)
         memory = open_memory_checked(memory_path, not no_memory)
         shapes = task_shapes(the_task) if memory is not None else ""
         session = Session.create(

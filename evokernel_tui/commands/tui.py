@@ -100,14 +100,15 @@ def _memory_check(task: Any, memory_gb: float | None, flag: str) -> str:
 def _probe_check(session: Any) -> str:
     """Run the task once (cached per source): a task that fails is one line; which trivial answers pass
     it goes into the session's verifier settings (the correctness gate then judges on the spread)."""
-    from core.tasks import task_degeneracy
+    from core.tasks import probe_device, task_degeneracy
     from core.verdicts import VerifyConfig
     from core.verifying import with_degeneracy
 
     config = session.verify_config if session.verify_config is not None else VerifyConfig()
     if "degenerate" not in config.extra:
         preset = str(config.extra.get("tolerance") or "kernelbench")
-        probed = task_degeneracy(session.task, preset, memory_gb=config.memory_gb, raise_errors=True)
+        probed = task_degeneracy(session.task, preset, memory_gb=config.memory_gb, raise_errors=True,
+                                 device=probe_device(session.backend))
         with_degeneracy(config, probed.found if probed else [], probed.separating if probed else [])
     session.verify_config = config
     found = config.extra["degenerate"]

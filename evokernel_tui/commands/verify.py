@@ -13,7 +13,16 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
 
-from core.tasks import Degeneracy, Task, TaskError, check_task_memory, is_builtin, load_task, task_degeneracy
+from core.tasks import (
+    Degeneracy,
+    Task,
+    TaskError,
+    check_task_memory,
+    is_builtin,
+    load_task,
+    probe_device,
+    task_degeneracy,
+)
 from core.verdicts import GATE_ORDER, GATE_TITLES, describe_tolerance
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
@@ -47,14 +56,16 @@ def resolve_args(args: tuple[str, ...], kernelbench: str | None, level: int | No
     return load_task(args[0]), args[1]
 
 
-def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool) -> Degeneracy:
+def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool,
+                  backend: str = "cpu") -> Degeneracy:
     """Refuse a problem too big for the memory limit (TaskError); find out whether a trivial answer passes it.
 
     Built-in tasks are small and not degenerate (tests check both), so they cost nothing here."""
     if is_builtin(task):
         return Degeneracy([], [])
     check_task_memory(task, memory_gb)
-    found = task_degeneracy(task, preset, memory_gb=memory_gb) if check_degenerate else None
+    found = (task_degeneracy(task, preset, memory_gb=memory_gb, device=probe_device(backend))
+             if check_degenerate else None)
     return found or Degeneracy([], [])
 
 
@@ -143,7 +154,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
     with one_line_errors(TaskError):
-        probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check)
+        probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend)
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
                          use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
                          threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,

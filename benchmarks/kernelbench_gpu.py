@@ -1,0 +1,164 @@
+"""KernelBench problems at their current sizes through the GPU verifier, beside KernelBench's own timing.
+
+For each (problem, honest kernel, backend): `evokernel verify --backend B PROBLEM KERNEL --json` through
+the real command line (seconds to the verdict, feasible, speedup, the failing gate's reason), then, in a
+fresh process, a KernelBench-style timing of the same two models on the same card (CUDA events around
+each call, the L2 cache thrashed before each, 3 warm-ups, 100 trials, the mean as KernelBench reports
+it): the independent figure the verifier's speedup is checked against.
+
+    python benchmarks/kernelbench_gpu.py [--only NAME,...] [--results DIR] [--tag TAG] [--memory-gb 96]
+
+Writes `kernelbench_gpu_<date>_<device>_<tag>.md` and `.json` under --results after every problem, with
+the exact command, so a run cut short still leaves what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAD = ROOT / "benchmarks" / "kernelbench_head"
+KB = ROOT / "tests" / "candidates" / "kernelbench" / "KernelBench"
+CAND = ROOT / "tests" / "candidates"
+
+#: name, problem file, kernel file, backend
+PROBLEMS = [
+    ("L1/1_matmul_head", HEAD / "1_Square_matrix_multiplication_.py", CAND / "cuda" / "matmul.py", "cuda"),
+    ("L1/19_ReLU_head", KB / "level1" / "100_Huge_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
+    ("L1/19_ReLU_v0", KB / "level1" / "19_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
+    ("L1/19_ReLU_v0_triton", KB / "level1" / "19_ReLU.py", CAND / "triton" / "relu.py", "triton"),
+]
+
+
+def kernelbench_timing(problem: str, kernel: str, trials: int = 100, warmup: int = 3) -> dict:
+    """KernelBench-style: both models on the card, same inputs, CUDA events, L2 thrashed before each call."""
+    import torch
+
+    def load(path: str) -> dict:
+        ns: dict = {"__name__": f"_kb_{Path(path).stem}"}
+        exec(compile(Path(path).read_text(), path, "exec"), ns)  # our own honest kernels, not a candidate's
+        return ns
+
+    task, cand = load(problem), load(kernel)
+    torch.manual_seed(42)
+    init = task["get_init_inputs"]()
+    with torch.device("cuda"):
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task["get_inputs"]()]
+        torch.manual_seed(42)
+        ref = task["Model"](*init).cuda()
+        torch.manual_seed(42)
+        new = cand["ModelNew"](*init).cuda()
+    thrash = torch.empty(256 * 1024**2 // 4, dtype=torch.int32, device="cuda")
+
+    def time_model(model) -> list[float]:
+        with torch.no_grad():
+            for _ in range(warmup):
+                model(*inputs)
+            torch.cuda.synchronize()
+            out = []
+            for _ in range(trials):
+                thrash.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(*inputs)
+                end.record()
+                torch.cuda.synchronize()
+                out.append(start.elapsed_time(end))
+        return out
+
+    ref_ms, new_ms = time_model(ref), time_model(new)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {"ref_mean_ms": mean(ref_ms), "new_mean_ms": mean(new_ms), "speedup": mean(ref_ms) / mean(new_ms),
+            "ref_median_ms": sorted(ref_ms)[len(ref_ms) // 2], "new_median_ms": sorted(new_ms)[len(new_ms) // 2],
+            "device": torch.cuda.get_device_name(), "peak_gb": torch.cuda.max_memory_allocated() / 1e9}
+
+
+def verify(problem: Path, kernel: Path, backend: str, memory_gb: float, timeout_s: float) -> dict:
+    cmd = [sys.executable, "-m", "evokernel_tui.cli", "verify", "--backend", backend, str(problem), str(kernel),
+           "--json", "--memory-gb", f"{memory_gb:g}", "--no-cache"]
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"seconds": round(time.monotonic() - t0, 1), "error": f"no verdict in {timeout_s:g} s"}
+    seconds = round(time.monotonic() - t0, 1)
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
+    if line is None:
+        return {"seconds": seconds, "rc": proc.returncode, "stderr_tail": proc.stderr[-3000:],
+                "error": f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or ["no output"])[-1][:400]}
+    res = json.loads(line)
+    failing = next((g for g in res.get("gates", []) if g.get("status") == "fail"), None)
+    timing = res.get("timing") or {}
+    return {"seconds": seconds, "feasible": res.get("feasible"), "speedup": res.get("speedup"),
+            "noisy": timing.get("noisy"), "lo": timing.get("lo"), "hi": timing.get("hi"),
+            "latency_ms": res.get("latency_ms"), "reference_ms": res.get("reference_ms"),
+            "failing": f"{failing['name']}: {failing.get('reason', '')[:300]}" if failing else None,
+            "memory": res.get("memory") or (res.get("extra") or {}).get("memory")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--tag", default="head")
+    ap.add_argument("--memory-gb", type=float, default=96)
+    ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.kb_time:
+        print(json.dumps(kernelbench_timing(*args.kb_time)))
+        return
+    import torch
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    only = {s for s in args.only.split(",") if s}
+    stamp = dt.datetime.now(dt.UTC)
+    out = Path(args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / f"kernelbench_gpu_{stamp:%Y-%m-%d}_{device.lower().replace(' ', '-')}_{args.tag}"
+    rows = []
+    for name, problem, kernel, backend in PROBLEMS:
+        if only and name not in only:
+            continue
+        row = {"name": name, "problem": str(problem.relative_to(ROOT)), "kernel": str(kernel.relative_to(ROOT)),
+               "backend": backend, "verify": verify(problem, kernel, backend, args.memory_gb, args.timeout)}
+        kb = subprocess.run([sys.executable, __file__, "--kb-time", str(problem), str(kernel)], capture_output=True,
+                            text=True, timeout=600)
+        try:
+            row["kernelbench"] = json.loads(kb.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            row["kernelbench"] = {"error": (kb.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+        ours, theirs = row["verify"].get("speedup"), row["kernelbench"].get("speedup")
+        row["ratio"] = round(ours / theirs, 3) if ours and theirs else None
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        _write(base, rows, device, stamp)
+
+
+def _write(base: Path, rows: list[dict], device: str, stamp) -> None:
+    base.with_suffix(".json").write_text(json.dumps({"device": device, "date": stamp.isoformat(),
+                                                     "command": " ".join(sys.argv), "rows": rows}, indent=1))
+    lines = [f"# KernelBench problems through the GPU verifier ({device}, {stamp:%Y-%m-%d %H:%M} UTC)", "",
+             f"Command: `python {' '.join(sys.argv)}`", "",
+             "| problem | backend | s to verdict | feasible | speedup (ours) | noisy | KernelBench-style | ours / KB | failing gate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        v, k = r["verify"], r["kernelbench"]
+        lines.append(f"| {r['name']} | {r['backend']} | {v.get('seconds')} | {v.get('feasible')} | "
+                     f"{_f(v.get('speedup'))} | {v.get('noisy')} | {_f(k.get('speedup'))} | {_f(r.get('ratio'))} | "
+                     f"{(v.get('failing') or v.get('error') or '')[:160]} |")
+    base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _f(x) -> str:
+    return f"{x:.3f}" if isinstance(x, int | float) else "–"
+
+
+if __name__ == "__main__":
+    main()
