@@ -63,7 +63,7 @@ def preexec(extra: Callable[[], None] | None = None) -> Callable[[], None]:
 
 
 _LAUNCHER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evokernel-launcher")
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # the signal handler may run while the main thread holds it
 _CHILDREN: dict[int, tuple[subprocess.Popen, bool]] = {}  # pid -> (process, leads its own group)
 _STATE = {"signal": 0, "closing": False}
 
