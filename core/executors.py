@@ -11,6 +11,7 @@ evokernel-tui[ray]`).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable
@@ -92,6 +93,30 @@ def _pin_gpu(slots: Any) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = slots.get()
 
 
+def _watch_parent(parent: int) -> None:
+    """Pool worker: end (with every sandbox and worker this one started) as soon as the process that
+    made the pool is gone. A thread polling the parent, not a parent-death signal: the pool forks its
+    workers from whichever thread submits first, and that signal fires when that *thread* ends."""
+    import threading
+    import time
+
+    from core import lifetime
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        lifetime.kill_all()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="evokernel-parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int, slots: Any = None) -> None:
+    _watch_parent(parent)
+    if slots is not None:
+        _pin_gpu(slots)
+
+
 class ProcessPoolExecutor(_Base):
     """A local pool of `workers` spawned processes (spawn: no forked torch or thread state).
 
@@ -106,15 +131,15 @@ class ProcessPoolExecutor(_Base):
             raise ExecutorError("--workers must be 1 or more")
         ctx = multiprocessing.get_context("spawn")
         self.gpus = list(gpus or [])
-        kwargs: dict[str, Any] = {}
+        slots = None
         if self.gpus:
             workers = min(workers, len(self.gpus))
             slots = ctx.Queue()
             for gpu in self.gpus[:workers]:
                 slots.put(gpu)
-            kwargs = {"initializer": _pin_gpu, "initargs": (slots,)}
         self.workers = workers
-        self._pool = _StdPool(max_workers=workers, mp_context=ctx, **kwargs)
+        self._pool = _StdPool(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                              initargs=(os.getpid(), slots))
 
     def describe(self) -> str:
         gpus = f", GPUs {','.join(self.gpus[: self.workers])}" if self.gpus else ""
@@ -125,6 +150,22 @@ class ProcessPoolExecutor(_Base):
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def kill(self) -> None:
+        """Stop at once: SIGKILL every worker (each one's sandboxes die with it), then shut the pool down."""
+        import signal
+
+        for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.kill()  # cancelled: never wait for running verifications to finish
+            return
+        self.shutdown()
 
 
 class RayExecutor(_Base):

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core import lifetime
 from core.fsutil import atomic_write_text
 
 BUILTIN_DIR = Path(__file__).with_name("builtin_tasks")
@@ -338,14 +339,9 @@ def _limit_memory(memory_gb: float | None):
 def _run_probe(task: Task, args: list[str], timeout_s: float, memory_gb: float | None, what: str) -> dict:
     filename = task.path or f"<task {task.name}>"
     try:
-        proc = subprocess.run(
-            [sys.executable, "-I", str(PROBE_PATH), filename, *args],
-            input=task.source,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            preexec_fn=_limit_memory(memory_gb),  # noqa: PLW1509 - only sets an rlimit, no threads involved
-        )
+        # dies with us (parent-death signal, its own group killed on SIGTERM/SIGINT and at exit)
+        proc = lifetime.run([sys.executable, "-I", str(PROBE_PATH), filename, *args], input=task.source, text=True,
+                            timeout=timeout_s, preexec_fn=_limit_memory(memory_gb))
     except subprocess.TimeoutExpired:
         raise TaskError(f"task {task.name} did not finish within {timeout_s:g}s ({what} is too slow or stuck)") from None
     result = _last_json_line(proc.stdout)
@@ -477,8 +473,8 @@ def estimate_many(tasks: list[Task], timeout_s: float = 300, use_cache: bool = T
         payload = json.dumps([{"filename": tasks[i].path or f"<task {tasks[i].name}>", "source": tasks[i].source}
                               for i in missing])
         try:
-            proc = subprocess.run([sys.executable, "-I", str(PROBE_PATH), "--estimate-batch"], input=payload,
-                                  capture_output=True, text=True, timeout=timeout_s, preexec_fn=_limit_memory(4.0))
+            proc = lifetime.run([sys.executable, "-I", str(PROBE_PATH), "--estimate-batch"], input=payload,
+                                text=True, timeout=timeout_s, preexec_fn=_limit_memory(4.0))
             lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
         except (subprocess.TimeoutExpired, ValueError):
             lines = []

@@ -197,6 +197,8 @@ class LazyGroup(click.Group):
             check_settings()
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            stopped()
         except Exception as exc:
             if is_user_error(exc):
                 raise click.ClickException(one_line(exc)) from None
@@ -262,8 +264,31 @@ def cli(ctx: click.Context, unsafe_no_isolation: bool) -> None:
         ctx.invoke(cli.get_command(ctx, "tui"))
 
 
+def stopped(message: str | None = None) -> None:
+    """The orderly end of a cancelled command (ctrl+c, SIGTERM): every child process killed (already, by the
+    signal handler; again here in case the interrupt came another way), one line, exit 130 or 143."""
+    from core import lifetime
+
+    lifetime.kill_all()
+    click.echo(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}",
+               err=True)
+    sys.exit(lifetime.exit_code())
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGINT kill every child process first, then unwind the command (temporary job
+    directories are removed on the way) and end it through `stopped`."""
+    from core import lifetime
+
+    lifetime.install_handlers()
+
+
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="evokernel")
+    install_signal_handlers()
+    try:
+        cli.main(args=argv if argv is not None else sys.argv[1:], prog_name="evokernel")
+    except KeyboardInterrupt:  # before or after a command ran (click's own parsing, its teardown)
+        stopped()
 
 
 if __name__ == "__main__":

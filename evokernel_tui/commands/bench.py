@@ -259,8 +259,9 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
-        console.print(f"interrupted; rerun with --out {out} to continue where it stopped")
-        sys.exit(130)
+        from evokernel_tui.cli import stopped
+
+        stopped(f"rerun with --out {out} to continue where it stopped")
     finish(console, out, data, as_json)
 
 

@@ -281,7 +281,8 @@ def run_headless(console: Console, session: Session) -> None:
     try:
         Progress(console, session).run()
     except KeyboardInterrupt:
-        console.print(f"interrupted; continue with `evokernel resume {session.id}`")
-        sys.exit(130)
+        from evokernel_tui.cli import stopped
+
+        stopped(f"continue with `evokernel resume {session.id}`")
     except SessionError as exc:
         raise click.ClickException(str(exc)) from None

@@ -170,7 +170,7 @@ def run_replay(path: Path) -> None:
     """Open a recorded session read-only (used by `evokernel tui --replay` and `evokernel replay --tui`)."""
     from evokernel_tui.app import EvoKernelApp
 
-    EvoKernelApp(replay_events=load_replay_events(path)).run()
+    run_app(EvoKernelApp(replay_events=load_replay_events(path)))
 
 
 @click.command(name="tui")
@@ -248,7 +248,31 @@ def tui(
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True,
                        task_checks=task_checks(memory_gb),  # memory estimate, probe, degeneracy: after the paint
                        starter=_first_starter(first, backend, model))
-    app.run()
+    run_app(app)
+
+
+def run_app(app: Any) -> None:
+    """`app.run()`, where SIGTERM and SIGINT kill every child process at once and close the app (its
+    terminal restored), then end the command in one line with 143 or 130 (`cli.stopped`)."""
+    import asyncio
+
+    from core import lifetime
+    from evokernel_tui.cli import stopped
+
+    def close(_signum: int) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise lifetime.Cancelled(_signum) from None  # not running yet, or already closed
+        loop.call_soon_threadsafe(app.exit, None, lifetime.exit_code())
+
+    lifetime.install_handlers(on_signal=close)
+    try:
+        app.run()
+    finally:
+        lifetime.install_handlers()
+    if lifetime.shutting_down():
+        stopped()
 
 
 def _first_starter(task: Any, backend: str, model: str | None) -> str | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from verifier.backends.base import Backend
 from verifier.build.inline_hook import install_inline_builder
+from verifier.sandbox import lifetime
 
 # load_inline prepends these many lines to what the person wrote (torch/extension.h; torch/types.h, cuda.h,
 # cuda_runtime.h), so compiler line numbers are shifted back by them.
@@ -256,8 +257,8 @@ class CudaBuilder:
         mine = []
         for step in plan.compile_steps:
             log = open(tmp_dir / f"{step.name}.log", "w")  # noqa: SIM115 - closed below
-            mine.append((step, log, subprocess.Popen(list(step.argv), cwd=tmp_dir, stdout=log,
-                                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+            mine.append((step, log, lifetime.spawn(list(step.argv), cwd=tmp_dir, stdout=log, own_group=False,
+                                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
             procs.append(mine[-1])
         timings = []
         for step, log, proc in mine:
@@ -325,8 +326,8 @@ class CudaBuilder:
         argv = [str(bind_obj) if a == BIND_OBJECT else a for a in link.argv]
         t1 = time.monotonic()
         try:
-            proc = subprocess.run(argv, cwd=tmp_dir, capture_output=True, text=True,
-                                  timeout=max(1.0, deadline - time.monotonic()))
+            proc = lifetime.run(argv, cwd=tmp_dir, text=True, own_group=False,
+                                timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             shutil.rmtree(tmp_dir, ignore_errors=True)
             raise BuildError(f"the CUDA link timed out after {self.timeout_s:.0f} s", [], "") from None
@@ -355,8 +356,8 @@ class CudaBuilder:
         env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch,
                "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "/usr/bin:/bin")]),
                "MAX_JOBS": os.environ.get("MAX_JOBS", str(max(1, min(8, os.cpu_count() or 1))))}
-        proc = subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, str(spec_path)], cwd=tmp_dir, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = lifetime.spawn([sys.executable, "-c", _BUILD_SCRIPT, str(spec_path)], cwd=tmp_dir, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             log, _ = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from verifier.sandbox import lifetime
+
 MAX_CONCURRENT = 2  # trusted compilers outside the sandbox at once, over every verification in this process
 _SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT)
 
@@ -48,8 +50,8 @@ class TrustedBuilds:
             with self._lock:
                 if self.closed:
                     return None
-                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                # forked from the launcher thread: this build thread ends before the verification does
+                proc = lifetime.spawn(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
                 self.procs.append(proc)
             try:
                 return proc.wait(timeout=timeout)

@@ -55,6 +55,7 @@ from verifier.build.toolchain import (  # noqa: F401 - re-exported: what other c
     sandbox_compiler,
 )
 from verifier.keys import content_key
+from verifier.sandbox import lifetime
 
 # torch:: spellings kernels use, over ATen (shared by the CPU shim and the light CUDA shim).
 TORCH_NAMESPACE = """namespace torch {
@@ -129,7 +130,7 @@ def _as_list(sources: str | list[str] | None) -> list[str]:
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        proc = lifetime.run(cmd, cwd=cwd, text=True, timeout=timeout, own_group=False)
     except subprocess.TimeoutExpired as exc:
         raise BuildError(f"the build timed out after {timeout:.0f} s", [], str(exc)) from exc
     except OSError as exc:
@@ -429,7 +430,7 @@ class InlineBuilder:
         try:
             # the log goes to a file, not a pipe: nothing left behind can keep a reader waiting
             with open(log_path, "w") as log_file:
-                proc = subprocess.Popen(cmd, cwd=d, stdout=log_file, stderr=subprocess.STDOUT)
+                proc = lifetime.spawn(cmd, cwd=d, stdout=log_file, stderr=subprocess.STDOUT, own_group=False)
         except OSError as exc:
             raise BuildError(f"the compiler could not be started ({exc}); install g++", [], str(exc)) from exc
         try:

@@ -9,7 +9,6 @@ and the caller never shares an address space with the candidate.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import ctypes
 import json
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier.sandbox import lifetime
 from verifier.sandbox.procs import descendants
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -139,7 +139,9 @@ def supervise(argv: list[str], limits: dict, status_path: Path) -> int:
     """Supervisor main: start the job, enforce the deadline, kill all descendants, write the status."""
     become_subreaper()
     start = time.monotonic()
-    proc = subprocess.Popen(argv, preexec_fn=lambda: _apply_limits(limits), pass_fds=tuple(limits.get("pass_fds", ())))
+    # the supervisor is single-threaded: the job is forked here, in its group, and dies with the supervisor
+    proc = lifetime.spawn(argv, own_group=False, launcher=False, preexec_fn=lambda: _apply_limits(limits),
+                          pass_fds=tuple(limits.get("pass_fds", ())))
     finish_job(proc.pid, limits, status_path, start)
     proc.returncode = 0
     return 0
@@ -175,7 +177,7 @@ def run_sandboxed(
     marks: list[tuple[float, dict]] = []
     start = time.monotonic()
     with open(stderr_path, "wb") as err:
-        sup = subprocess.Popen(
+        sup = lifetime.spawn(
             [sys.executable, "-m", "verifier.sandbox.supervisor", json.dumps(lim), str(status_path), "--", *argv],
             cwd=workdir, env=child_env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, pass_fds=(write_fd,),
@@ -263,16 +265,12 @@ def _keep_tail(fd: int, path: Path) -> None:
         path.write_bytes(bytes(tail[-TAIL_BYTES:]))
 
 
-_LAUNCHER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evokernel-launcher")
-
-
 def launch(argv: list[str], **popen_kwargs) -> subprocess.Popen:
-    """`subprocess.Popen` from one long-lived thread. bubblewrap's `--die-with-parent` is a parent-death
-    signal, and Linux sends it when the *thread* that forked the child exits, not the process: a sandbox
-    started from a short-lived thread (the spare refill, a Textual worker, a bench thread) was killed the
-    moment that thread ended, so the pre-started spare was always dead when a verification took it (1.5-2 s
-    of importing torch again per verdict). The launcher thread lives as long as the process."""
-    return _LAUNCHER.submit(subprocess.Popen, argv, **popen_kwargs).result()
+    """`subprocess.Popen` from one long-lived thread, dying with this process (`lifetime.spawn`).
+    bubblewrap's `--die-with-parent` and our own parent-death signal fire when the *thread* that forked the
+    child exits, not the process: a sandbox started from a short-lived thread (the spare refill, a Textual
+    worker, a bench thread) was killed the moment that thread ended."""
+    return lifetime.spawn(argv, **popen_kwargs)
 
 
 class LiveJob:

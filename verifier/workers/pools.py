@@ -21,6 +21,7 @@ from verifier.backends import Backend, get_backend
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.keys import content_key
+from verifier.sandbox import lifetime
 from verifier.sandbox.job_dir import discard
 from verifier.sandbox.supervisor import Limits, LiveJob
 
@@ -222,10 +223,9 @@ def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
         key = _spare_key(config, be, isolated)
         _SPARES.refill(key, lambda: _start_candidate(config, be, isolated, wait=True))
     if be.name in ("cpu", "cuda"):
-        proc = subprocess.Popen([sys.executable, "-m", "verifier.build.shared_artefacts", str(config.root() / "shared")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True,
-                                env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        proc = lifetime.spawn([sys.executable, "-m", "verifier.build.shared_artefacts", str(config.root() / "shared")],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**_trusted_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
         atexit.register(_stop, proc)
         try:
             proc.wait(timeout=900)
