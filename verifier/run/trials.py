@@ -5,8 +5,12 @@ candidate runs, each compared by the parent against the reference's outputs, and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import re
 import time
+from pathlib import Path
 
 from verifier.correctness import decoy
 from verifier.errors import VerifierError
@@ -91,7 +95,8 @@ class Trials:
             probe = mark.get("gpu_probe")
             if isinstance(probe, dict):  # the GPU side-stream probe (verifier.clock.gpu_timing.gpu_findings reads it)
                 self.candidate.setdefault("gpu_probes", []).append(
-                    {"pending_ms": float(probe.get("pending_ms") or 0.0), "changed": bool(probe.get("changed"))})
+                    {"pending_ms": float(probe.get("pending_ms") or 0.0), "idle_ms": float(probe.get("idle_ms") or 0.0),
+                     "drain_ms": float(probe.get("drain_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
             # the harness runs the next trial while this one is compared (its files are in their own folder)
             ni, following = next_trial(i + 1)
@@ -126,6 +131,8 @@ class Trials:
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
             if decoy_trial and i == probe_plan["of"]:
                 probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
+            else:  # compared and not replayed by the decoy probe: its output files are done with
+                drop_outputs(d, self.trusted_dir / rt["dir"])
             if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
                 return CorrectnessGate().failure(self.evidence(), start)
             i, rt, d = ni, following, after
@@ -199,3 +206,28 @@ def _output_digests(held, outputs, config) -> list[str]:
             h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
             found.append(h.hexdigest())
     return found
+
+
+_OUTPUT_FILE = re.compile(r"out\d+\.npy")
+
+
+def drop_outputs(held: HeldDir, trusted: Path) -> None:
+    """Remove a compared trial's output files, the candidate's (by name, through its held descriptor: a
+    link put in their place is removed, never followed) and the reference's, so that a problem whose
+    outputs are gigabytes keeps a trial or two of them in the job's memory-backed folders, not all of
+    them (the reference worker waits for this before it writes more: `reference_worker.TRIAL_WINDOW`)."""
+    for name in _names(held.fd):
+        if _OUTPUT_FILE.fullmatch(name):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=held.fd)
+    for name in _names(str(trusted)):
+        if _OUTPUT_FILE.fullmatch(name):
+            with contextlib.suppress(OSError):
+                os.unlink(trusted / name)
+
+
+def _names(where) -> list[str]:
+    try:
+        return os.listdir(where)
+    except OSError:
+        return []

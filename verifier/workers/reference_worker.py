@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -30,6 +31,27 @@ def _load_task(path: str):
         if not hasattr(module, name):
             raise LookupError(f"the task defines no {name}")
     return module
+
+
+#: At most this many trials' outputs lie written and not yet compared (the parent removes a trial's
+#: output files once compared: `verifier.run.trials.drop_outputs`) when a trial's outputs are bigger than
+#: `WINDOW_MIN_BYTES`: a problem with gigabyte outputs then holds three trials of them in the trusted
+#: folder (memory-backed), not all of its trials and probes at once (119 GB of host memory for a
+#: 6.4 GB ReLU on an H200 host before this). The wait is bounded, so a parent that stopped comparing
+#: (a failed gate) costs time, never a hang.
+TRIAL_WINDOW = 3
+WINDOW_MIN_BYTES = 256 << 20
+WINDOW_WAIT_S = 60.0
+
+
+def wait_for_room(written: list[Path], trial_bytes: int, window: int = TRIAL_WINDOW,
+                  wait_s: float = WINDOW_WAIT_S) -> None:
+    """Wait until fewer than `window` of the trial folders in `written` still hold output files."""
+    if trial_bytes < WINDOW_MIN_BYTES:
+        return
+    end = time.monotonic() + wait_s
+    while sum(1 for d in written if any(d.glob("out*.npy"))) >= window and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 def draw_inputs(torch, task, seed: int, dist: str, device: str) -> list:
@@ -128,9 +150,12 @@ class Worker:
                           input_distribution=input_recipe.describe(self.recipe, self.input_names))
         trials = []
         task_outs = None
+        written: list[Path] = []
+        trial_bytes = 0
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
+                wait_for_room(written, trial_bytes)
                 if trial.get("probe"):  # a numerics probe (verifier/correctness/probes.py): may be skipped, with a reason
                     ran = self._probe(trial, trials)
                     if "skip" in ran:
@@ -146,6 +171,8 @@ class Worker:
                     extra = {}
                 sync(torch, self.device)
                 metas = []
+                written.append(d)
+                trial_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
                 for j, o in enumerate(outs):
                     meta = save_tensor(torch, np, d / f"out{j}.npy", o)
                     meta["aliases_input"] = any(
