@@ -266,3 +266,35 @@ for mode in (os.O_RDONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_CREAT):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "shared ok" in proc.stdout and "LOCKED" not in proc.stdout, proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------------
+# probes drawn, not fixed
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_drawn_shape_variant_reaches_the_task_size_class_with_prime_tails():
+    from verifier.correctness import probes
+
+    relu = [{"kind": "tensor", "shape": [2048, 4096], "dtype": "float32"}]
+    labels = set()
+    for seed in range(20):
+        drawn = probes.shape_variants(relu, seed)[2]["recipe"][0]["shape"]
+        n = drawn[0] * drawn[1]
+        assert n >= probes.LARGE_FLOOR and n % 2 == 1 and all(probes.prev_prime(s) == s for s in drawn)
+        labels.add(tuple(drawn))
+    assert len(labels) > 10  # drawn per verification, not one fixed shape a kernel can recognise
+    small = [{"kind": "tensor", "shape": [64, 128], "dtype": "float32"}]
+    shape = probes.shape_variants(small, 3)[2]["recipe"][0]["shape"]
+    assert shape[0] * shape[1] >= probes.LARGE_FLOOR and shape[1] != 128  # grown past the usual thresholds
+
+
+@pytest.mark.slow
+def test_relu_with_a_fast_path_tail_bug_is_caught(task_source, make_config):
+    """Before: both held-out shapes were below 2^18 elements and the kernel's wrong path starts at 2^20:
+    feasible. Now the drawn variant in the task's size class takes that path and leaves a tail."""
+    source = (ROUND4 / "relu_fast_path_tail.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(time_kernels=False))
+    probes_seen = {p["name"]: p["status"] for p in res.to_dict()["probes"]}
+    assert not res.feasible, probes_seen
+    assert probes_seen.get("held-out shapes #3") == "fail", probes_seen
