@@ -295,6 +295,8 @@ def test_relu_with_a_fast_path_tail_bug_is_caught(task_source, make_config):
     feasible. Now the drawn variant in the task's size class takes that path and leaves a tail."""
     source = (ROUND4 / "relu_fast_path_tail.py").read_text()
     res = verify(task_source("relu"), source, config=make_config(time_kernels=False))
-    probes_seen = {p["name"]: p["status"] for p in res.to_dict()["probes"]}
+    correctness = next(g for g in res.gates if g.name == "correctness")
+    probes_seen = {p["name"]: p["status"] for p in correctness.detail.get("probes", [])}
     assert not res.feasible, probes_seen
+    assert correctness.reason.startswith("held-out shapes "), correctness.reason
     assert probes_seen.get("held-out shapes #3") == "fail", probes_seen
