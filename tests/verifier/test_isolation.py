@@ -535,7 +535,7 @@ def test_sandbox_runs_as_an_ordinary_user(tmp_path):
     """bubblewrap works for a user without privileges (the tests usually run as root)."""
     import pwd
 
-    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv, bwrap_binary
+    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv, bwrap_binary, write_synthetic_etc
 
     if os.getuid() != 0:
         pytest.skip("already an ordinary user: the other tests cover it")
@@ -554,8 +554,9 @@ def test_sandbox_runs_as_an_ordinary_user(tmp_path):
     job.mkdir()
     os.chown(job, user.pw_uid, user.pw_gid)
     system = [Path(d) for d in ("/usr", "/etc") if Path(d).is_dir()]
-    argv = bwrap_argv(SandboxSpec(writable=[job]), ["/bin/sh", "-c", "touch ok && ! touch /etc/evk-evil && id -u"],
-                      trees=system)
+    etc = write_synthetic_etc(base, user.pw_uid, user.pw_gid)  # as the user's own app writes them
+    argv = bwrap_argv(SandboxSpec(writable=[job], etc_dir=etc),
+                      ["/bin/sh", "-c", "touch ok && ! touch /etc/evk-evil && id -u"], trees=system)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                           preexec_fn=lambda: (os.setgid(user.pw_gid), os.setuid(user.pw_uid)))
     try:

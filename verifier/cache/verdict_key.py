@@ -6,6 +6,7 @@ fills in the skipped ones before anyone is told of them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import sys
 import time
@@ -43,10 +44,23 @@ def _cached_verdict(root: Path, key: str, isolated: bool) -> VerificationResult 
     return cached
 
 
+@functools.cache
+def verifier_version() -> str:
+    """A hash of the verifier package's source files, computed once per process: a verdict cached by an
+    earlier verifier (before a fix) is never served by a later one (issue 37)."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
-    return content_key("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2])
+    return content_key("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2],
+                       verifier_version())
 
 
 def _finish(result: VerificationResult, gates: list[GateResult], notify: GateCallback, started: float) -> VerificationResult:

@@ -12,10 +12,12 @@ compared from files by the parent):
   Where the reference's outputs are all finite, the candidate's must be finite and close under the
   magnitude-relative tolerance of `compare.compare_tensor(magnitude=True)`; where the reference itself
   is not finite (or raises) the probe is skipped and the verdict says so.
-* **Held-out shapes** (`VerifyConfig.shape_probe`): up to two variants of the recipe's sizes chosen to
+* **Held-out shapes** (`VerifyConfig.shape_probe`): up to three variants of the recipe's sizes chosen to
   leave tails (`shape_variants`): every size above 4 made a smaller prime (no power-of-two block divides
   it), and the leading size of each tensor alone made a smaller prime (models with fixed feature sizes
-  still take it). Sizes stay small (`SHAPE_BUDGET` elements a tensor). The reference runs a variant first;
+  still take it). Sizes stay small (`SHAPE_BUDGET` elements a tensor). The third is drawn per verification
+  from the probe's secret seed (`_drawn_size_class`): the task's own size class with prime sizes, grown
+  past 2^20 elements when the task is smaller (a fast path's tail bug lives above such thresholds). The reference runs a variant first;
   where it raises, or returns outputs of another count, rank or dtype than on the task's shapes, the
   variant is skipped. A candidate that raises on a variant is not refused (an honest kernel may
   TORCH_CHECK its shapes): the verdict notes that it handles only the task's shapes. A wrong answer on a
@@ -31,8 +33,10 @@ from __future__ import annotations
 import math
 
 DEFAULT_SCALES = (100.0, 10000.0)
-SHAPE_VARIANTS = 2
+SHAPE_VARIANTS = 3
 SHAPE_BUDGET = 1 << 18  # elements per tensor in a held-out shape (1 MB of float32)
+LARGE_FLOOR = (1 << 20) + 1  # the drawn variant's largest tensor reaches past every usual fast-path threshold
+LARGE_BUDGET = 1 << 23  # ... but never past the task's own size or this (32 MB of float32), whichever is larger
 KEEP_BELOW = 5  # sizes under this (channels, pairs, heads of 4) are kept in the "every size" variant
 
 MAGNITUDE, SHAPE = "magnitude", "shape"
@@ -121,6 +125,57 @@ def _every_size(recipe: list[dict]) -> list[dict] | None:
     return _apply(recipe, lambda shape: [mapping.get(int(s), int(s)) for s in shape])
 
 
+def next_prime(n: int) -> int:
+    """The smallest prime >= n."""
+    n = max(2, int(n))
+    while prev_prime(n) != n:
+        n += 1
+    return n
+
+
+def _drawn_size_class(recipe: list[dict], seed: int) -> list[dict] | None:
+    """The task's own size class with prime tails, drawn from the verification's secret `seed` (issue 37:
+    fixed small primes let a kernel recognise a probe, and a fast path taken only above ~2^20 elements
+    was never probed). Every size >= KEEP_BELOW becomes a prime drawn just below it (within 1/32) (equal sizes alike, sizes
+    that differed stay different); then, while the largest tensor holds fewer than LARGE_FLOOR elements,
+    the leading sizes grow (to a drawn prime) so that it is past every usual size threshold; never past
+    the task's own largest tensor or LARGE_BUDGET, whichever is larger."""
+    import random
+
+    rng = random.Random(int(seed))
+    tensors = _tensors(recipe)
+    sizes = sorted({int(s) for e in tensors for s in e["shape"] if int(s) >= KEEP_BELOW})
+    if not sizes:
+        return None
+    own = max((math.prod(int(s) for s in e["shape"]) for e in tensors), default=0)
+    cap = max(own, LARGE_BUDGET)
+    mapping: dict[int, int] = {}
+    for v in sizes:
+        spread = max(2, v // 32)
+        for _ in range(64):
+            m = prev_prime(rng.randint(max(KEEP_BELOW, v - spread), v))
+            if m >= KEEP_BELOW and m not in mapping.values():
+                break
+        mapping[v] = m
+
+    def numel(e, lead=None) -> int:
+        shape = [mapping.get(int(s), int(s)) for s in e["shape"]]
+        if lead is not None and len(shape) >= 1:
+            shape[0] = lead
+        return math.prod(shape)
+
+    big = max(tensors, key=lambda e: numel(e))
+    if numel(big) < LARGE_FLOOR and len(big["shape"]) >= 1:
+        rest = max(1, numel(big) // max(1, mapping.get(int(big["shape"][0]), int(big["shape"][0]))))
+        lead0 = int(big["shape"][0])
+        want = next_prime(-(-LARGE_FLOOR // rest) + rng.randint(0, 64))
+        if want * rest <= cap and lead0 >= KEEP_BELOW:
+            mapping[lead0] = want
+    if any(numel(e) > cap for e in tensors):
+        return None
+    return _apply(recipe, lambda shape: [mapping.get(int(s), int(s)) for s in shape])
+
+
 def _leading_size(recipe: list[dict]) -> list[dict] | None:
     """The first size of every tensor of rank >= 2 made a smaller prime (equal leading sizes alike), the
     rest kept: a batch of another size, which models with fixed feature sizes still take."""
@@ -137,9 +192,10 @@ def _leading_size(recipe: list[dict]) -> list[dict] | None:
                                          if len(shape) >= 2 else list(shape)))
 
 
-def shape_variants(recipe: list[dict] | None) -> list[dict]:
-    """The held-out shapes of a recipe, in order: {"recipe", "label"} or {"skip": why}. Deterministic: both
-    the trusted reference worker and a test compute the same ones."""
+def shape_variants(recipe: list[dict] | None, seed: int = 0) -> list[dict]:
+    """The held-out shapes of a recipe, in order: {"recipe", "label"} or {"skip": why}. Deterministic for a
+    `seed` (the trusted reference worker passes the probe trial's secret seed, which the third variant,
+    `_drawn_size_class`, is drawn from; the first two do not depend on it)."""
     if recipe is None:
         return [{"skip": "the task's inputs are not drawn from a recipe (get_inputs() transforms them), so "
                          "their sizes cannot be changed"}] * SHAPE_VARIANTS
@@ -147,7 +203,8 @@ def shape_variants(recipe: list[dict] | None) -> list[dict]:
     out: list[dict] = []
     seen = {original}
     for make, what in ((_every_size, "no size of 5 or more to change"),
-                       (_leading_size, "no tensor of rank 2 or more with a leading size of 3 or more")):
+                       (_leading_size, "no tensor of rank 2 or more with a leading size of 3 or more"),
+                       (lambda r: _drawn_size_class(r, seed), "no size of 5 or more to change, or too large")):
         variant = make(recipe)
         if variant is None:
             out.append({"skip": what})

@@ -248,26 +248,33 @@ BUILD_ERROR_LIMITS = {"message": 500, "log": 4000}
 MAX_DIAGNOSTICS, DIAGNOSTIC_CHARS = 20, 300
 
 
-def _text(value, limit: int, tail: bool = False) -> str:
+def _text(value, limit: int, tail: bool = False, extra_paths=()) -> str:
+    """`value` as text with the host's paths and accounts replaced (`verifier.sandbox.host_text`), cut to
+    `limit` characters (its tail when `tail`)."""
+    from verifier.sandbox.host_text import scrub
+
     text = value if isinstance(value, str) else ("" if value is None else repr(value))
+    text = scrub(text[-4 * limit - 1000:] if tail else text[:4 * limit + 1000], extra_paths)
     if len(text) <= limit:
         return text
     return ("..." + text[-limit:]) if tail else (text[:limit] + "...")
 
 
-def bounded_report(report: dict) -> dict:
+def bounded_report(report: dict, host_paths=()) -> dict:
     """The candidate's final report with every text field it controls cut to a fixed length (tracebacks
-    and logs keep their tail), non-text values made text, build diagnostics capped in count and length."""
+    and logs keep their tail), non-text values made text, build diagnostics capped in count and length,
+    and the host's paths (`host_paths` besides the home and the project) and account names taken out."""
     out = dict(report)
     for key, limit in REPORT_LIMITS.items():
         if key in out:
-            out[key] = _text(out[key], limit, tail=key == "traceback")
+            out[key] = _text(out[key], limit, tail=key == "traceback", extra_paths=host_paths)
     if "build_error" in out:
         be = out["build_error"] if isinstance(out["build_error"], dict) else {"message": out["build_error"]}
         diags = be.get("diagnostics") if isinstance(be.get("diagnostics"), list) else []
-        out["build_error"] = {"message": _text(be.get("message"), BUILD_ERROR_LIMITS["message"]),
-                              "log": _text(be.get("log"), BUILD_ERROR_LIMITS["log"], tail=True),
-                              "diagnostics": [_text(d, DIAGNOSTIC_CHARS) for d in diags[:MAX_DIAGNOSTICS]]}
+        out["build_error"] = {"message": _text(be.get("message"), BUILD_ERROR_LIMITS["message"], extra_paths=host_paths),
+                              "log": _text(be.get("log"), BUILD_ERROR_LIMITS["log"], tail=True, extra_paths=host_paths),
+                              "diagnostics": [_text(d, DIAGNOSTIC_CHARS, extra_paths=host_paths)
+                                              for d in diags[:MAX_DIAGNOSTICS]]}
     return out
 
 

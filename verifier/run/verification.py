@@ -232,8 +232,10 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
     def _take_report(self, mark: dict | None) -> None:
         if mark is not None and isinstance(mark.get("report"), dict):
             from verifier.gates.evidence import bounded_report
+            from verifier.sandbox.isolation import private_scratch
 
-            report = bounded_report(mark["report"])  # candidate text in a verdict is bounded
+            # candidate text in a verdict is bounded, and host paths and accounts are taken out of it
+            report = bounded_report(mark["report"], (self.config.root(), private_scratch(), self.config.root().parent))
             keep = {k: report[k] for k in ("phase", "failed_phase", "error_type", "error", "traceback", "build_error",
                                            "builds", "threads_after_forward", "patched_after_forward")
                     if k in report}

@@ -1,12 +1,15 @@
 """OS isolation for everything a candidate controls: bubblewrap namespaces around the build and the run.
 
 The sandbox sees a whitelist of the host, read-only: the system directories, a few files of `/etc`
-(`ETC_ENTRIES`: loader cache, alternatives, passwd/group, name service, time zone), the Python installation,
+(`ETC_ENTRIES`: loader cache, alternatives, name service, time zone; `passwd`, `group` and `hosts` are
+synthetic, `synthetic_etc`), the Python installation,
 the packages on `sys.path` and this project's code. Nothing else exists inside it: not `$HOME`, not
 the build root (only its trusted `shared/` artefacts, read-only), not sessions, the memory bank, the
 verdict cache, reference data or the config. The job's own directory is the only writable place
 besides a private `/tmp`. New user, PID, mount, network, IPC, UTS and cgroup namespaces: when the
 namespace's first process dies the kernel kills every process in it, so nothing outlives a verdict.
+No namespace can be made inside (`--disable-userns`, and the seccomp filter of `syscall_filter`): every
+process the candidate starts is in the sandbox's one PID namespace, where the pause and audits see it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from pathlib import Path
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 # /etc is not bound wholesale (it holds host secrets: shadow, ssh keys, tokens, configs): only what the
 # dynamic loader, Python, torch and the compilers read. Each entry is bound read-only when it exists.
-ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "passwd", "group",
-               "nsswitch.conf", "host.conf", "hosts", "gai.conf", "localtime", "timezone", "os-release",
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives",
+               "nsswitch.conf", "host.conf", "gai.conf", "localtime", "timezone", "os-release",
                "debian_version", "lsb-release", "mime.types", "protocols", "services", "python3", "python3.11",
                "python3.12", "OpenCL", "vulkan", "glvnd", "nvidia")
 UNSAFE_FLAG = "--unsafe-no-isolation"
@@ -66,7 +69,59 @@ def unavailable_reason() -> str | None:
 
 
 def _namespace_args() -> list[str]:
-    return ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    return ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_userns_args()]
+
+
+@functools.cache
+def _userns_args() -> list[str]:
+    """`--unshare-user --disable-userns` (no user namespace, hence no PID or mount namespace, can be made
+    inside the sandbox: issue 37's helper hid in one from the pause) where bubblewrap can make a user
+    namespace here; else nothing (then the candidate cannot make one either, and the seccomp filter
+    denies `unshare`, `setns` and namespace flags to `clone` in any case)."""
+    binary = bwrap_binary()
+    args = ["--unshare-user", "--disable-userns"]
+    if binary is None:
+        return []
+    try:
+        proc = subprocess.run([binary, "--unshare-all", *args, "--ro-bind", "/", "/", "--", "/bin/true"],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return args if proc.returncode == 0 else []
+
+
+# /etc/passwd, /etc/group and /etc/hosts inside the sandbox: a few fixed lines (the host's files name its
+# accounts, their homes and the host's network; raised as an error, they reached the verdict: issue 37).
+# The job's own uid and gid get an entry so that `getpass.getuser()` and `pwd` lookups still work.
+def synthetic_etc(uid: int | None = None, gid: int | None = None) -> dict[str, str]:
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    passwd = ["root:x:0:0:root:/root:/usr/sbin/nologin", "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"]
+    group = ["root:x:0:", "nogroup:x:65534:"]
+    if uid not in (0, 65534):
+        passwd.append(f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin")
+    if gid not in (0, 65534):
+        group.append(f"sandbox:x:{gid}:")
+    hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    return {name: "\n".join(lines) + "\n" for name, lines in (("passwd", passwd), ("group", group), ("hosts", hosts))}
+
+
+def write_synthetic_etc(base: Path | None = None, uid: int | None = None, gid: int | None = None) -> Path:
+    """The synthetic files, written once per content into `base` (default: the private scratch, hidden
+    from the sandbox); the directory that holds them."""
+    import hashlib
+
+    files = synthetic_etc(uid, gid)
+    key = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    d = (private_scratch() if base is None else base) / f"etc-{key}"
+    if not all((d / n).is_file() and (d / n).read_text() == t for n, t in files.items()):
+        d.mkdir(mode=0o755, exist_ok=True)
+        for name, text in files.items():
+            tmp = d / f".{name}.{os.getpid()}"
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+            os.replace(tmp, d / name)
+    return d
 
 
 @dataclass
@@ -81,6 +136,7 @@ class SandboxSpec:
     devices: list[str] = field(default_factory=list)
     chdir: Path | None = None
     tmp_bytes: int = 1024**3  # each private tmpfs (/tmp, /var/tmp, /dev/shm) is capped: tmpfs pages are RAM
+    etc_dir: Path | None = None  # where the synthetic passwd/group/hosts are (default: `write_synthetic_etc()`)
 
 
 def visible_trees() -> list[Path]:
@@ -116,9 +172,11 @@ def default_hidden() -> list[Path]:
     return hidden
 
 
-def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = None) -> list[str]:
+def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = None,
+               seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command line for `argv` under `spec` (mount order matters: later mounts win);
-    `trees` replaces the default read-only view (`visible_trees()`)."""
+    `trees` replaces the default read-only view (`visible_trees()`); `seccomp_fd` (from
+    `syscall_filter.filter_fd()`, passed to bubblewrap by the caller) installs the syscall filter."""
     binary = bwrap_binary()
     if binary is None:
         raise IsolationUnavailable(unavailable_reason() or "bubblewrap is not installed")
@@ -137,6 +195,9 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
             host = Path("/etc") / entry
             if host.exists():
                 args += ["--ro-bind", str(host), str(host)]
+    etc = spec.etc_dir or write_synthetic_etc()
+    for name in ("passwd", "group", "hosts"):
+        args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     for hid in spec.hidden:
         hid = hid.resolve() if hid.exists() else hid
         if hid.is_dir() and any(hid == t or t in hid.parents for t in trees):
@@ -149,6 +210,8 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
             args += ["--dev-bind", dev, dev]
     for w in spec.writable:
         args += ["--bind", str(w.resolve()), str(w.resolve())]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", str((spec.chdir or spec.writable[0]).resolve()), "--", *argv]
     return args
 

@@ -220,7 +220,7 @@ class Worker:
 
         recipe = None
         if trial["probe"] == probes.SHAPE:
-            variants = probes.shape_variants(self.recipe)
+            variants = probes.shape_variants(self.recipe, seed)
             k = int(trial.get("variant", 0))
             variant = variants[k] if k < len(variants) else {"skip": "no such variant"}
             if "skip" in variant:
