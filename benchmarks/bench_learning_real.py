@@ -250,7 +250,7 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
         if args.verifier == "real":
             common += ["--verdict-cache", "--timeout", "60"]
         outs = []
-        builtin = [t for t in args.task_list if t in BUILTIN]
+        builtin = [t for t in args.task_list if t not in KERNELBENCH]
         kb = [t for t in args.task_list if t in KERNELBENCH]
         if builtin:
             out = root / f"{mode}-{seed}-p{number}-builtin"
@@ -267,7 +267,7 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
     requests = [r for r in model.requests if r.stage == "draft"]
     if len(requests) != len(run.prompts):
         run.problems.append(f"{len(requests)} draft requests reached the model, {len(run.prompts)} prompts logged")
-    for p, r in zip(run.prompts, requests):
+    for p, r in zip(run.prompts, requests, strict=False):
         if abs(p["p"] - r.p) > 1e-9:
             run.problems.append(f"{p['task']}: the model read p={r.p:.2f} from its prompt, the log says {p['p']:.2f}")
     run.seconds = time.monotonic() - start
@@ -298,7 +298,8 @@ def analyse_sessions(run: Pass, out: Path, updates: dict[str, int], helpful_titl
                 prompt = {"task": session.name, "stage": d["stage"], "ranked": ranked, "start": start.get("id"),
                           "shown": n_help > 0, "share": n_help / len(ranked) if ranked else 0.0,
                           "p": args.base + args.strength * (n_help / len(ranked) if ranked else 0.0),
-                          "fresh": sum(1 for i in items if i.get("kind") != "seed")}
+                          "fresh": sum(1 for i in items if i.get("kind") != "seed"),
+                          "in_pool": sum(1 for c in (retrieved or {}).get("pool", []) if c["id"] in helpful_ids)}
             elif ev.kind == "reward" and prompt is not None:
                 want = list(dict.fromkeys(prompt["ranked"] + ([prompt["start"]] if prompt["start"] else [])))
                 credited = d.get("credited") or d.get("deferred") or []
@@ -359,8 +360,8 @@ def avg(xs: list[float | None]) -> float | None:
 
 
 def report(runs: dict[tuple[str, int], list[Pass]]) -> str:
-    lines = ["| retrieval | pass | helpful shown | mean p | correct | fresh items per prompt | Q1 helpful (n) "
-             "| Q1 other seeds (n) | Q1 fresh (n) | problems |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| retrieval | pass | helpful shown | mean p | correct | fresh items per prompt | helpful in pool "
+             "| Q1 helpful (n) | Q1 other seeds (n) | Q1 fresh (n) | problems |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for mode in MODES:
         for number in (1, 2):
             ps = [p for (m, n), rs in runs.items() if m == mode and n == number for p in rs]
@@ -369,6 +370,7 @@ def report(runs: dict[tuple[str, int], list[Pass]]) -> str:
             lines.append(
                 f"| {mode} | {number} | {fmt(avg([p.mean('shown') for p in ps]))} | {fmt(avg([p.mean('p') for p in ps]))} "
                 f"| {fmt(avg([p.mean('good') for p in ps]))} | {fmt(avg([p.mean('fresh') for p in ps]))} "
+                f"| {fmt(avg([p.mean('in_pool') for p in ps]))} "
                 f"| {fmt(avg([p.q['helpful']['q1'] for p in ps]))} ({fmt(avg([p.q['helpful']['n'] for p in ps]))}) "
                 f"| {fmt(avg([p.q['others']['q1'] for p in ps]))} ({fmt(avg([p.q['others']['n'] for p in ps]))}) "
                 f"| {fmt(avg([p.q['fresh']['q1'] for p in ps]))} ({fmt(avg([p.q['fresh']['n'] for p in ps]))}) "
@@ -411,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("EVOKERNEL_MODEL_LESSONS", "1")
     seeds = [int(s) for s in args.seeds.split(",")]
     sources = {t: p.read_text() for t, p in {**BUILTIN, **KERNELBENCH}.items()}
+    if args.verifier == "real" and (missing := [t for t in args.task_list if t not in sources]):
+        ap.error(f"no correct candidate for {', '.join(missing)} (the real verifier needs one)")
     titles = helpful_map()
     start = time.monotonic()
     runs: dict[tuple[str, int], list[Pass]] = {}
