@@ -140,6 +140,35 @@ def dedup_pool(pool: list[tuple[MemoryItem, float]], stage: str) -> list[tuple[M
     return [(item, sim) for item, sim in pool if item.duplicate_key() is None or id(item) in keep]
 
 
+def keep_evidence(candidates: list[tuple[MemoryItem, float]], size: int, stage: str) -> list[tuple[MemoryItem, float]]:
+    """The `size` most similar candidates, except that an item with no evidence in `stage` (never
+    visited) gives its place to a less similar item whose evidence says it helps (visited, Q above
+    the mean Q of the visited candidates); the least similar untried items go first, the most
+    similar proven ones come in first. The pool stays in similarity order.
+
+    Why: every attempt adds a trajectory or a lesson that matches its task's query better than
+    general seeds do, so after one pass over a set of tasks the K most similar were mostly fresh,
+    unvisited items, and the seeds whose contexts had succeeded fell out of the pool: value could
+    not choose them however high their Q (issue 38: value's second pass showed the helpful seeds in
+    0.75 of its prompts against 0.95 in its first; `benchmarks/bench_learning_real.py`). Items with
+    no evidence still fill every place no proven item needs, so new knowledge is still recalled.
+    """
+    head, tail = candidates[:size], candidates[size:]
+    visited = [item.q(stage) for item, _ in candidates if item.visits(stage)]
+    if not tail or not visited:
+        return head
+    mean = sum(visited) / len(visited)
+    proven = [(item, sim) for item, sim in tail if item.visits(stage) and item.q(stage) > mean]
+    untried = [n for n in range(len(head) - 1, -1, -1) if not head[n][0].visits(stage)]
+    swaps = min(len(proven), len(untried))
+    if not swaps:
+        return head
+    drop = set(untried[:swaps])
+    kept = [c for n, c in enumerate(head) if n not in drop] + proven[:swaps]
+    order = {id(item): n for n, (item, _) in enumerate(candidates)}
+    return sorted(kept, key=lambda c: order[id(c[0])])
+
+
 @dataclass
 class RetrievalPolicy:
     """How to pick the N items put in a prompt. Seeded, so runs are reproducible.
@@ -161,7 +190,14 @@ class RetrievalPolicy:
     - `refine_norm`: z-normalise refine rewards with the session's running mean and deviation
       (`values.RunningNorm`, the paper's option; off by default);
     - `seed_ties`: among candidates of equal score, seed items go first, the less visited ahead
-      (`tie_rank`); False: ties go to similarity alone.
+      (`tie_rank`); False: ties go to similarity alone;
+    - `keep_evidence` (value mode): an untried item in the K most similar gives its place to a less
+      similar recalled item whose Q is above the visited candidates' mean (`keep_evidence`), so fresh
+      trajectories and lessons cannot push proven items out of the pool; False: the plain top K;
+    - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
+      m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
+      its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
+      said it helps; 0: Q as stored.
     """
 
     mode: str = "value"
@@ -183,6 +219,8 @@ class RetrievalPolicy:
     reward: str = "paper"
     refine_norm: bool = False
     seed_ties: bool = True
+    keep_evidence: bool = True
+    prior_visits: float = 0.0
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -223,7 +261,8 @@ class RetrievalPolicy:
             "pool_size": self.pool_size, "exploration": self.exploration, "epsilon": self.epsilon,
             "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
             "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward, "refine_norm": self.refine_norm,
-            "seed_ties": self.seed_ties,
+            "seed_ties": self.seed_ties, "keep_evidence": self.keep_evidence,
+            "prior_visits": self.prior_visits,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:
@@ -234,14 +273,17 @@ class RetrievalPolicy:
         """The chosen items together with the pool they were chosen from (for events and metrics)."""
         check_stage(stage)
         rule_ids = self._rule_ids(store, sig)
-        want = self.pool * (4 if self.dedup else 1) + len(rule_ids)
+        want = self.pool * (4 if self.dedup or self.keep_evidence else 1) + len(rule_ids)
         raw = store.recall(sig.query_text(), want, backend=sig.backend, backend_boost=self.backend_boost)
         pool = [(item, sim) for item, sim in raw if item.id not in rule_ids]
         if self.dedup:
             pool = dedup_pool(pool, stage)
-        pool = pool[: self.pool]
+        similarity_top = [item.id for item, _ in self._relevant(pool[: self.pool])[: self.k]]
+        if self.mode == "value" and self.keep_evidence:
+            pool = keep_evidence(pool, self.pool, stage)
+        else:
+            pool = pool[: self.pool]
         pool = self._relevant(pool)
-        similarity_top = [item.id for item, _ in pool[: self.k]]
         if self.mode == "similarity":
             hits = [Retrieved(item, sim, 0.0, 0.0, sim, "similarity") for item, sim in pool[: self.k]]
         elif self.mode == "random":
@@ -289,6 +331,10 @@ class RetrievalPolicy:
         scored = []
         for item, sim in pool:
             q = item.q(stage) if neutral is None or item.visits(stage) else neutral
+            if neutral is not None and self.prior_visits and item.visits(stage):
+                # evidence counts: a Q from few visits is pulled toward the pool's mean (see `prior_visits`)
+                n = item.visits(stage)
+                q = (n * q + self.prior_visits * neutral) / (n + self.prior_visits)
             value = normalised_value(q, stage)
             bonus = 0.0
             if self.exploration == "ucb":
