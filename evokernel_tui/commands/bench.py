@@ -49,7 +49,7 @@ from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
 from evokernel_tui import options
-from evokernel_tui.cli import one_line_errors
+from evokernel_tui.cli import check_backend, check_endpoint, one_line_errors
 from evokernel_tui.commands.draft import task_shapes
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
@@ -217,6 +217,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         raise click.ClickException("--per-task-memory makes a fresh bank per task: drop --memory and --fresh-memory")
     if address and executor_kind != "ray":
         raise click.ClickException("--address is for --executor ray")
+    check_backend(backend)  # no GPU for --backend cuda: one line before any model call or output folder
     out = out or default_out()
     try:
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
@@ -241,6 +242,8 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         if cfg is None:
             Console(stderr=True).print(no_model_message(), highlight=False, soft_wrap=True)
             sys.exit(2)
+        if not cfg.model.startswith("scripted:"):
+            check_endpoint(cfg.api_base)
         cfg.timeout_s = timeout
         tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
                              limit=limit)

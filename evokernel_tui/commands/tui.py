@@ -213,7 +213,7 @@ def tui(
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
-    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task
+    from evokernel_tui.cli import check_backend, check_memory, check_model, check_settings, check_task
 
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
@@ -228,6 +228,7 @@ def tui(
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return
+    check_backend(backend)  # no GPU for --backend cuda: one line instead of an app whose gates cannot run
     if session_ref is not None:
         path = _find(session_ref, sessions_dir)
         _refuse_if_open(path)

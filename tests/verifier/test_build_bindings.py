@@ -159,8 +159,8 @@ def test_a_linker_that_fails_where_the_default_works_is_left_for_the_default(sha
     kernel whose own link fails is still refused, and does not turn gold off."""
     import torch
 
-    from verifier.build.split_build import BuildError, InlineBuilder
     from verifier.build import split_build as build
+    from verifier.build.split_build import BuildError, InlineBuilder
 
     monkeypatch.setitem(build._GOLD, "usable", True)
     monkeypatch.setattr(build, "_fast_linker", lambda: ["-Wl,--no-such-linker-flag-evk"])  # a linker that fails
