@@ -154,6 +154,31 @@ def api_key_problem(model: str, api_base: str | None = None) -> str | None:
             "OpenAI-compatible server, or leave the model out for manual mode")
 
 
+def endpoint_problem(api_base: str | None, timeout_s: float = 3.0) -> str | None:
+    """Why the server at `api_base` cannot be reached (one line), or None: one TCP connection with a short
+    timeout, made before a session folder or a model call, so an unreachable `--api-base` costs seconds,
+    not a session's worth of retries. No request is sent (a server counting requests sees none)."""
+    if not api_base:
+        return None
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(api_base if "://" in api_base else f"http://{api_base}")
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return f"--api-base {api_base} is not a URL ({exc})"
+    if not host:
+        return f"--api-base {api_base} names no host; give e.g. http://127.0.0.1:8000/v1"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        return (f"cannot reach the model server at {api_base} ({host}:{port}: {reason}); start it, or fix "
+                "--api-base")
+
+
 HOW_TO_CONFIGURE = (
     f"pass --model (e.g. --model openai/gpt-4o-mini), set {MODEL_ENV}, "
     "or put `model = \"...\"` in {path}"

@@ -500,15 +500,61 @@ def estimate_task_memory(task: Task, timeout_s: float = 60, use_cache: bool = Tr
     return _estimate_from(task, result)
 
 
-def memory_refusal(task_name: str, estimate: MemoryEstimate, limit_gb: float, flag: str = "--memory-gb") -> str | None:
-    """One line refusing a problem too big for the memory limit, naming the estimate, the limit and the flag;
-    None when it fits."""
+AVAILABLE_ENV = "EVOKERNEL_AVAILABLE_GB"
+
+
+def available_memory_bytes() -> int | None:
+    """The memory this machine has available now (bytes), or None when it cannot be read:
+    `$EVOKERNEL_AVAILABLE_GB` (a container's own limit, which /proc/meminfo does not show), else psutil
+    where it is installed, else MemAvailable of /proc/meminfo."""
+    given = os.environ.get(AVAILABLE_ENV)
+    if given:
+        try:
+            return int(float(given) * 1024**3)
+        except ValueError:
+            pass
+    try:
+        import psutil  # type: ignore[import-not-found]
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # not installed, or no reading on this platform
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_refusal(task_name: str, estimate: MemoryEstimate, limit_gb: float, flag: str = "--memory-gb",
+                   available_bytes: int | None = None) -> str | None:
+    """One line refusing a problem too big for the memory limit or for the memory this machine has available
+    (`available_bytes`, read from the machine when None), naming the estimate, the limit and the flag; None
+    when it fits. The advice never raises the limit past what the machine has: a task that cannot fit the
+    machine at all is said to be so."""
     limit = limit_gb * 1024**3
+    available = available_bytes if available_bytes is not None else available_memory_bytes()
+    gib = 1024**3
+    needs = f"task {task_name} needs {estimate.describe()} for one reference run"
+    if available is not None and estimate.bytes > available:
+        over = f", over the {limit_gb:g} GiB memory limit," if estimate.bytes > limit else ","
+        return (f"{needs}{over} and this machine has only {available / gib:.1f} GiB available: it cannot run "
+                "here; use a smaller problem size, free memory, or a machine with more memory")
     if estimate.bytes <= limit:
         return None
-    need = max(1, math.ceil(estimate.bytes * 1.25 / 1024**3))
-    return (f"task {task_name} needs {estimate.describe()} for one reference run, over the {limit_gb:g} GiB memory "
-            f"limit; raise it with {flag} {need} or use a smaller problem size")
+    need: float = max(1, math.ceil(estimate.bytes * 1.25 / gib))
+    note = ""
+    if available is not None and need * gib > available:  # the headroom does not fit: all there is, no more
+        need = math.floor(available / gib * 10) / 10
+        if need * gib < estimate.bytes:
+            return (f"{needs}, over the {limit_gb:g} GiB memory limit, and this machine has only "
+                    f"{available / gib:.1f} GiB available: it cannot run here; use a smaller problem size, free "
+                    "memory, or a machine with more memory")
+        note = f" (about all the {available / gib:.1f} GiB this machine has available)"
+    return (f"{needs}, over the {limit_gb:g} GiB memory limit; raise it with {flag} {need:g}{note} or use a smaller "
+            "problem size")
 
 
 def check_task_memory(task: Task, limit_gb: float, flag: str = "--memory-gb", timeout_s: float = 60) -> MemoryEstimate | None:

@@ -9,7 +9,7 @@ from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
 from verifier.policy.rules import Policy, PolicyError, make_policy
 
-__all__ = ["Policy", "PolicyError", "VerifyError", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
+__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
            "with_policy"]
 
 
@@ -38,6 +38,18 @@ def verify_task(
     if config is not None and not result.degenerate:
         result.degenerate = [*(config.extra.get("degenerate") or []), *(config.extra.get("pass_through") or [])]
     return result
+
+
+def backend_problem(backend: str) -> str | None:
+    """Why `backend` cannot build and run kernels here (one line: no GPU, no toolchain, an unknown name),
+    or None. The same check `verify` makes first, for commands to make before any model call, session
+    folder or verification (`draft`, `bench`, `tui`)."""
+    from verifier.backends import BackendUnavailable, get_backend
+
+    try:
+        return get_backend(backend).availability()
+    except BackendUnavailable as exc:
+        return str(exc)
 
 
 def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol: float | None = None,

@@ -101,6 +101,15 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         finding: str | None
         problem: str | None
 
+    @dataclass
+    class StarterVerdict(Message):
+        """The starter's verdict from the background prebuild (not recorded), or why it could not be had."""
+
+        session: Any
+        source: str
+        result: Any  # a VerificationResult, or None with `error`
+        error: str | None
+
     def __init__(
         self,
         session: Any = None,

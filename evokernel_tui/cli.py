@@ -103,6 +103,27 @@ def check_model(model: str | None, api_base: str | None) -> None:
         raise click.ClickException(one_line(exc)) from None
     if problem:
         raise click.ClickException(problem)
+    check_endpoint(cfg.api_base)
+
+
+def check_endpoint(api_base: str | None) -> None:
+    """An `--api-base` server answers a connection (a few seconds at most), before any session folder or
+    model call; one line when it does not."""
+    from core.config import endpoint_problem
+
+    problem = endpoint_problem(api_base)
+    if problem:
+        raise click.ClickException(problem)
+
+
+def check_backend(backend: str) -> None:
+    """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu):
+    the check `verify` makes, made before any model call, session folder or task run; one line when not."""
+    from core.verifying import backend_problem
+
+    problem = backend_problem(backend)
+    if problem:
+        raise click.ClickException(problem)
 
 
 def check_task(task: str | None, kernelbench: str | None = None, level: int | None = None,

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 
-def prebuild_starter(session: Any) -> Any:
+def prebuild_starter(session: Any, on_done: Callable[[str, Any, str | None], None] | None = None) -> Any:
     """Verify the starter kernel on a daemon thread, recording nothing: its bindings (the signature
     the person's edits of it keep), its build and its verdict are cached by the time they press v or
-    ctrl+s. Failures are ignored: the person's own verification then pays the cost."""
-    import contextlib
+    ctrl+s. `on_done(source, result, error)` gets the verdict (or the one-line reason it could not be
+    had), so the Gates pane shows it as soon as it is ready instead of `waiting` for a key."""
     import threading
 
     meta = getattr(session, "meta", None) or {}
@@ -24,8 +24,16 @@ def prebuild_starter(session: Any) -> Any:
         return None
 
     def run() -> None:
-        with contextlib.suppress(Exception):
-            session.verify_fn(reference, source, backend=session.backend, config=session.verify_config)
+        result = error = None
+        try:
+            result = session.verify_fn(reference, source, backend=session.backend, config=session.verify_config)
+        except Exception as exc:  # the person's own verification then says it again, and pays the cost
+            error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if on_done is not None:
+            try:
+                on_done(source, result, error)
+            except Exception:  # the app has gone (quit while the starter built)
+                pass
 
     thread = threading.Thread(target=run, name="evokernel-prebuild-starter", daemon=True)
     thread.start()
@@ -75,7 +83,28 @@ class TaskChecks:
             self._show()
         if (self._prebuild_starter and self.task_problem is None and session.manual
                 and not getattr(session, "history", None)):
-            self.prebuild_thread = prebuild_starter(session)
+            self.prebuild_thread = prebuild_starter(
+                session, lambda source, result, error: self.post_message(
+                    self.StarterVerdict(session, source, result, error)))
+
+    def on_evo_kernel_app_starter_verdict(self, message: Any) -> None:
+        """The starter's verdict from the prebuild: shown in the Gates pane while nothing else has been
+        verified and the starter is still the session's kernel (never recorded: v records it)."""
+        session = self.session
+        if message.session is not session or self.running or getattr(session, "history", None):
+            return
+        if getattr(session, "current_source", None) != message.source:
+            return
+        if any(g.state != "waiting" for g in self.view.gates.values()):
+            return
+        if message.error:
+            self.view.task_note = f"⚠ the starter could not be verified: {message.error}"
+            self.activity.note(f"starter: could not be verified: {message.error}")
+        else:
+            from evokernel_tui.view import apply_starter_verdict
+
+            self.activity.note(apply_starter_verdict(self.view, message.result))
+        self._show()
 
     def _check_worker(self, session: Any, check: TaskCheck) -> None:
         finding = problem = None
@@ -90,9 +119,11 @@ class TaskChecks:
             return  # another task was opened meanwhile
         if message.problem:
             self.task_problem = message.problem
-            self.view.task_note = f"⚠ task check failed ({message.name}): see the activity pane"
+            self.view.task_note = f"⚠ task check failed ({message.name}): {message.problem}"
+            self.view.blocked = f"not run: the task check ({message.name}) failed"
             self._report(f"Task check ({message.name}) found a problem: {message.problem}")
         else:
             self.activity.note(f"task check ({message.name}): {message.finding}")
         self.view.degenerate = _degenerate(self.session) or self.view.degenerate
         self._next_check()
+        self._show()  # the title tells what the checks found (or that they are done), with no key pressed

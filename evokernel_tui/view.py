@@ -139,6 +139,8 @@ class SessionView:
     verdict_note: str = ""
     #: the task checks after the first paint: "checking the task (probe)…", a problem they found, or ""
     task_note: str = ""
+    #: why no gate will run (a task check failed): the gate lines say so instead of "waiting"
+    blocked: str = ""
     #: the session as `core.events.apply` folds it; the fields above that it covers are copied from it
     state: SessionState = field(default_factory=SessionState)
 
@@ -275,6 +277,17 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
     if failed:
         return f"verified: {outcome} at {GATE_TITLES.get(failed['name'], failed['name'])}: {failed.get('reason', '')}"
     return f"verified: {outcome}"
+
+
+def apply_starter_verdict(view: SessionView, result: Any) -> str:
+    """Show the starter's verdict from the background prebuild in the gates (no latency point, nothing
+    recorded: it is not a version); returns its activity line."""
+    record = result.to_dict() if hasattr(result, "to_dict") else dict(result or {})
+    points = list(view.points)
+    line = apply_verification(view, record, None)
+    view.points = points
+    view.verdict_note = " · ".join(part for part in ("starter's verdict, not recorded", view.verdict_note) if part)
+    return "starter " + line
 
 
 def _timing_note(result: Mapping[str, Any], at: float | None) -> str:

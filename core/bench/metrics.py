@@ -39,7 +39,8 @@ def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager", st
     variant "at least p times faster" (it differs only at exact ties).
 
     `against="compile"` uses the speedup over torch.compile; None when no task measured it.
-    fast_0 is the correctness rate (a correct kernel counts even if its latency was not measured).
+    fast_0 is the correctness rate (a correct kernel counts even if its latency was not measured). A speedup
+    the verifier marked noisy is not a claim of faster: such a task counts in fast_0 only.
     """
     if not outcomes:
         return 0.0
@@ -49,7 +50,8 @@ def fast_p(outcomes: Sequence[TaskOutcome], p: float, against: str = "eager", st
     hits = 0
     for o in outcomes:
         value = getattr(o, attr)
-        if o.feasible and (p <= 0 or (value is not None and (value > p if strict else value >= p))):
+        faster = value is not None and not o.noisy and (value > p if strict else value >= p)
+        if o.feasible and (p <= 0 or faster):
             hits += 1
     return hits / len(outcomes)
 
@@ -128,6 +130,7 @@ def summarise(outcomes: Sequence[TaskOutcome], level: int | None = None) -> Leve
         median_refine_speedup=median_refine_speedup(outcomes),
         tokens=sum(o.tokens for o in outcomes),
         cost=total_cost(outcomes),
+        noisy=sum(o.feasible and o.noisy for o in outcomes),
     )
 
 

@@ -49,6 +49,9 @@ class TaskOutcome:
     #: 1-based kernel index of the first kernel that compiled / was correct (None: never)
     first_compiled_at: int | None = None
     first_feasible_at: int | None = None
+    #: the verifier marked the best kernel's timing noisy: its speedup is shown as such and is not counted as
+    #: faster in fast_p (a noisy figure is not a claim of faster)
+    noisy: bool = False
 
     @property
     def status(self) -> str:
@@ -100,6 +103,8 @@ class LevelSummary:
     median_refine_speedup: float | None
     tokens: int
     cost: float | None
+    #: correct tasks whose speedup the verifier marked noisy (not counted in fast_p for p > 0)
+    noisy: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -144,4 +149,5 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         first_feasible_at=next((i + 1 for i, r in enumerate(results) if r is not None and r.feasible), None),
         rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
         compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
+        noisy=bool(best is not None and best.noisy and best.speedup is not None),
     )

@@ -22,6 +22,21 @@ def fmt_x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def fmt_speed(v: float | None, noisy: bool = False) -> str:
+    """A task's speedup, `1.07x noisy` where the verifier marked its timing noisy (not counted in fast_p)."""
+    return fmt_x(v) + (" noisy" if noisy and v is not None else "")
+
+
+def noise_note(outcomes: Sequence[object]) -> str:
+    """`Noisy speedups (1: relu): ...`, or "" when no correct task's speedup is noisy."""
+    noisy = [o for o in outcomes if getattr(o, "feasible", False) and getattr(o, "noisy", False)]
+    if not noisy:
+        return ""
+    names = ", ".join(str(getattr(o, "task", "")) for o in noisy)
+    return (f"Noisy speedups ({len(noisy)}: {names}): the timing varied more than the verifier could resolve; "
+            "shown with `noisy` and not counted as faster in fast_p.")
+
+
 def fmt_cost(v: float | None) -> str:
     return "unknown" if v is None else f"${v:.4f}"
 
@@ -86,8 +101,12 @@ def render_markdown(data: dict[str, object], plot_file: str | None = None) -> st
     if skipped:
         lines += ["", f"Skipped (the reference cannot run here; not in any rate): {len(skipped)} task"
                       f"{'s' if len(skipped) != 1 else ''}: " + ", ".join(o.task for o in skipped) + "."]
+    note = noise_note([o for o in finished if o.counted])
+    if note:
+        lines += ["", note]
     lines += ["", "fast_p as in KernelBench's score.py: share of all tasks (incorrect ones included) that are correct "
-              "and strictly more than p times faster than eager PyTorch (fast_0 = correct). compiled: a kernel "
+              "and strictly more than p times faster than eager PyTorch (fast_0 = correct); a speedup the verifier "
+              "marked noisy is not counted as faster. compiled: a kernel "
               "compiled; rejected: every kernel was refused by anti-hacking (never counted as a compile failure). "
               "geomean: over correct tasks. refine: median over correct tasks of the first feasible draft's latency "
               "over the best latency.", "", "## Per task", ""]
@@ -96,7 +115,7 @@ def render_markdown(data: dict[str, object], plot_file: str | None = None) -> st
         status = o.status
         if o.rejected and o.status not in ("rejected by anti-hacking",) and not o.error and not o.skipped:
             status += f" ({o.rejected} of {o.kernels} kernels rejected by anti-hacking)"
-        rows.append([o.task, str(o.level), status, fmt_x(o.speedup), fmt_x(o.speedup_vs_compile),
+        rows.append([o.task, str(o.level), status, fmt_speed(o.speedup, o.noisy), fmt_speed(o.speedup_vs_compile, o.noisy),
                      "-" if o.best_ms is None else f"{o.best_ms:.4f}", fmt_x(o.refine_speedup), str(o.kernels),
                      str(o.tokens), fmt_cost(o.cost)])
     lines += _md_table(("task", "level", "result", "vs eager", "vs compile", "best ms", "refine", "kernels", "tokens",

@@ -27,9 +27,11 @@ from core.bench import (
     compare_outcomes,
     fmt_cost,
     fmt_rate,
+    fmt_speed,
     fmt_x,
     level_name,
     load_bench,
+    noise_note,
     order_tasks,
     outcomes_of,
     parse_levels,
@@ -49,7 +51,7 @@ from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
 from evokernel_tui import options
-from evokernel_tui.cli import one_line_errors
+from evokernel_tui.cli import check_backend, check_endpoint, one_line_errors
 from evokernel_tui.commands.draft import task_shapes
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
@@ -83,9 +85,11 @@ def summary_note(data: dict[str, Any]) -> str:
     spent = f" {total.tokens} tokens, cost {fmt_cost(total.cost)}." if total else ""
     skipped = [o for o in outcomes_of(data) if o.skipped]
     skip = f" Skipped (reference cannot run here): {len(skipped)}." if skipped else ""
+    noise = noise_note([o for o in finished if o.counted])
+    noise = f" {noise}" if noise else ""
     return ("fast_p (KernelBench's score.py): correct and strictly more than p times faster than eager, over all "
-            "tasks; rejected: every kernel refused by anti-hacking (not a compile failure); refine: median of "
-            f"first feasible over best latency.{spent}{skip}")
+            "tasks (a noisy speedup is not counted as faster); rejected: every kernel refused by anti-hacking (not a compile failure); refine: median of "
+            f"first feasible over best latency.{spent}{skip}{noise}")
 
 
 def progress_printer(console: Console, total: int):
@@ -107,7 +111,7 @@ def progress_printer(console: Console, total: int):
         else:
             state = "[green]correct[/]" if outcome.feasible else (
                 "incorrect" if outcome.compiled else f"[red]{outcome.status}[/]")
-            extra = f" {fmt_x(outcome.speedup)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
+            extra = f" {fmt_speed(outcome.speedup, outcome.noisy)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
             console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
                           f"{outcome.seconds:.1f}s",
                           highlight=False)
@@ -217,6 +221,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         raise click.ClickException("--per-task-memory makes a fresh bank per task: drop --memory and --fresh-memory")
     if address and executor_kind != "ray":
         raise click.ClickException("--address is for --executor ray")
+    check_backend(backend)  # no GPU for --backend cuda: one line before any model call or output folder
     out = out or default_out()
     try:
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
@@ -241,6 +246,8 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         if cfg is None:
             Console(stderr=True).print(no_model_message(), highlight=False, soft_wrap=True)
             sys.exit(2)
+        if not cfg.model.startswith("scripted:"):
+            check_endpoint(cfg.api_base)
         cfg.timeout_s = timeout
         tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
                              limit=limit)
@@ -309,6 +316,7 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
             fmt = fmt_rate if pct else fmt_x
             table.add_row(level_name(x.level) if i == 0 else "", name, fmt(va), fmt(vb), _delta(va, vb, pct),
                           end_section=i == len(metrics) - 1)
+        table.add_row("", "noisy speedups", str(x.noisy), str(y.noisy), "", end_section=False)
         table.add_row("", "tokens / cost", f"{x.tokens} / {fmt_cost(x.cost)}", f"{y.tokens} / {fmt_cost(y.cost)}", "",
                       end_section=True)
     console.print(table)
@@ -316,8 +324,14 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     for col in ("task", "level", "A", "B", "B / A"):
         per_task.add_column(col, justify="left" if col == "task" else "right")
     for t in tasks:
-        per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b), fmt_x(t.ratio))
+        noisy = t.ratio is not None and ((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy))
+        per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b),
+                         fmt_x(t.ratio) + (" (noise)" if noisy else ""))
     console.print(per_task)
+    if any((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy) for t in tasks):
+        console.print("noisy: the verifier could not resolve that speedup (its timing varied too much); a ratio "
+                      "marked (noise) may be within noise, and a noisy speedup is not counted in fast_p.",
+                      highlight=False, soft_wrap=True)
 
 
 def _task_cell(o: TaskOutcome | None) -> str:
@@ -327,4 +341,4 @@ def _task_cell(o: TaskOutcome | None) -> str:
         return "error"
     if not o.feasible:
         return "failed"
-    return fmt_x(o.speedup) if o.speedup else "correct"
+    return fmt_speed(o.speedup, o.noisy) if o.speedup else "correct"

@@ -21,7 +21,13 @@ from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
 from core.verifying import make_config, mark_degenerate
 from evokernel_tui import options
-from evokernel_tui.cli import check_task_size, one_line_errors, open_memory_checked
+from evokernel_tui.cli import (
+    check_backend,
+    check_endpoint,
+    check_task_size,
+    one_line_errors,
+    open_memory_checked,
+)
 from evokernel_tui.commands.render import gate_table
 
 QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
@@ -213,6 +219,8 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
     problem = None if cfg.model.startswith("scripted:") else api_key_problem(cfg.model, cfg.api_base)
     if problem:  # before a session folder is made for a model that cannot be called
         raise click.ClickException(problem)
+    if not cfg.model.startswith("scripted:"):
+        check_endpoint(cfg.api_base)  # an unreachable server: seconds and one line, no session folder
     cfg.timeout_s = timeout
     return cfg
 
@@ -246,6 +254,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     Exit code 0 iff a feasible kernel was found; 2 when no model is configured.
     """
     console = Console(stderr=as_json)
+    check_backend(backend)  # no GPU for --backend cuda: one line before any model call or session folder
     from core.verifying import PolicyError, resolve_policy
 
     with one_line_errors(PolicyError, ConfigError):

@@ -65,16 +65,20 @@ def task_checks(memory_gb: float | None = None, flag: str = "--memory-gb"):
     """The checks the app runs on an open session's task after the first paint (`app.TaskCheck`, one
     worker each, in order): `memory estimate` (the reference's size on torch's meta device against the
     memory limit) and `task probe` (the task runs once in a child process; which trivial answers pass it
-    is recorded in the session's verifier settings). Built-in tasks are small, run and are not degenerate
-    (tests check all three): they get none."""
+    is recorded in the session's verifier settings), after `backend` for a session on a GPU backend (a GPU,
+    triton: `verify`'s first check). Built-in tasks are small, run and are not degenerate (tests check all
+    three): they get only the backend check."""
     def checks(session: Any) -> list[Any]:
         from core.tasks import is_builtin
         from evokernel_tui.app import TaskCheck
 
         task = session.task
+        backend = str(getattr(session, "backend", "cpu") or "cpu")
+        # a resumed session keeps its own backend: a cuda session opened on a CPU machine says so at once
+        first = [TaskCheck("backend", lambda: _backend_check(backend))] if backend != "cpu" else []
         if is_builtin(task):
-            return []
-        return [TaskCheck("memory estimate", lambda: _memory_check(task, memory_gb, flag)),
+            return first
+        return [*first, TaskCheck("memory estimate", lambda: _memory_check(task, memory_gb, flag)),
                 TaskCheck("task probe", lambda: _probe_check(session))]
 
     return checks
@@ -84,6 +88,16 @@ def run_task_checks(session: Any, memory_gb: float | None = None) -> list[str]:
     """The task checks one after another in this thread (what the app does in workers); their findings.
     A problem raises its one-line error."""
     return [check.run() for check in task_checks(memory_gb)(session)]
+
+
+def _backend_check(backend: str) -> str:
+    """The session's backend can build and run kernels here (`verify`'s first check); else its one line."""
+    from core.verifying import backend_problem
+
+    problem = backend_problem(backend)
+    if problem:
+        raise RuntimeError(problem)
+    return f"the {backend} backend can run here"
 
 
 def _memory_check(task: Any, memory_gb: float | None, flag: str) -> str:
@@ -214,7 +228,7 @@ def tui(
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
-    from evokernel_tui.cli import check_memory, check_model, check_settings, check_task
+    from evokernel_tui.cli import check_backend, check_memory, check_model, check_settings, check_task
 
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
@@ -229,6 +243,7 @@ def tui(
     if replay_ref is not None:
         run_replay(_find(replay_ref, sessions_dir))
         return
+    check_backend(backend)  # no GPU for --backend cuda: one line instead of an app whose gates cannot run
     if session_ref is not None:
         path = _find(session_ref, sessions_dir)
         _refuse_if_open(path)

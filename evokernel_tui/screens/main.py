@@ -56,7 +56,7 @@ class SessionScreen(Screen):
         pane.diagnostics = list((compile_gate.detail if compile_gate else {}).get("diagnostics") or [])
         note = " · ".join(part for part in (view.task_note, view.verdict_note) if part)
         gates = self.query_one(GatePanel)
-        gates.degenerate, gates.note = view.degenerate, note
+        gates.degenerate, gates.note, gates.blocked = view.degenerate, note, view.blocked
         gates.gates = view.gate_list()
         table = self.query_one(MemoryTable)
         table.stage = view.stage

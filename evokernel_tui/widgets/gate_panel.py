@@ -42,13 +42,14 @@ STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checkin
                 "skip": "skipped"}
 
 
-def gate_line(gate: GateView, frame: int = 0, width: int = 60) -> Text:
+def gate_line(gate: GateView, frame: int = 0, width: int = 60, blocked: bool = False) -> Text:
     """`● Compile    pass   1.23s`; a failed gate's reason follows on its own indented lines, wrapped
     inside the row (the option list wraps the prompt to the pane's width). The light's style is left
-    to the caller."""
+    to the caller. `blocked`: nothing will run (a task check failed), so a waiting gate says `not run`."""
     light = SPINNER[frame % len(SPINNER)] if gate.state == "running" else "●"
     seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
-    line = f"{light} {gate.title:<12} {STATE_LABELS.get(gate.state, gate.state):<8}{seconds}"
+    label = "not run" if blocked and gate.state == "waiting" else STATE_LABELS.get(gate.state, gate.state)
+    line = f"{light} {gate.title:<12} {label:<8}{seconds}"
     text = Text(line, no_wrap=True, overflow="ellipsis")
     reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
     if gate.state == "pass" and gate.detail.get("reported"):
@@ -92,6 +93,8 @@ class GatePanel(OptionList):
     gates: reactive[list[GateView]] = reactive(list, always_update=True, init=False, repaint=False)
     degenerate: reactive[list[str] | None] = reactive(None, always_update=True, init=False, repaint=False)
     note: reactive[str] = reactive("", always_update=True, init=False, repaint=False)
+    #: why no gate will run ("" while they may): waiting gates then say `not run`, the subtitle says why
+    blocked: reactive[str] = reactive("", init=False, repaint=False)
 
     @dataclass
     class GateSelected(Message):
@@ -114,6 +117,10 @@ class GatePanel(OptionList):
     def watch_note(self) -> None:
         self.border_title = gates_title(self.degenerate, self.note)
 
+    def watch_blocked(self) -> None:
+        self._repaint()
+        self._subtitle()
+
     def watch_gates(self, gates: list[GateView]) -> None:
         names = [g.name for g in gates]
         known = [str(self.get_option_at_index(i).id) for i in range(self.option_count)]
@@ -129,14 +136,17 @@ class GatePanel(OptionList):
             self._spinner.resume()
         else:
             self._spinner.pause()
-        failed = [g.title for g in gates if g.state == "fail"]
-        self.border_subtitle = f"failed: {', '.join(failed)}" if failed else ""
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        failed = [g.title for g in self.gates if g.state == "fail"]
+        self.border_subtitle = f"failed: {', '.join(failed)}" if failed else self.blocked
 
     def gate(self, name: str) -> GateView | None:
         return next((g for g in self.gates if g.name == name), None)
 
     def _prompt(self, gate: GateView) -> Text:
-        text = gate_line(gate, self._frame, max(self.size.width - 2, 40))
+        text = gate_line(gate, self._frame, max(self.size.width - 2, 40), blocked=bool(self.blocked))
         text.stylize(self.get_component_rich_style(f"gate--{gate.state}", partial=True), 0, 1)
         return text
 

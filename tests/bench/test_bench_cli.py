@@ -90,6 +90,25 @@ def test_compare_two_runs(tmp_path, fake):
     assert bad.exit_code == 1 and "not an evokernel bench file" in bad.output
 
 
+def test_compare_marks_a_noisy_ratio_and_does_not_count_it_in_fast_1(tmp_path, fake):
+    """Issue 34: one noisy ratio moved fast_1 by 33 points in `bench compare`, printed as a plain 1.07x."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert bench(*run_args(tmp_path, a)).exit_code == 0
+    assert bench(*run_args(tmp_path, b)).exit_code == 0
+    data = json.loads((b / "bench.json").read_text())
+    data["outcomes"][0]["noisy"] = True                  # relu's 2.00x in B could not be resolved
+    (b / "bench.json").write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["bench", "compare", str(a), str(b)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    relu = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("relu"))
+    assert "2.00x noisy" in relu and "(noise)" in relu, relu
+    fast_1 = next(line for line in result.output.splitlines() if "fast_1 " in line)
+    assert "-33 pt" in fast_1, fast_1                   # relu no longer counts as faster in B
+    noisy_row = next(line for line in result.output.splitlines() if "noisy speedups" in line)
+    assert [c.strip() for c in noisy_row.split("│")][3:5] == ["0", "1"], noisy_row
+    assert "may be within noise" in result.output
+
+
 def test_replay_needs_no_model(tmp_path, fake, monkeypatch):
     import evokernel_tui.commands.bench as bench_cmd
 

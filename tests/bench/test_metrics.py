@@ -176,3 +176,40 @@ def test_the_metrics_module_is_pure():
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert imported <= {"__future__", "math", "statistics", "collections.abc", "dataclasses", "typing",
                         "core.bench.records"}, imported
+
+
+def test_a_noisy_speedup_is_not_counted_as_faster_and_travels_with_the_outcome():
+    """Issue 34: `bench compare` showed fast_1 -33 points from one noisy ratio (the same relu read 1.07x,
+    0.99x, 0.69x across three runs). fast_p counts correct and faster; a noisy figure is not a claim of faster."""
+    from core.bench import fmt_speed, noise_note, summarise
+
+    clean, noisy = rec("relu", 1, speedup=1.07), rec("gelu", 1, speedup=1.5)
+    noisy.noisy = True
+    row = summarise([clean, noisy])
+    assert row.fast["0"] == 1.0                        # both correct
+    assert row.fast["1"] == 0.5 and row.fast["1.5"] == 0.0
+    assert row.noisy == 1
+    assert fmt_speed(1.5, True) == "1.50x noisy" and fmt_speed(1.07, False) == "1.07x"
+    assert "gelu" in noise_note([clean, noisy]) and "not counted as faster" in noise_note([clean, noisy])
+    assert noise_note([clean]) == ""
+
+    timed = result("feasible", 0.5, ref=1.0)
+    timed.timing = {"noisy": True}
+    o = outcome_from_results("relu", 1, [timed])
+    assert o.noisy and o.speedup == 2.0 and fast_p([o], 1.0) == 0.0 and fast_p([o], 0) == 1.0
+    assert TaskOutcome.from_dict(o.to_dict()).noisy                  # bench.json keeps it
+    assert not outcome_from_results("relu", 1, [result("feasible", 0.5, ref=1.0)]).noisy
+
+
+def test_report_md_marks_a_noisy_speedup():
+    from core.bench import render_markdown
+
+    data = {"settings": {"suite": "builtin", "backend": "cpu"}, "complete": True,
+            "outcomes": [rec("relu", 1, speedup=1.07).to_dict() | {"noisy": True}, rec("gelu", 1, speedup=2.0).to_dict()]}
+    md = render_markdown(data)
+    relu = next(line for line in md.splitlines() if line.startswith("| relu"))
+    gelu = next(line for line in md.splitlines() if line.startswith("| gelu"))
+    assert "1.07x noisy" in relu and "noisy" not in gelu
+    assert "Noisy speedups (1: relu)" in md
+    all_row = next(line for line in md.splitlines() if line.startswith("| all"))
+    assert "| 50% |" in all_row                                       # fast_1: gelu only

@@ -194,3 +194,70 @@ def test_resume_with_a_model_missing_its_key_is_one_line(env, monkeypatch):
     res = invoke("resume", sid, "--model", "openai/gpt-4o", "--no-memory", "--add-draft", "1")
     assert res.exit_code == 1 and "no API key; set OPENAI_API_KEY" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+NO_GPU = "no GPU: torch is a CPU-only build; run on a machine with an NVIDIA GPU, or use --backend cpu"
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """The cuda backend as on a machine without a GPU (the real check says so here; patched for GPU hosts)."""
+    import verifier.backends.cuda
+
+    monkeypatch.setattr(verifier.backends.cuda.CudaBackend, "availability", lambda self: NO_GPU)
+
+
+def _no_app(monkeypatch):
+    import evokernel_tui.app
+
+    def no_app(self, *a, **k):
+        raise AssertionError("the full-screen app started")
+
+    monkeypatch.setattr(evokernel_tui.app.EvoKernelApp, "run", no_app)
+
+
+def test_cuda_without_a_gpu_stops_before_any_model_call_or_folder(env, monkeypatch, no_gpu):
+    """Issue 34: `draft --backend cuda` made four model calls on a CPU machine before failing."""
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    _no_app(monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as srv:
+        for command in (["draft", "relu", "--steps", "4"], ["tui", "relu"], ["bench", "--tasks", "relu", "--out", "b"]):
+            res = invoke(*command, "--backend", "cuda", "--model", "openai/x", "--api-base", srv.api_base, "--no-memory")
+            assert res.exit_code == 1, (command, res.output)
+            assert res.stderr.strip().splitlines() == [f"Error: {NO_GPU}"], command
+        assert srv.requests == []
+    assert not (env / "sessions").exists() and not (env / "b").exists()
+
+
+def test_unreachable_api_base_is_one_line_before_a_session_folder(env, monkeypatch):
+    """Issue 34: an unreachable --api-base cost 17 s and left an empty session folder."""
+    import socket
+    import time
+
+    _no_app(monkeypatch)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+    for command in (["draft", "relu", "--no-memory"], ["tui", "relu", "--no-memory"],
+                    ["bench", "--tasks", "relu", "--out", "b", "--no-memory"]):
+        started = time.monotonic()
+        res = invoke(*command, "--model", "openai/x", "--api-base", base)
+        assert time.monotonic() - started < 10
+        assert res.exit_code == 1, (command, res.output)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot reach the model server at {base}" in lines[0], command
+    assert not (env / "sessions").exists() and not (env / "b").exists()
+
+
+def test_a_reachable_api_base_passes_the_check():
+    from core.config import endpoint_problem
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    with FakeOpenAI() as srv:
+        assert endpoint_problem(srv.api_base) is None
+        assert srv.requests == []  # a connection, not a request
+    assert endpoint_problem(None) is None
+    assert "names no host" in endpoint_problem("http:///v1")

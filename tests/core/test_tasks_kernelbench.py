@@ -30,7 +30,8 @@ def _kb(level: int, problem: int):
     return load_task(kernelbench=KB, level=level, problem=problem)
 
 
-def test_memory_estimate_of_a_huge_problem_allocates_nothing():
+def test_memory_estimate_of_a_huge_problem_allocates_nothing(monkeypatch):
+    monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")  # a machine with room for the advice
     huge = _kb(1, 100)  # 4096 x 393216 fp32: 6 GiB in, 6 GiB out
     est = estimate_task_memory(huge, use_cache=False)
     assert est is not None
@@ -55,7 +56,8 @@ def test_memory_estimate_counts_weights_and_intermediates():
     assert attention.weights_bytes >= 64 * 64 * 4             # the tril mask buffer counts too
 
 
-def test_memory_refusal_message():
+def test_memory_refusal_message(monkeypatch):
+    monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")
     est = MemoryEstimate(bytes=3 * 1024**3, weights_bytes=0, inputs_bytes=1024**3, peak_bytes=2 * 1024**3,
                          outputs_bytes=1024**3, inputs=[], outputs=[])
     assert memory_refusal("t", est, 4.0) is None
@@ -131,7 +133,8 @@ def test_tasks_command_lists_a_kernelbench_checkout_with_shapes():
     assert none.exit_code != 0 and "no KernelBench problems for level 4" in none.output
 
 
-def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path):
+def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")
     from click.testing import CliRunner
 
     from evokernel_tui.cli import cli
@@ -196,3 +199,42 @@ def get_init_inputs():
     assert est is not None
     assert est.weights_bytes == (2048 * 2048 + 2048 + 2048) * 4 and est.inputs_bytes == 1024 * 2048 * 4
     assert est.outputs[0].short() == "out: 1024x2048 f32"
+
+
+GIB = 1024**3
+
+
+def _twelve_gib() -> MemoryEstimate:
+    return MemoryEstimate(bytes=12 * GIB, weights_bytes=0, inputs_bytes=6 * GIB, peak_bytes=6 * GIB,
+                          outputs_bytes=6 * GIB, inputs=[], outputs=[])
+
+
+def test_memory_advice_never_exceeds_what_the_machine_has():
+    """Issue 34: a 12 GiB task was told `--memory-gb 15` on a machine with about 20 GiB free, and following
+    the advice took the machine's memory from 20.5 to 4.8 GB; on a smaller machine the advice was worse."""
+    est = _twelve_gib()
+    roomy = memory_refusal("t", est, 8.0, available_bytes=23 * GIB)
+    assert "raise it with --memory-gb 15 or use" in roomy                           # room for the headroom
+    tight = memory_refusal("t", est, 8.0, available_bytes=int(13.5 * GIB))
+    assert "raise it with --memory-gb 13.5 (about all the 13.5 GiB this machine has available)" in tight
+    assert "raise it with --memory-gb 12 (about all" in memory_refusal("t", est, 8.0, available_bytes=int(12.05 * GIB))
+    for available in (int(7.4 * GIB), int(11.9 * GIB)):                             # cannot fit the machine at all
+        line = memory_refusal("t", est, 8.0, available_bytes=available)
+        assert "it cannot run here" in line and "raise it" not in line and "\n" not in line, line
+        assert f"only {available / GIB:.1f} GiB available" in line
+    under_limit = memory_refusal("t", est, 16.0, available_bytes=10 * GIB)          # fits the limit, not the machine
+    assert under_limit is not None and "only 10.0 GiB available: it cannot run here" in under_limit
+    assert memory_refusal("t", est, 16.0, available_bytes=20 * GIB) is None
+
+
+def test_available_memory_is_read_from_the_machine(monkeypatch):
+    from core.tasks import available_memory_bytes
+
+    monkeypatch.delenv("EVOKERNEL_AVAILABLE_GB", raising=False)
+    found = available_memory_bytes()
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kb = next(int(line.split()[1]) for line in meminfo.read_text().splitlines() if line.startswith("MemAvailable:"))
+        assert found is not None and abs(found - kb * 1024) < 2 * GIB                # psutil or /proc/meminfo
+    monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "6.5")                             # a container's own limit
+    assert available_memory_bytes() == int(6.5 * GIB)

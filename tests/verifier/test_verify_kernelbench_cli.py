@@ -43,7 +43,8 @@ def test_argument_forms_are_checked(build_root):
     assert "does not exist" in _error_line(_verify([*_kb(1, 19), "missing.py"], build_root))
 
 
-def test_too_big_problem_is_refused_before_anything_runs(build_root):
+def test_too_big_problem_is_refused_before_anything_runs(build_root, monkeypatch):
+    monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")  # a machine with room for the advice
     from verifier.sandbox.isolation import private_scratch
 
     runs = private_scratch() / "runs"
