@@ -31,7 +31,7 @@ def test_cancelled_verify_frees_the_gpu(tmp_path, sig):
 
     from tests.verifier.test_cancel import ROOT
 
-    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen([sys.executable, "-m", "evokernel_tui.cli", "verify", "--backend", "cuda", "relu",
                              str(CANDIDATES / "cuda" / "relu.py"), "--no-cache", "--trials", "100"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,

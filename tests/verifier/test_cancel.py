@@ -29,6 +29,11 @@ COMPILERS = (b"cc1plus", b"/as\0", b"collect2", b"/ld\0", b"shared_artefacts")
 GONE_WITHIN_S = 5.0
 
 
+def _pythonpath() -> str:
+    """The checkout first, then what the caller's PYTHONPATH already had (wheels carried to a GPU machine)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _proc(pid: int) -> tuple[bytes, bytes] | None:
     """(start time, command line) of a live pid, None when it is gone or a zombie."""
     try:
@@ -113,7 +118,7 @@ def _start_verify(tmp_path: Path) -> tuple[subprocess.Popen, Tree]:
     # pipe, when the command is killed, so only a tie to its parent's life ends it
     source = TASK.read_text().replace("        return torch.relu(x)", "        time.sleep(0.3)\n        return torch.relu(x)")
     task.write_text("import time\n" + source + f"\n# {uuid.uuid4().hex}\n")
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": _pythonpath()}
     proc = subprocess.Popen([sys.executable, "-m", "evokernel_tui.cli", "verify", str(task), str(KERNEL),
                              "--no-cache", "--trials", "100"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
@@ -184,7 +189,7 @@ def test_child_started_from_a_finished_thread_dies_with_its_parent(tmp_path):
         "print(box[0].pid, box[0].poll(), flush=True)\n"
         "time.sleep(120)\n")
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+                              env={**os.environ, "PYTHONPATH": _pythonpath()}, start_new_session=True)
     try:
         child, status = parent.stdout.readline().split()
         assert status == "None", "the child died with the thread that asked for it"
