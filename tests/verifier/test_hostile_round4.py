@@ -224,50 +224,6 @@ def test_cached_verdict_is_not_served_by_another_verifier_version(tmp_path, monk
     assert other != key and verdict_key._cached_verdict(tmp_path, other, verdict["isolated"]) is None
 
 
-def test_trusted_lock_files_are_out_of_the_sandbox(tmp_path):
-    """Before: the trusted builders' locks lay in ROOT/shared, which the sandbox sees read-only; a
-    candidate could open one (read-only is enough) and flock it against every other verification."""
-    from verifier.backends import get_backend
-    from verifier.build.shared_artefacts import trusted_lock_root
-    from verifier.build.split_build import InlineBuilder
-    from verifier.config import VerifyConfig
-    from verifier.sandbox.isolation import unavailable_reason
-    from verifier.workers.pools import _sandbox_spec
-
-    if unavailable_reason() is not None or not Path("/usr/bin/python3").exists():
-        pytest.skip("no bubblewrap sandbox or system python3 here")
-    root = tmp_path / "root"
-    shared = root / "shared"
-    builder = InlineBuilder.__new__(InlineBuilder)  # no torch import needed for the lock paths
-    builder.root, builder.lock_root = shared, trusted_lock_root(shared)
-    lock = builder._lock(shared / "pch" / "evk_tiny-0123.lock")
-    assert shared not in lock.parents and root in lock.parents
-    lock.parent.mkdir(parents=True)
-    lock.write_text("")
-    (shared / "pch").mkdir(parents=True)
-    (shared / "pch" / "visible.txt").write_text("ok")
-    job = tmp_path / "job"
-    job.mkdir()
-    spec = _sandbox_spec(job, VerifyConfig(build_root=str(root)), get_backend("cpu"))
-    script = f'''
-import fcntl, os
-print("shared", open({str(shared / "pch" / "visible.txt")!r}).read())
-for mode in (os.O_RDONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_CREAT):
-    try:
-        fd = os.open({str(lock)!r}, mode)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        print("LOCKED", mode)
-    except OSError as exc:
-        print("refused", mode, exc.errno)
-'''
-    from verifier.sandbox.isolation import bwrap_argv
-
-    proc = subprocess.run(bwrap_argv(spec, ["/usr/bin/python3", "-c", script]), capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert "shared ok" in proc.stdout and "LOCKED" not in proc.stdout, proc.stdout
-
-
 # ---------------------------------------------------------------------------------------------------
 # probes drawn, not fixed
 # ---------------------------------------------------------------------------------------------------

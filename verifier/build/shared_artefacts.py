@@ -53,12 +53,6 @@ def safe_type(text: str) -> bool:
 _PCH_HEADERS = {"evk_tiny": TINY_CPU_HEADER, "evk_shim": SHIM_HEADER, "evk_full": FULL_PCH_HEADER}
 
 
-def trusted_lock_root(shared: str | Path) -> Path:
-    """The trusted builders' lock files: beside the shared tree (`ROOT/locks/`), never in it, since the
-    sandbox sees `ROOT/shared` (read-only: but a read-only descriptor can still hold an flock)."""
-    return Path(shared).parent / "locks" / Path(shared).name
-
-
 def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
     """Trusted side: build one requested artefact into `root` (the shared tree), after checking that
     everything taken from the request is harmless, with the compiler the sandbox uses. False when the
@@ -68,7 +62,7 @@ def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
 
 
 def _build_shared(root: str | Path, kind: str, spec: dict) -> bool:
-    builder = InlineBuilder(root, lock_root=trusted_lock_root(root))
+    builder = InlineBuilder(root)
     deadline = time.monotonic() + builder.timeout_s
     if kind == "pch" and spec.get("kind") in _PCH_HEADERS and safe_cflags(spec.get("cflags")):
         header = _PCH_HEADERS[spec["kind"]]
@@ -98,7 +92,7 @@ def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATU
 
 
 def _prewarm(root: str | Path, flag_sets, signatures, bind_header: bool = True) -> None:
-    builder = InlineBuilder(root, lock_root=trusted_lock_root(root))
+    builder = InlineBuilder(root)
     # The commonest header and bindings first (those of the starter kernels), then the rest: a person's
     # first kernel does not wait behind artefacts it does not use.
     jobs = [(k, f) for f in flag_sets[:1] for k in ("evk_tiny", "evk_shim")] + [("bind", s) for s in signatures[:1]]

@@ -167,14 +167,11 @@ class InlineBuilder:
     """Builds `load_inline` extensions under `root`, keyed by content hash."""
 
     def __init__(self, root: str | Path, timeout_s: float = 180.0, shared: str | Path | None = None,
-                 request=None, tiny_headers: bool = True, lock_root: str | Path | None = None):
+                 request=None, tiny_headers: bool = True):
         """`root` is where this builder writes; `shared`, when given, holds precompiled headers and
         bindings that only the trusted side builds (read-only inside a sandbox). A missing one is asked
-        for through `request(kind, spec)` and built locally if it still does not appear. `lock_root`
-        holds the lock files in place of `root` (the trusted side's, out of the tree a sandbox sees: a
-        candidate that could open one could flock it against every other verification)."""
+        for through `request(kind, spec)` and built locally if it still does not appear."""
         self.root = Path(root)
-        self.lock_root = Path(lock_root) if lock_root is not None else self.root
         self.shared = Path(shared) if shared else None
         self.request = request
         self.timeout_s = timeout_s
@@ -185,13 +182,6 @@ class InlineBuilder:
         import torch
 
         self._env_key = (_compiler_id(), torch.__version__, sys.version_info[:2])
-
-    def _lock(self, path: Path) -> Path:
-        """Where the lock file for `path` (under `root`) lies: the same place under `lock_root`."""
-        try:
-            return self.lock_root / path.relative_to(self.root)
-        except ValueError:
-            return path
 
     # flags -------------------------------------------------------------------------------------
     def _base_flags(self, torch_headers: bool = True) -> list[str]:
@@ -221,7 +211,7 @@ class InlineBuilder:
         gch = d / f"{kind}.h.gch"
         if gch.exists():
             return d
-        with locked(self._lock(self.root / "pch" / f"{kind}-{key}.lock")):
+        with locked(self.root / "pch" / f"{kind}-{key}.lock"):
             if gch.exists():
                 return d
             d.mkdir(parents=True, exist_ok=True)
@@ -284,7 +274,7 @@ class InlineBuilder:
         if so_path.exists():
             self.records.append(BuildRecord(name, key, True, "cached", time.monotonic() - start))
             return _import_so(name, so_path)
-        with locked(self._lock(self.root / "ext" / f"{key}.lock")):
+        with locked(self.root / "ext" / f"{key}.lock"):
             if not so_path.exists():
                 out_dir.mkdir(parents=True, exist_ok=True)
                 self._steps = []
@@ -410,7 +400,7 @@ class InlineBuilder:
         if binding_object_ok(obj, module):
             yield obj, module
             return
-        lock_path = self._lock(d / "bind.lock")
+        lock_path = d / "bind.lock"
         held = try_lock(lock_path)
         if held is None:
             # Another builder (the prewarm, the starter's prebuild, a second verification) is compiling this
@@ -475,7 +465,7 @@ class InlineBuilder:
                           deadline: float) -> None:
         """The bindings object built here and now (when the trusted side could not provide it, or another
         builder's build of it failed), one builder at a time: their scratch names are per process."""
-        with locked(self._lock(d / "bind.lock")):
+        with locked(d / "bind.lock"):
             if not binding_object_ok(obj, module):
                 self._compile_bindings_now(d, obj, module, sigs, bflags, deadline)
 
