@@ -91,6 +91,12 @@ def _to(value, device: str):
     return value
 
 
+def _module_to(model, device: str):
+    """The model on `device` (its parameters and buffers); on the CPU, or for a model that is not a
+    torch module, as it is."""
+    return model.to(device) if device != "cpu" and hasattr(model, "to") else model
+
+
 def _sync(device: str) -> None:
     if device != "cpu":
         import torch
@@ -128,7 +134,7 @@ def _probe_on(namespace: dict, model_cls, filename: str, device: str) -> dict:
             )
 
     try:
-        model = model_cls(*init_args).to(device)
+        model = _module_to(model_cls(*init_args), device)
     except Exception as exc:
         raise ProbeError(
             f"Model(*get_init_inputs()) failed with {_one_line(exc)}{_where(exc, filename)}; "
@@ -372,7 +378,7 @@ def _degenerate_on(namespace: dict, compare, preset: str, seeds: tuple[int, ...]
 
     init_args = namespace["get_init_inputs"]()
     torch.manual_seed(0)
-    model = namespace["Model"](*init_args).to(device)
+    model = _module_to(namespace["Model"](*init_args), device)
     atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
 
     def run(draw) -> tuple[list, list, list]:
@@ -392,7 +398,7 @@ def _degenerate_on(namespace: dict, compare, preset: str, seeds: tuple[int, ...]
     with torch.no_grad():
         trials, inputs, dtypes = run(task_draw)
         torch.manual_seed(12345)
-        other = namespace["Model"](*init_args).to(device)
+        other = _module_to(namespace["Model"](*init_args), device)
         first = task_draw(seeds[0])
         reweighted = _outputs_np(other(*first)) if list(other.parameters()) else None
         found = compare.degenerate_answers(trials, dtypes, atol=atol, rtol=rtol, reweighted=reweighted, inputs=inputs)
