@@ -49,6 +49,7 @@ def test_drop_outputs_removes_outputs_only_and_never_follows_a_link(tmp_path):
     victim.write_bytes(b"keep me")
     (job / "out0.npy").write_bytes(b"o")
     (job / "in0.npy").write_bytes(b"i")
+    (job / "after0.npy").write_bytes(b"a")
     os.symlink(victim, job / "out1.npy")  # a candidate's link in place of an output
     (trusted / "out0.npy").write_bytes(b"r")
     fd = os.open(job, os.O_RDONLY | os.O_DIRECTORY)

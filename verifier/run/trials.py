@@ -208,11 +208,11 @@ def _output_digests(held, outputs, config) -> list[str]:
     return found
 
 
-_OUTPUT_FILE = re.compile(r"out\d+\.npy")
+_OUTPUT_FILE = re.compile(r"(out|after)\d+\.npy")  # outputs, and the inputs as forward left them
 
 
 def drop_outputs(held: HeldDir, trusted: Path) -> None:
-    """Remove a compared trial's output files, the candidate's (by name, through its held descriptor: a
+    """Remove a compared trial's output files and inputs-after, the candidate's (by name, through its held descriptor: a
     link put in their place is removed, never followed) and the reference's, so that a problem whose
     outputs are gigabytes keeps a trial or two of them in the job's memory-backed folders, not all of
     them (the reference worker waits for this before it writes more: `reference_worker.TRIAL_WINDOW`)."""
