@@ -191,9 +191,12 @@ class RetrievalPolicy:
       (`values.RunningNorm`, the paper's option; off by default);
     - `seed_ties`: among candidates of equal score, seed items go first, the less visited ahead
       (`tie_rank`); False: ties go to similarity alone;
-    - `keep_evidence` (value mode): an untried item in the K most similar gives its place to a less
-      similar recalled item whose Q is above the visited candidates' mean (`keep_evidence`), so fresh
-      trajectories and lessons cannot push proven items out of the pool; False: the plain top K;
+    - `keep_evidence` (value mode, off by default): an untried item in the K most similar gives its place
+      to a less similar recalled item whose Q is above the visited candidates' mean (`keep_evidence`), so
+      fresh trajectories and lessons cannot push proven items out of the pool. It helped the two-pass
+      check of `benchmarks/bench_learning_real.py` (fake verifier: helpful shown 0.55 -> 0.95 on pass 2)
+      but cost the growing-bank simulator (`memory.simulation`, 8 seeds: mean success 0.444 -> 0.311,
+      below random on 4), so it stays an option until one rule serves both; False: the plain top K;
     - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
       m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
       its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
@@ -219,7 +222,7 @@ class RetrievalPolicy:
     reward: str = "paper"
     refine_norm: bool = False
     seed_ties: bool = True
-    keep_evidence: bool = True
+    keep_evidence: bool = False  # off: on the growing-bank simulator it lost 0.44 -> 0.31 (issue 38 note)
     prior_visits: float = 0.0
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(

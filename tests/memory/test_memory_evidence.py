@@ -50,7 +50,7 @@ def test_the_scenario_pushes_the_proven_note_out_of_the_plain_similarity_pool(st
 
 
 def test_fresh_items_without_evidence_do_not_push_proven_items_out_of_the_pool(store):
-    policy = RetrievalPolicy(mode="value", k=2, pool_size=7, exploration="none")
+    policy = RetrievalPolicy(mode="value", k=2, pool_size=7, exploration="none", keep_evidence=True)
     selection = policy.select(store, SIG, "draft")
     pool = [p["id"] for p in selection.pool]
     assert "note3" in pool and "note0" in pool and len(pool) == 7
