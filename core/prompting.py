@@ -56,6 +56,8 @@ class PromptContext:
     tolerance: str = DEFAULT_TOLERANCE
     #: the anti-hacking preset in force (`verifier.policy.rules`): what the kernel may leave to libraries
     policy: str = "kernelbench"
+    #: the device class this session runs on (`core.device`): a memory learnt on another is marked as such
+    device_class: str = ""
 
 
 def template(name: str, backend: str | None = None) -> Template:
@@ -91,7 +93,7 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
         "description": ctx.description or "",
         "reference": ctx.reference.strip(),
         "backend": ctx.backend,
-        "memories": render_memories(ctx.memories),
+        "memories": render_memories(ctx.memories, here=ctx.device_class),
         "previous": render_previous(ctx.previous_source, ctx.feedback),
         "best_source": ctx.best_source.strip(),
         "best_latency": _ms(ctx.best_latency_ms),
@@ -104,8 +106,15 @@ def build_messages(stage: str, ctx: PromptContext) -> list[dict[str, str]]:
     return [{"role": "system", "content": system_prompt(ctx.backend, ctx.tolerance, ctx.policy)}, {"role": "user", "content": user.strip() + "\n"}]
 
 
-def render_memories(memories: Sequence[object]) -> str:
-    """Contract knowledge (fetched by rule) first under its own heading, then the ranked notes."""
+def learnt_elsewhere_note(item: object, here: str) -> str:
+    """" (learnt on X, another device)" for a memory learnt on a device class other than `here`, else ""."""
+    mine = str(getattr(item, "learnt_on", "") or "")
+    return f" (learnt on {mine}, another device)" if here and mine and mine != here else ""
+
+
+def render_memories(memories: Sequence[object], here: str = "") -> str:
+    """Contract knowledge (fetched by rule) first under its own heading, then the ranked notes; a note
+    learnt on another device class than `here` says so."""
     if not memories:
         return ""
     rules = [h for h in memories if getattr(h, "chosen_by", "") == "rule"]
@@ -118,7 +127,7 @@ def render_memories(memories: Sequence[object]) -> str:
         parts += ["", heading, ""]
         for hit in hits:
             item = getattr(hit, "item", hit)
-            parts.append(f"### {getattr(item, 'title', 'note')}")
+            parts.append(f"### {getattr(item, 'title', 'note')}{learnt_elsewhere_note(item, here)}")
             parts.append(str(getattr(item, "text", "")).strip())
             parts.append("")
     return "\n".join(parts)

@@ -142,7 +142,8 @@ def choose_start_point(policy: RetrievalPolicy, memory: MemoryStore, history: Se
 
 
 def store_trajectory(memory: MemoryStore, sig: TaskSignature, stage: str, attempt: Attempt, result: VerificationResult,
-                     source: dict[str, object], lesson: str = "") -> tuple[MemoryItem, str]:
+                     source: dict[str, object], lesson: str = "",
+                     device: dict[str, object] | None = None) -> tuple[MemoryItem, str]:
     """Store one attempt's trajectory (a compact lesson when it failed: `lesson` when a model wrote one,
     else gate, rule and first error line); near-duplicates are merged or capped by
     `MemoryStore.add_trajectory`. Returns (item, "added" or "merged")."""
@@ -151,7 +152,7 @@ def store_trajectory(memory: MemoryStore, sig: TaskSignature, stage: str, attemp
     item = trajectory_item(sig, stage=stage, code=attempt.source, outcome=result.outcome, feedback=result.feedback(),
                            latency_ms=result.latency_ms, author=attempt.author,
                            gates={g.name: g.status for g in result.gates}, speedup=result.speedup, source=source,
-                           lesson=lesson)
+                           lesson=lesson, device=device)
     if hasattr(memory, "add_trajectory"):
         return memory.add_trajectory(item)
     return memory.add(item), "added"

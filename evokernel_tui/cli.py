@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "draft": ("draft", "draft", "Draft (and optionally refine) one op headless."),
     "resume": ("sessions", "resume", "Continue a saved session."),
     "replay": ("sessions", "replay", "Replay a saved session."),
-    "sessions": ("sessions", "sessions", "List saved sessions."),
+    "sessions": ("sessions", "sessions", "List saved sessions; `sessions export` writes training trajectories."),
     "tui": ("tui", "tui", "Open the app."),
     "bench": ("bench", "bench", "Run the draft/refine loop over a suite of tasks."),
 }

@@ -222,6 +222,7 @@ class Bank:
         elif op == "credit":
             stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
             schedule = record.get("schedule", "constant")
+            device = str(record.get("device") or "")
             for item_id in record["ids"]:
                 item = self.items.get(item_id)
                 if item is None:
@@ -233,7 +234,9 @@ class Bank:
                 item.set_value(stage, new, visits, when)
                 if self._tally is not None:
                     self._tally.count(item, 1)
-                changes.append(ValueChange(item_id, stage, old, new, item.visits(stage)))
+                if device:
+                    _credit_device(item, device, stage, reward, alpha, schedule)
+                changes.append(ValueChange(item_id, stage, old, new, item.visits(stage), device))
         else:
             raise MemoryCorrupt(f"{self.journal.path} has an unknown operation {op!r}")
         return changes
@@ -254,3 +257,14 @@ class Bank:
     def remove(self, ids: list[str]) -> list[ValueChange]:
         """Commit one `remove` of these ids."""
         return self.commit({"op": "remove", "ids": ids})
+
+
+def _credit_device(item: MemoryItem, device: str, stage: str, reward: float, alpha: float, schedule: str) -> None:
+    """The same Monte-Carlo update on the item's values for one device class (`data["by_device"]`), so
+    `memory stats` can tell what was learnt where; the item's own Q stays the value retrieval ranks by."""
+    q_key, n_key = ("q1", "visits1") if stage == "draft" else ("q2", "visits2")
+    by_device = item.data.setdefault("by_device", {})
+    row = by_device.setdefault(device, {"q1": 0.0, "visits1": 0, "q2": 0.0, "visits2": 0})
+    visits = int(row.get(n_key, 0)) + 1
+    row[q_key] = mc_update(float(row.get(q_key, 0.0)), reward, step_size(alpha, visits, schedule))
+    row[n_key] = visits

@@ -36,6 +36,16 @@ def new_id(kind: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+def device_class(device: Any) -> str:
+    """The class of a device record: its "class" (e.g. "NVIDIA H100 80GB HBM3 (sm_90)", "cpu: AMD EPYC 7B13"),
+    else its name; a plain string is its own class. Memory never finds a device itself: the caller passes it."""
+    if isinstance(device, str):
+        return device
+    if isinstance(device, dict):
+        return str(device.get("class") or device.get("name") or "")
+    return ""
+
+
 @dataclass
 class TaskSignature:
     """What retrieval knows about a task: its name, op category, backend, shapes and a description."""
@@ -100,6 +110,21 @@ class MemoryItem:
         else:
             self.q2, self.visits2 = q, visits
         self.updated = when
+
+    @property
+    def learnt_on(self) -> str:
+        """The device class this item was learnt on (`data["device"]["class"]`, passed in by the caller as
+        data); "" for seeds and items written before devices were recorded."""
+        return device_class(self.data.get("device"))
+
+    def learnt_elsewhere(self, here: str) -> bool:
+        """Whether this item was learnt on a device class other than `here` (unknown on either side: no)."""
+        mine = self.learnt_on
+        return bool(here and mine and mine != here)
+
+    def device_values(self) -> dict[str, dict[str, float]]:
+        """Its values per device class: {class: {"q1", "visits1", "q2", "visits2"}} (from device-tagged credits)."""
+        return {k: dict(v) for k, v in (self.data.get("by_device") or {}).items()}
 
     def lexical_text(self) -> str:
         """Everything BM25 should see: title, text, tags, category and backends."""
@@ -170,10 +195,13 @@ class ValueChange:
     old: float
     new: float
     visits: int
+    #: the device class the reward was measured on ("" when the credit named none)
+    device: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueChange:
-        return cls(d["item_id"], d["stage"], float(d["old"]), float(d["new"]), int(d["visits"]))
+        return cls(d["item_id"], d["stage"], float(d["old"]), float(d["new"]), int(d["visits"]),
+                   str(d.get("device", "")))

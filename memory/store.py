@@ -137,6 +137,8 @@ class MemoryStore:
                 merged.title, merged.text, merged.tags = item.title, item.text, list(item.tags)
                 merged.data = {**item.data, "merged": int(keep.data.get("merged", 1)) + 1,
                                "first_created": keep.data.get("first_created", keep.created)}
+                if keep.data.get("by_device"):  # the values learnt per device stay with the values
+                    merged.data["by_device"] = copy.deepcopy(keep.data["by_device"])
                 merged.updated = now()
                 self._bank.put([merged])
                 return copy.deepcopy(self._bank.items[keep.id]), "merged"
@@ -170,7 +172,7 @@ class MemoryStore:
             return len(present)
 
     def credit(
-        self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None
+        self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None, device: str = ""
     ) -> list[ValueChange]:
         """Monte-Carlo update of every item that was in an attempt's context: Q <- Q + a (G - Q).
 
@@ -179,6 +181,8 @@ class MemoryStore:
 
         Used alike for the verifier's reward and for a person's edit, acceptance or rejection.
         Duplicate ids count once; ids no longer in the bank (pruned elsewhere) are skipped.
+        `device` (a device class, given by the caller) is recorded with the update, and the same update
+        is made to the items' values for that device (`MemoryItem.device_values`).
         """
         check_stage(stage)
         alpha = self.alpha if alpha is None else alpha
@@ -190,6 +194,8 @@ class MemoryStore:
             record = {"op": "credit", "ids": present, "stage": stage, "reward": float(reward), "alpha": alpha}
             if self.schedule != "constant":
                 record["schedule"] = self.schedule
+            if device:
+                record["device"] = str(device)
             return self._bank.commit({**record, "t": now()})
 
     def refresh(self) -> None:
@@ -285,6 +291,7 @@ class MemoryStore:
                 "visits_refine": sum(i.visits2 for i in items),
                 "mean_q1_visited": mean([i.q1 for i in items if i.visits1]),
                 "mean_q2_visited": mean([i.q2 for i in items if i.visits2]),
+                "devices": _by_device(items, mean),
                 "operations": self._bank.seq,
                 "snapshot_bytes": self._bank.snap_size,
                 "journal_bytes": self._bank.offset,
@@ -352,3 +359,36 @@ class MemoryStore:
         text += ". Could not keep: " + "; ".join(lost) if lost else ". Nothing was lost"
         return text + " (damaged files kept with a .corrupt suffix)"
 
+
+
+def _by_device(items: list[MemoryItem], mean: Any) -> dict[str, dict[str, Any]]:
+    """Per device class: items learnt there, and the values credited there (visited items' mean Q1/Q2 and
+    visits). Items and credits that named no device are under "unknown"."""
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(cls: str) -> dict[str, Any]:
+        return rows.setdefault(cls or "unknown", {"learnt": 0, "q1": [], "q2": [], "visits_draft": 0,
+                                                 "visits_refine": 0})
+
+    for item in items:
+        if item.kind != "seed":
+            row(item.learnt_on)["learnt"] += 1
+        per = item.device_values()
+        credited1 = credited2 = 0
+        for cls, v in per.items():
+            r = row(cls)
+            if v.get("visits1"):
+                r["q1"].append(float(v["q1"]))
+                r["visits_draft"] += int(v["visits1"])
+                credited1 += int(v["visits1"])
+            if v.get("visits2"):
+                r["q2"].append(float(v["q2"]))
+                r["visits_refine"] += int(v["visits2"])
+                credited2 += int(v["visits2"])
+        if item.visits1 > credited1 or item.visits2 > credited2:  # credits from before devices were recorded
+            r = row("")
+            r["visits_draft"] += item.visits1 - credited1
+            r["visits_refine"] += item.visits2 - credited2
+    return {cls: {"learnt": r["learnt"], "visits_draft": r["visits_draft"], "visits_refine": r["visits_refine"],
+                  "mean_q1_visited": mean(r["q1"]), "mean_q2_visited": mean(r["q2"])}
+            for cls, r in sorted(rows.items())}

@@ -72,12 +72,14 @@ def trajectory_item(
     speedup: float | None = None,
     lesson: str = "",
     source: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
 ) -> MemoryItem:
     """One attempt as a memory: its task, stage, code (or diff), gate outcomes, feedback and author.
 
     A feasible attempt keeps a code excerpt in its searchable text (it is a start point to refine
     from); a failed one keeps only a compact lesson (`compact_lesson`), the code stays in `data`.
-    `source` is provenance (session, version, model) kept in `data["source"]`.
+    `source` is provenance (session, version, model) kept in `data["source"]`; `device` is where it was
+    measured ({"backend", "name", "capability", "class"}, given by the caller), kept in `data["device"]`.
     """
     check_stage(stage)
     if outcome not in OUTCOMES:
@@ -107,6 +109,8 @@ def trajectory_item(
         "author": author,
         "source": dict(source or {}),
     }
+    if device:
+        data["device"] = dict(device)
     return MemoryItem(
         id=new_id("trajectory"),
         kind="trajectory",
@@ -138,6 +142,7 @@ def insight_from_refinement(
     summarise: Callable[[str], str],
     author: str = "model",
     source: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
 ) -> MemoryItem:
     """Distil a successful refinement into an insight; `summarise` is a model call (or any function).
 
@@ -169,6 +174,7 @@ def insight_from_refinement(
             "before_hash": _digest(before),
             "after_hash": _digest(after),
             "source": dict(source or {}),
+            **({"device": dict(device)} if device else {}),
         },
     )
 

@@ -117,6 +117,8 @@ class RetrievedItem(Payload):
     score: float = 0.0
     #: how the slot was filled: "value" (ranked), "explore", or "rule" (contract items, never credited)
     chosen_by: str = "value"
+    #: the device class the memory was learnt on ("" for seeds and older items)
+    learnt_on: str = ""
 
     def _normalise(self) -> None:
         if not self.id and "item_id" in self.extra:
@@ -132,7 +134,8 @@ class RetrievedItem(Payload):
         item = hit.item
         return cls(id=item.id, kind=item.kind, title=item.title, text=item.text, q1=item.q1, q2=item.q2,
                    visits1=item.visits1, visits2=item.visits2, similarity=hit.similarity, value=hit.value,
-                   exploration=hit.exploration, score=hit.score, chosen_by=getattr(hit, "chosen_by", "value"))
+                   exploration=hit.exploration, score=hit.score, chosen_by=getattr(hit, "chosen_by", "value"),
+                   learnt_on=getattr(item, "learnt_on", ""))
 
 
 @dataclass(kw_only=True)
@@ -277,6 +280,9 @@ class QUpdate(Payload):
     stage: str = ""
     reward: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)
+    #: the device class the reward was measured on and the backend (issue 35); "" in older recordings
+    device: str = ""
+    backend: str = ""
 
 
 @dataclass(kw_only=True)

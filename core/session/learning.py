@@ -72,6 +72,16 @@ class Learning:
             self._policy = RetrievalPolicy(**self.meta.retrieval)
         return self._policy
 
+    def _device_of(self, attempt: Attempt | None = None) -> dict[str, Any]:
+        """Where `attempt` was measured (default: the latest verified kernel, else this machine), as data
+        for the memory: {"backend", "kind", "name", "capability", "class"} (`core.device`)."""
+        from core.device import device_record
+
+        if attempt is None:
+            attempt = next((a for a in reversed(self.history) if a.result is not None), None)
+        measured = attempt.result.device if attempt is not None and attempt.result is not None else ""
+        return device_record(self.backend, measured)
+
     def _learn(self, stage: str, attempt: Attempt, result: VerificationResult, ids: list[str], best_ms: float | None,
                defer: bool = False) -> None:
         """Credit `ids` with the attempt's reward and store its trajectory. With `defer` (a refinement
@@ -83,16 +93,19 @@ class Learning:
                            deferred=list(ids) if defer else None))
         if self.memory is None:
             return
+        device = self._device_of(attempt)
         try:
             if ids and not defer:
-                changes = self.memory.credit(ids, stage=stage, reward=reward.value)
-                self._emit(QUpdate(stage=stage, reward=reward.value, changes=[_as_dict(c) for c in changes]))
+                changes = self.memory.credit(ids, stage=stage, reward=reward.value, device=device["class"])
+                self._emit(QUpdate(stage=stage, reward=reward.value, changes=[_as_dict(c) for c in changes],
+                                   device=device["class"], backend=self.backend))
             if self._is_untouched_starter(attempt.source):
                 return  # the starter copies its input by design: verifying it as it is teaches nothing
             lesson = "" if result.feasible else self._failure_lesson(stage, attempt, result)
             source = {"session": self.id, "version": attempt.version, "model": self.model_name,
                       **({"lesson": "model"} if lesson else {})}
-            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result, source, lesson)
+            item, how = store_trajectory(self.memory, self.signature, stage, attempt, result, source, lesson,
+                                         device=device)
             self._emit(MemoryAdded(id=item.id, kind=item.kind, title=item.title, version=attempt.version,
                                    merged=how == "merged"))
         except Exception as exc:  # memory trouble is reported; the kernel and its result are already safe
@@ -138,15 +151,17 @@ class Learning:
                                        model_call=True))
             return ""
 
-    def _credit(self, ids: list[str], stage: str, reward: float) -> None:
+    def _credit(self, ids: list[str], stage: str, reward: float, attempt: Attempt | None = None) -> None:
         if self.memory is None or not ids:
             return
+        device = self._device_of(attempt)["class"]
         try:
-            changes = self.memory.credit(ids, stage=stage, reward=reward)
+            changes = self.memory.credit(ids, stage=stage, reward=reward, device=device)
         except Exception as exc:
             self._emit(ErrorEvent(where="memory", message=f"memory update failed: {_one_line(exc)}"))
             return
-        self._emit(QUpdate(stage=stage, reward=reward, changes=[_as_dict(c) for c in changes]))
+        self._emit(QUpdate(stage=stage, reward=reward, changes=[_as_dict(c) for c in changes], device=device,
+                           backend=self.backend))
 
     def _distil_insight(self, before: Attempt, after: Attempt) -> None:
         """After an accepted improvement, ask the model for the lesson and store it as an insight."""
@@ -168,7 +183,8 @@ class Learning:
             item = insight_from_refinement(self.signature, before=before.source, after=after.source,
                                            speedup=speedup, summarise=summarise,
                                            source={"session": self.id, "before": before.version,
-                                                   "after": after.version, "model": self.model_name})
+                                                   "after": after.version, "model": self.model_name},
+                                           device=self._device_of(after))
             item, how = self.memory.add_insight(item) if hasattr(self.memory, "add_insight") else (self.memory.add(item), "added")
             if how == "duplicate":
                 self._emit(Insight(skipped=f"repeats the stored insight {item.id}", id=item.id))

@@ -248,7 +248,7 @@ class Session(Stepping, StateViews, Learning):
             before, after = self.best, self.pending
             self._emit(Accepted(version=after.version, by="person", reason="accepted"))
             ids, value = _deferred_credit(after)
-            self._credit(ids, "refine", person_reward("accepted", value))
+            self._credit(ids, "refine", person_reward("accepted", value), after)
             if before is not None:
                 self._distil_insight(before, after)
             return events
@@ -263,7 +263,7 @@ class Session(Stepping, StateViews, Learning):
             from memory.values import person_reward
 
             ids, value = _deferred_credit(rejected)
-            self._credit(ids, "refine", person_reward("rejected", value))
+            self._credit(ids, "refine", person_reward("rejected", value), rejected)
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:

@@ -188,6 +188,7 @@ class Stepping:
             previous_source=last.source if last is not None and not last.feasible else "",
             tolerance=tolerance_text(self.verify_config),
             policy=getattr(self.verify_config, "policy", None) or "kernelbench",
+            device_class=self._device_of()["class"],
         )
         if stage == "refine" and best is not None:
             # The kernel to refine is the start point Q2 chose (else the best): its source, latency,

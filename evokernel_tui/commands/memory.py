@@ -31,6 +31,17 @@ def _emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _here(item: Any) -> str:
+    """This machine's device class for the item's backend (`core.device`): what "another device" is measured
+    against. Found only for items that record where they were learnt."""
+    if not getattr(item, "learnt_on", ""):
+        return ""
+    from core.device import device_record
+
+    backend = str((item.data.get("device") or {}).get("backend") or (item.backends or ["cpu"])[0])
+    return device_record(backend)["class"]
+
+
 def _short(item: Any) -> dict[str, Any]:
     return {
         "id": item.id,
@@ -43,6 +54,8 @@ def _short(item: Any) -> dict[str, Any]:
         "visits1": item.visits1,
         "visits2": item.visits2,
         "provenance": item.provenance,
+        "learnt_on": item.learnt_on,
+        "elsewhere": item.learnt_elsewhere(_here(item)),
     }
 
 
@@ -71,7 +84,8 @@ def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
         cells = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
         if not extra:
             cells.append(",".join(r["backends"]) or "any")
-        cells.append(f"{r['title']} [dim]({r['category']})[/]")
+        learnt = f" [yellow](learnt on {r['learnt_on']}, another device)[/]" if r.get("elsewhere") else ""
+        cells.append(f"{r['title']} [dim]({r['category']})[/]{learnt}")
         cells += [values[c] if c in values else r[c] if isinstance(r[c], str) else f"{r[c]:.2f}" for c in numbers]
         table.add_row(*cells)
     return table
@@ -142,11 +156,15 @@ def show(ctx: click.Context, item_id: str, memory_path: str | None, as_json: boo
         raise click.ClickException(
             f"no memory item {item_id!r}; see `evokernel memory list` or `evokernel memory search`"
         ) from None
+    here = _here(item)
     if as_json:
-        _emit(item.to_dict())
+        _emit({**item.to_dict(), "learnt_on": item.learnt_on, "elsewhere": item.learnt_elsewhere(here)})
         return
     console = Console()
     table = Table(title=item.title, show_header=False)
+    if item.learnt_on:
+        note = " [yellow](another device than this one)[/]" if item.learnt_elsewhere(here) else ""
+        table.add_row("learnt on", f"{item.learnt_on}{note}")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in item.to_dict().items():
@@ -226,11 +244,25 @@ def stats(ctx: click.Context, memory_path: str | None, as_json: bool) -> None:
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in data.items():
-        if key == "path":
+        if key in ("path", "devices"):
             continue
         text = ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
         table.add_row(key.replace("_", " "), text)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    if data.get("devices"):
+        by_device = Table(title="Values by device (where they were learnt and credited)", title_justify="left")
+        for col in ("device", "learnt", "visits draft", "visits refine", "mean Q1", "mean Q2"):
+            by_device.add_column(col, justify="left" if col == "device" else "right",
+                                 overflow="fold" if col == "device" else "ellipsis")
+        for cls, row in data["devices"].items():
+            by_device.add_row(cls, str(row["learnt"]), str(row["visits_draft"]), str(row["visits_refine"]),
+                              _q(row["mean_q1_visited"]), _q(row["mean_q2_visited"]))
+        console.print(by_device)
+
+
+def _q(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 @memory.command("export")

@@ -33,11 +33,16 @@ def _cost(row: dict) -> str:
     return "unknown" if row.get("cost") is None else f"${row['cost']:.4f}"
 
 
-@click.command(name="sessions")
+@click.group(name="sessions", invoke_without_command=True)
 @options.sessions_dir
 @options.json_output("Print a JSON list.")
-def sessions(sessions_dir: str | None, as_json: bool) -> None:
-    """List saved sessions: task, backend, model, steps, best speedup and cost."""
+@click.pass_context
+def sessions(ctx: click.Context, sessions_dir: str | None, as_json: bool) -> None:
+    """List saved sessions: task, backend, model, steps, best speedup and cost; `sessions export` writes
+    their model turns as training trajectories."""
+    ctx.obj = {"sessions_dir": sessions_dir}
+    if ctx.invoked_subcommand is not None:
+        return
     root = sessions_root(sessions_dir)
     rows = list_sessions(root)
     if as_json:
@@ -59,6 +64,36 @@ def sessions(sessions_dir: str | None, as_json: bool) -> None:
         table.add_row(r["id"], f"{r['task']} ({r['backend']})", r["model"] or "manual", r["stage"], steps,
                       _best_speed(r), _cost(r))
     Console().print(table)
+
+
+@sessions.command(name="export")
+@click.argument("refs", nargs=-1)
+@options.sessions_dir
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True,
+              help="Output format (docs/trajectories.md describes the records).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to this file instead of standard output.")
+@click.pass_context
+def export(ctx: click.Context, refs: tuple[str, ...], sessions_dir: str | None, fmt: str, out: Path | None) -> None:
+    """Write one JSON record per model turn of the sessions REFS (ids, id prefixes, session folders or
+    `bench` output folders; default: every session): the prompt, reply, kernel, verdict, reward and the
+    memories in context, read from the recorded events (nothing is re-run)."""
+    from core.session.export import export_session, session_folders
+
+    root = sessions_root(sessions_dir or (ctx.obj or {}).get("sessions_dir"))
+    with one_line_errors(SessionError):
+        paths: list[Path] = []
+        for ref in refs or (str(root),):
+            found = session_folders(Path(ref))
+            paths.extend(found or [find_session(ref, root)])
+        records = [rec for p in dict.fromkeys(paths) for rec in export_session(p)]
+    lines = "".join(json.dumps(r, default=str) + "\n" for r in records)
+    if out is None:
+        click.echo(lines, nl=False)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(lines, encoding="utf-8")
+        click.echo(f"{len(records)} turns from {len(dict.fromkeys(paths))} sessions -> {out}", err=True)
 
 
 @click.command(name="resume")
