@@ -99,7 +99,9 @@ async def test_v_at_first_launch_verifies_the_starter(make_session, verifier):
         await settle(app, pilot)
         assert "no kernel to verify" not in log_text(app)
         assert len(verifier.calls) == 1 and verifier.calls[0] == s.history[0].source
-        assert "Verifying your edit from the starter kernel" in log_text(app)
+        assert "Verifying the starter kernel as written" in log_text(app)
+        assert s.history[0].author == "seed" and "person's edit" not in log_text(app)
+        assert "reward" not in log_text(app) and "no memories credited" in log_text(app)
 
 
 async def test_a_save_during_a_call_is_queued_with_a_readable_message(make_session, verifier):
