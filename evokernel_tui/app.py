@@ -58,7 +58,7 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
     CSS_PATH = [THEMES_DIR / "base.tcss"] + [THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES]
     BINDINGS = [
         Binding("t", "switch_theme", "Theme", show=False),
-        Binding("q", "quit", "Quit", show=False),
+        Binding("q", "quit", "Quit"),
     ]
 
     @dataclass

@@ -32,9 +32,18 @@ class KernelEdits:
     """Takes the person's edits into `EvoKernelApp`'s session and watches the kernel file."""
 
     def submit_edit(self, source: str, origin: str) -> bool:
-        """Verify `source` as the person's edit; its own save of the file is not picked up again."""
+        """Verify `source` as the person's edit; its own save of the file is not picked up again.
+
+        The starter as written is verified the same way but recorded by core as the starter's ("seed"),
+        crediting no memories; the activity line says so."""
         if self._watcher is not None:
             self._watcher.note_own_write(source)
+        if self.view.author == "starter" and source.strip() == (self.view.source or "").strip():
+            started = self._start("verify the starter", self._plain_call("submit_human_edit", source))
+            if started:
+                self.activity.note("Verifying the starter kernel as written: recorded as the starter's, "
+                                   "crediting no memories.")
+            return started
         started = self._start(f"verify your edit ({origin})", self._plain_call("submit_human_edit", source))
         if started:
             self.activity.note(f"Verifying your edit from {origin} ({change_summary(self.view.source, source)}).")

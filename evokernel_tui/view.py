@@ -299,7 +299,10 @@ def _timing_note(result: Mapping[str, Any], at: float | None) -> str:
 
 
 def _set_source(view: SessionView, source: str | None, author: str) -> None:
-    if source is None or source == view.source:
+    if source is None:
+        return
+    if source == view.source:  # the same text recorded (the starter as written): only its author changes
+        view.author = author
         return
     view.previous, view.source = view.source, source
     view.author = author
@@ -382,6 +385,8 @@ def _fold(view: SessionView, p: Any, step: int | None, ts: float | None = None) 
         return "starter kernel: it builds and copies its input; edit it to compute the task (ctrl+s submits)"
     if isinstance(p, Kernel):
         _reset_gates(view)
+        if p.author == "seed":
+            return f"kernel v{p.version}: the starter as written (no memories credited)"
         return f"kernel v{p.version} from {p.author or 'model'}"
     if isinstance(p, GateEvent):
         if p.name == "anti_hacking" and p.status == "running":

@@ -206,7 +206,11 @@ class Session(Stepping, StateViews, Learning):
         return out
 
     def submit_human_edit(self, source: str, on_event: EventSink | None = None) -> list[Event]:
-        """Verify a person's kernel, record it with author "person" and credit the memories on screen."""
+        """Verify a person's kernel, record it with author "person" and credit the memories on screen.
+
+        The starter as written (`v` or ctrl+s before any change) is nobody's work: it is recorded with
+        author "seed", with no `human_edit`, no reward and no memory credited (the person's marks stand
+        for their own next edit)."""
         if not source.strip():
             raise SessionError("the edited kernel is empty")
         with self._exclusive(), self._collecting(on_event) as events:
@@ -214,15 +218,18 @@ class Session(Stepping, StateViews, Learning):
             self.step_no += 1
             start = time.monotonic()
             stage = self._work_stage()
+            seed = self._is_untouched_starter(source)
             credited = [i for i in self.onscreen_ids if self.state.marked.get(i)]  # marked used since retrieval
-            attempt = self._record_kernel(source, "person", stage)
-            self._emit(HumanEdit(version=attempt.version, stage=stage, credited=credited))
+            attempt = self._record_kernel(source, "seed" if seed else "person", stage)
+            if not seed:
+                self._emit(HumanEdit(version=attempt.version, stage=stage, credited=credited))
             result = self._verify(attempt)
             outcome = "verifier_error"
             if result is not None:
                 outcome = result.outcome
                 best_ms = best_in_frame(result, self.best)
-                self._learn(stage, attempt, result, credited, best_ms)
+                if not seed:
+                    self._learn(stage, attempt, result, credited, best_ms)
                 self._judge(stage, attempt, result, best_ms)
             self._emit(StepDone(stage=stage, counts=False, outcome=outcome, seconds=time.monotonic() - start,
                                 feedback=self._feedback_for(result)))

@@ -87,10 +87,11 @@ class Stepping:
         `accepted` makes it the best and puts it on screen (and in current_kernel.py);
         `pending_refinement` makes it the pending one, awaiting the person (or auto-accept)."""
         attempt = self.attempt(attempt.version) or attempt  # attempts are immutable: take the verified one
-        if attempt.author == "person":
+        if attempt.author in ("person", "seed"):
             if is_improvement(result, best_ms) and (stage == "draft" and self.best is None or stage == "refine"):
                 before = self.best
-                self._emit(Accepted(version=attempt.version, by="person", reason="person's edit"))
+                self._emit(Accepted(version=attempt.version, by="person",
+                                    reason="the starter" if attempt.author == "seed" else "person's edit"))
                 if before is not None:
                     self._distil_insight(before, attempt)
         elif stage == "draft" and result.feasible:
@@ -115,7 +116,7 @@ class Stepping:
         if attempt is None:
             return False
         start = time.monotonic()
-        stage, counts = attempt.stage, attempt.author != "person"
+        stage, counts = attempt.stage, attempt.author == "model"  # a person's edit or the starter is no model step
         self._emit(StepResumed(version=attempt.version, stage=stage, author=attempt.author,
                                        verified=attempt.result is not None, rewarded=attempt.rewarded))
         result = attempt.result if attempt.result is not None else self._verify(attempt)
@@ -125,8 +126,8 @@ class Stepping:
             return True
         best = self.best if self.state.best_version != attempt.version else None
         best_ms = best_in_frame(result, best)
-        if not self.attempt(attempt.version).rewarded:
-            defer = (stage == "refine" and attempt.author != "person" and not self.auto_accept
+        if not self.attempt(attempt.version).rewarded and attempt.author != "seed":  # the starter earns nothing
+            defer = (stage == "refine" and attempt.author == "model" and not self.auto_accept
                      and is_improvement(result, best_ms))
             self._learn(stage, attempt, result, list(attempt.context), best_ms, defer=defer)
         if attempt.version not in (self.state.best_version, self.state.pending_version):

@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from evokernel_tui import options
 
@@ -63,18 +65,20 @@ KIND_SHORT = {"seed": "seed", "trajectory": "traj", "insight": "ins"}
 
 
 def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> Table:
-    """Readable at 80 columns: only the title wraps; ids are cut with an ellipsis (`show` takes a prefix).
+    """Readable at 80 columns, one line an item: ids whole (what `show` takes), the title (and its
+    category) cut with an ellipsis, never wrapped (`show ID` prints it in full).
 
     With `extra` score columns (search), the per-stage values give way to the score parts.
     """
     from rich import box
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=22)
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("id", no_wrap=True, min_width=max((len(r["id"]) for r in rows), default=2))
     table.add_column("kind", no_wrap=True)
     if not extra:
         table.add_column("backend", no_wrap=True, overflow="ellipsis", max_width=12)
-    table.add_column("title", overflow="fold", min_width=14, ratio=1)
+    # the column may shrink (rich narrows wrappable columns first); each cell then keeps to one line
+    table.add_column("title", min_width=12, ratio=1)
     numbers = extra or ("Q1", "Q2", "n")
     for col in numbers:
         table.add_column({"similarity": "sim", "exploration": "expl", "chosen_by": "by"}.get(col, col), justify="right",
@@ -84,8 +88,11 @@ def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
         cells = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
         if not extra:
             cells.append(",".join(r["backends"]) or "any")
-        learnt = f" [yellow](learnt on {r['learnt_on']}, another device)[/]" if r.get("elsewhere") else ""
-        cells.append(f"{r['title']} [dim]({r['category']})[/]{learnt}")
+        learnt = (f" [yellow](learnt on {escape(str(r['learnt_on']))}, another device)[/]"
+                  if r.get("elsewhere") else "")
+        title = Text.from_markup(f"{escape(r['title'])} [dim]({escape(r['category'])})[/]{learnt}")
+        title.no_wrap, title.overflow = True, "ellipsis"
+        cells.append(title)
         cells += [values[c] if c in values else r[c] if isinstance(r[c], str) else f"{r[c]:.2f}" for c in numbers]
         table.add_row(*cells)
     return table

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from core.config import sessions_root
 from core.events import describe_event
@@ -51,19 +54,56 @@ def sessions(ctx: click.Context, sessions_dir: str | None, as_json: bool) -> Non
     if not rows:
         click.echo(f"No sessions under {root}.")
         return
-    table = Table(title=f"Sessions in {root}", title_justify="left")
-    for col in ("id", "task", "model", "stage", "steps", "best", "cost"):
-        narrow = col == "model"
-        table.add_column(col, no_wrap=not narrow, overflow="ellipsis" if narrow else "fold",
-                         min_width=8 if narrow else None, max_width=18 if narrow else None)
+    console = Console()
+    table = _sessions_table(root, rows)
+    # the narrowest the table can be: every column at its least, one space between columns
+    if table is None or sum(c.min_width or 0 for c in table.columns) + len(table.columns) - 1 > console.width:
+        _print_stacked(console, root, rows)  # long ids on a narrow terminal: one block per session
+    else:
+        console.print(table)
+
+
+def _cells(r: dict) -> tuple[str, str, str, str, str]:
+    """task, model, stage with steps, best and cost of one listed session."""
+    steps = f"{r['steps']['draft']}+{r['steps']['refine']}"
+    return f"{r['task']} ({r['backend']})", r["model"] or "manual", f"{r['stage']} {steps}", _best_speed(r), _cost(r)
+
+
+def _sessions_table(root: Path, rows: list[dict]) -> Table | None:
+    """Safe at 80 columns: the id (what `resume` and `tui --session` take) is never cut, nor a figure;
+    the task wraps and the model is cut with an ellipsis. None when no row has details to show."""
+    from rich import box
+
+    good = [_cells(r) for r in rows if "error" not in r]
+    if not good:
+        return None
+    table = Table(title=f"Sessions in {root}", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  padding=0, pad_edge=False)
+    longest = max(len(str(r["id"])) for r in rows)
+    table.add_column("id", no_wrap=True, min_width=longest)
+    table.add_column("task", overflow="fold", min_width=8, ratio=3)
+    table.add_column("model", overflow="ellipsis", min_width=6, max_width=18, ratio=2)
+    for i, col in ((2, "stage"), (3, "best"), (4, "cost")):
+        table.add_column(col, no_wrap=True, min_width=max(len(c[i]) for c in good))
     for r in rows:
         if "error" in r:
-            table.add_row(r["id"], f"[red]{r['error']}[/]", "", "", "", "", "")
+            table.add_row(r["id"], f"[red]{escape(r['error'])}[/]", "", "", "", "")
+        else:
+            table.add_row(r["id"], *_cells(r))
+    return table
+
+
+def _print_stacked(console: Console, root: Path, rows: list[dict]) -> None:
+    """Each session as its whole id on one line and its details indented below (wrapping as needed)."""
+    console.print(f"Sessions in {root}", highlight=False)
+    for r in rows:
+        console.print(f"[bold]{escape(str(r['id']))}[/]", highlight=False, overflow="ignore", crop=False)
+        if "error" in r:
+            console.print(f"  [red]{escape(r['error'])}[/]", highlight=False)
             continue
-        steps = f"{r['steps']['draft']}+{r['steps']['refine']}"
-        table.add_row(r["id"], f"{r['task']} ({r['backend']})", r["model"] or "manual", r["stage"], steps,
-                      _best_speed(r), _cost(r))
-    Console().print(table)
+        task, model, stage, best, cost = _cells(r)
+        details = Text(f"{task} · {model} · {stage} · best {best} · {cost}")
+        console.print(Padding(details, (0, 0, 0, 2)), highlight=False)
 
 
 @sessions.command(name="export")

@@ -39,12 +39,42 @@ def gate_detail_text(gate: GateView) -> str:
         lines += ["", "Mismatch:", str(mismatch)]
     for key in ("max_abs", "max_rel"):
         if key in detail:
-            lines.append(f"{key}: {detail.pop(key)}")
-    if detail:
-        lines += ["", "Detail:"] + [f"  {k}: {_short(v)}" for k, v in detail.items()]
-    if len(lines) == 1 and not gate.detail.get("top_ops"):
+            lines.append(f"{key}: {_value(detail.pop(key))}")
+    if len(lines) == 1 and not detail and not gate.detail.get("top_ops"):
         lines += ["", "No detail recorded for this gate yet."]
     return "\n".join(lines)
+
+
+#: what `gate_detail_text` shows itself; the rest of a gate's detail goes in the detail table
+_SHOWN_AS_TEXT = ("diagnostics", "log", "rule", "line", "top_ops", "reference_top_ops", "mismatch", "max_abs", "max_rel")
+
+
+def detail_rows(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A gate's remaining detail as (key, value) rows: nested records flattened to `a.b`, lists of
+    numbers on one line, floats at 4 significant figures, yes/no for flags (never raw JSON)."""
+    rows: list[tuple[str, str]] = []
+    for key, value in detail.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += detail_rows(value, f"{name}.") if value else [(name, "—")]
+        elif isinstance(value, list | tuple) and any(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                rows += detail_rows(item, f"{name}[{i}].") if isinstance(item, dict) else [(f"{name}[{i}]", _value(item))]
+        elif isinstance(value, list | tuple):
+            rows.append((name, ", ".join(_value(v) for v in value) or "—"))
+        else:
+            rows.append((name, _value(value)))
+    return rows
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if value is None:
+        return "—"
+    return _short(value)
 
 
 def memory_detail_text(memory: MemoryView) -> str:
@@ -89,14 +119,23 @@ def gate_detail_body(gate: GateView) -> Any:
     top ops as sorted tables with each op's share of the self time."""
     text = gate_detail_text(gate)
     top, ref = gate.detail.get("top_ops"), gate.detail.get("reference_top_ops")
-    if not top and not ref:
+    rest = {k: v for k, v in gate.detail.items() if k not in _SHOWN_AS_TEXT}
+    if not top and not ref and not rest:
         return text
     from rich.console import Group
+    from rich.table import Table
     from rich.text import Text
 
     from evokernel_tui.commands.render import profile_table
 
     parts: list[Any] = [Text(text), Text("")]
+    if rest:
+        table = Table(box=None, show_header=False, padding=(0, 2, 0, 0), title="Detail", title_justify="left")
+        table.add_column("key", style="bold", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        for key, value in detail_rows(rest):
+            table.add_row(key, Text(value))
+        parts += [table, Text("")]
     if top:
         parts += [profile_table(top, "Your kernel: top ops by self time"), Text("")]
     if ref:

@@ -28,8 +28,15 @@ class SessionScreen(Screen):
     BINDINGS = [
         Binding("d", "toggle_diff", "Diff"),
         Binding("c", "toggle_cpp", "C++"),
-        Binding("z", "zoom", "Zoom", show=False),
+        Binding("z", "zoom", "Zoom"),
+        # before the editor's own esc (a code editor moves focus on esc, which finds only itself when zoomed);
+        # each is enabled only where it applies (`check_action`), else esc is the focused widget's
+        Binding("escape", "leave_editor", "Leave editor", priority=True),
+        Binding("escape", "unzoom", "Unzoom", show=False, priority=True),
     ]
+    #: esc in the zoomed editor leaves the editor and keeps the zoom, so the next letters typed are the
+    #: app's keys; esc again (or z) brings the other panes back
+    ESCAPE_TO_MINIMIZE = False
 
     def compose(self) -> ComposeResult:
         yield ModeBanner(id="banner")
@@ -71,12 +78,31 @@ class SessionScreen(Screen):
         """Give the kernel pane the whole screen (on 80×24 it gets the full width), or bring the other
         panes back. Gates, memories and the activity stay one key away: z again."""
         if self.maximized is not None:
-            self.minimize()
+            self.action_unzoom()
             return
         pane = self.query_one(KernelPane)
         self.maximize(pane, container=False)
         if not (pane.show_diff or pane.show_cpp):
             pane.editor.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_editor":
+            return self.focused is self.query_one(KernelPane).editor
+        if action == "unzoom":
+            return self.maximized is not None and self.focused is not self.query_one(KernelPane).editor
+        return True
+
+    def action_leave_editor(self) -> None:
+        """esc in the editor: the keys go back to the app (zoomed too)."""
+        self.query_one(KernelPane).action_leave()
+
+    def action_unzoom(self) -> None:
+        """Bring the other panes back; the keys go to the gates unless a pane already has them."""
+        if self.maximized is None:
+            return
+        self.minimize()
+        if self.focused is None:
+            self.query_one(GatePanel).focus()
 
     def action_toggle_diff(self) -> None:
         pane = self.query_one(KernelPane)
@@ -116,8 +142,8 @@ class MainScreen(SessionScreen):
         Binding("e", "app.edit_external", "$EDITOR", show=False),
         Binding("g", "app.switch_stage", "Stage", show=False),
         Binding("o", "app.open_task", "Open", show=False),
-        Binding("i", "app.show_task", "Task"),
-        Binding("h", "app.show_versions", "Hist"),
+        Binding("i", "app.show_task", "Task", show=False),  # at 80 columns the footer holds the loop, zoom and quit
+        Binding("h", "app.show_versions", "Hist", show=False),
         Binding("x", "app.export", "Save", show=False),
         Binding("ctrl+s", "submit_kernel", "Submit kernel", show=False),
     ]

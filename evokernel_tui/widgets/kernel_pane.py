@@ -160,4 +160,9 @@ class KernelPane(Vertical):
         self.post_message(self.Submitted(self.editor.text))
 
     def action_leave(self) -> None:
-        self.screen.focus_next()
+        """esc: the keys go back to the app. Zoomed, nothing else is on screen to take them: no widget
+        has focus then, so letters reach the app's bindings (t, q, z), never the kernel."""
+        if self.screen.maximized is not None:
+            self.screen.set_focus(None)
+        else:
+            self.screen.focus_next()

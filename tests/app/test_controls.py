@@ -218,7 +218,9 @@ async def test_manual_mode_starter_can_be_submitted_as_is(make_session, verifier
         pane.editor.focus()
         await pilot.press("ctrl+s")
         await settle(app, pilot)
-        assert len(verifier.calls) == 1 and s.history[-1].author == "person"
+        assert len(verifier.calls) == 1 and s.history[-1].author == "seed"  # the starter's, not the person's
+        assert "Verifying the starter kernel as written" in log_text(app)
+        assert pane.border_title == "Kernel · seed"
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         assert len(verifier.calls) == 1, "once verified, an unchanged kernel is not submitted again"

@@ -99,7 +99,9 @@ async def test_v_at_first_launch_verifies_the_starter(make_session, verifier):
         await settle(app, pilot)
         assert "no kernel to verify" not in log_text(app)
         assert len(verifier.calls) == 1 and verifier.calls[0] == s.history[0].source
-        assert "Verifying your edit from the starter kernel" in log_text(app)
+        assert "Verifying the starter kernel as written" in log_text(app)
+        assert s.history[0].author == "seed" and "person's edit" not in log_text(app)
+        assert "reward" not in log_text(app) and "no memories credited" in log_text(app)
 
 
 async def test_a_save_during_a_call_is_queued_with_a_readable_message(make_session, verifier):
@@ -433,7 +435,7 @@ async def test_footer_keeps_the_loop_keys_at_80x24(make_session):
         right = max(k.region.right for k in keys)
         assert right <= palette[0].region.x, "footer keys run under the palette key at 80 columns"
         labels = {k.description for k in keys}
-        assert {"Step", "Run", "Accept", "Reject", "Verify", "Diff", "C++", "Task", "Hist"} <= labels
+        assert {"Step", "Run", "Accept", "Reject", "Verify", "Diff", "C++", "Zoom", "Quit"} <= labels
 
 
 def test_latency_eager_line_follows_each_measurement():
@@ -592,3 +594,46 @@ async def test_manual_banner_fits_80_columns(make_session):
             banner = app.screen.query_one(ModeBanner)
             assert str(banner.render()) == text and len(text) <= banner.content_size.width, size
         s.close()
+
+
+async def test_after_zoom_then_escape_letters_reach_the_app_not_the_kernel(make_session):
+    """Issue 34: z zooms into the editor; esc leaves it, so the next letters typed are the app's keys
+    (t switches the theme, z restores the layout), never text in the kernel."""
+    from evokernel_tui.widgets.kernel_pane import KernelPane
+
+    s = make_session([])
+    app = app_for(s)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        pane = app.screen.query_one(KernelPane)
+        before, theme = pane.editor.text, app.theme
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.focused is pane.editor
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is not pane.editor
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme != theme, "t went somewhere other than the app's theme key"
+        await pilot.press("z")
+        await pilot.pause()
+        assert pane.editor.text == before, "letters typed after esc went into the kernel"
+        assert app.screen.maximized is None
+
+
+def test_gate_detail_is_a_table_with_floats_at_four_significant_figures():
+    """Issue 34: `enter` on a gate shows its detail as a table, not raw JSON with 15-digit floats."""
+    from evokernel_tui.screens.detail import gate_detail_body
+    from evokernel_tui.view import GateView
+
+    gate = GateView("latency", "pass", 1.2, "", {
+        "median_ms": 0.123456789012345, "iqr_ms": 0.0123456789,
+        "timing": {"lo": 1.23456789, "hi": 4.1, "noisy": False, "threads": 2},
+        "rounds": [0.5123456789, 0.61, 0.7], "max_abs": 3.14159265358979e-05})
+    text = plain(gate_detail_body(gate))
+    assert "{" not in text and "[" not in text and "0.123456789" not in text, text
+    assert "0.1235" in text and "0.01235" in text and "3.142e-05" in text
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.split()}
+    assert rows["timing.lo"] == ["1.235"] and rows["timing.noisy"] == ["no"] and rows["timing.threads"] == ["2"]
+    assert rows["rounds"] == ["0.5123,", "0.61,", "0.7"]

@@ -183,7 +183,7 @@ async def test_a_too_big_problem_opens_and_the_memory_check_says_so(tmp_path, mo
         assert "Starter kernel" in app.screen.query_one(KernelPane).editor.text
         await pilot.press("escape", "v")
         await pilot.pause(0.1)
-        assert "Refused: verify your edit" in log_text(app)
+        assert "Refused: verify the starter" in log_text(app)
     session.close()
 
 

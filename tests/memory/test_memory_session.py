@@ -173,3 +173,46 @@ def test_verifying_the_untouched_starter_stores_no_lesson(tmp_path, store):
     assert events_of(s, "memory_added") == []
     s.submit_human_edit(s.current_source + "\n# an edit\n")
     assert len(events_of(s, "memory_added")) == 1
+
+
+def test_verifying_the_untouched_starter_is_recorded_as_the_seed_and_credits_nothing(tmp_path, store):
+    """Pressing v (or ctrl+s) on the starter as written: the kernel is the starter's ("seed"), not the
+    person's; no reward, no memory credited (nobody wrote it), no step counted; the person's marks stand
+    for their own next edit; the folder replays to the same state."""
+    s = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions", verify_fn=fake_verify)
+    ids = list(s.onscreen_ids)[:2]
+    assert ids
+    before = {i: (store.get(i).q1, store.get(i).visits1) for i in ids}
+    for i in ids:
+        s.mark_used(i)
+    s.submit_human_edit(s.current_source)
+    seed = s.history[-1]
+    assert seed.author == "seed" and seed.file.endswith("_seed_draft.py") and seed.result is not None
+    assert [events_of(s, k) for k in ("human_edit", "reward", "q_update", "memory_added")] == [[], [], [], []]
+    assert {i: (store.get(i).q1, store.get(i).visits1) for i in ids} == before
+    assert s.used["draft"] == 0 and s.state.in_flight is None
+    reopened = Session.open(s.path, lock=False)
+    assert reopened.state == s.state
+    s.submit_human_edit(s.current_source + "\n# mine\n")
+    assert s.history[-1].author == "person"
+    assert events_of(s, "human_edit")[0].data["credited"] == ids  # the marks were the person's, kept for their edit
+    assert events_of(s, "reward")[0].data["credited"] == ids
+
+
+def test_a_starter_check_cut_short_is_finished_as_the_seeds_without_credit(tmp_path, store):
+    """The process dies while the starter as written is being verified: the next action finishes that
+    step as the starter's (no reward, no memory credited, no step counted)."""
+    def cut_short(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    s = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions", verify_fn=cut_short)
+    s.mark_used(s.onscreen_ids[0])
+    with pytest.raises(KeyboardInterrupt):
+        s.submit_human_edit(s.current_source)
+    s.close()
+    again = Session.open(s.path, memory=store, verify_fn=fake_verify)
+    assert again.interrupted is not None and again.interrupted.author == "seed"
+    again.step()
+    assert [events_of(again, k) for k in ("human_edit", "reward", "q_update")] == [[], [], []]
+    assert [e.data["counts"] for e in events_of(again, "step_done")] == [False]
+    assert again.used["draft"] == 0 and again.state.in_flight is None and again.history[-1].result is not None
