@@ -132,7 +132,8 @@ class Trials:
             if decoy_trial and i == probe_plan["of"]:
                 probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
             else:  # compared and not replayed by the decoy probe: its output files are done with
-                drop_outputs(d, self.trusted_dir / rt["dir"])
+                # the reference's own files stay while another run reads them after this one (compare)
+                drop_outputs(d, None if self.shares_inputs else self.trusted_dir / rt["dir"])
             if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
                 return CorrectnessGate().failure(self.evidence(), start)
             i, rt, d = ni, following, after
@@ -211,7 +212,7 @@ def _output_digests(held, outputs, config) -> list[str]:
 _OUTPUT_FILE = re.compile(r"(out|after)\d+\.npy")  # outputs, and the inputs as forward left them
 
 
-def drop_outputs(held: HeldDir, trusted: Path) -> None:
+def drop_outputs(held: HeldDir, trusted: Path | None) -> None:
     """Remove a compared trial's output files and inputs-after, the candidate's (by name, through its held descriptor: a
     link put in their place is removed, never followed) and the reference's, so that a problem whose
     outputs are gigabytes keeps a trial or two of them in the job's memory-backed folders, not all of
@@ -220,7 +221,7 @@ def drop_outputs(held: HeldDir, trusted: Path) -> None:
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=held.fd)
-    for name in _names(str(trusted)):
+    for name in _names(str(trusted)) if trusted is not None else []:
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(trusted / name)
