@@ -256,3 +256,52 @@ def test_relu_with_a_fast_path_tail_bug_is_caught(task_source, make_config):
     assert not res.feasible, probes_seen
     assert correctness.reason.startswith("held-out shapes "), correctness.reason
     assert probes_seen.get("held-out shapes #3") == "fail", probes_seen
+
+
+# ---------------------------------------------------------------------------------------------------
+# a custom kernel must do the work it claims: its results are not its inputs handed back
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_probe_counts_views_reshaped_and_recast_copies_of_an_input():
+    """Before: only a same-shape, same-dtype copy counted; a flattened view or copy was "work"."""
+    import torch
+
+    from verifier.correctness.decoy import Probe
+
+    x = torch.randn(16, 8)
+    probe = Probe(torch)
+    for fn in (lambda a: a.view(-1), lambda a: a.reshape(-1).clone(), lambda a: a.t(), lambda a: a[2:5],
+               lambda a: a.double(), lambda a: a.expand(3, 16, 8)):
+        probe.call(fn, (x,), {})
+    assert (probe.results, probe.copies) == (6, 6)
+    honest = Probe(torch)
+    honest.call(lambda a: torch.relu(a).view(-1), (x,), {})  # work, then flattened
+    honest.call(lambda a: a.relu_().view(-1), (x.clone(),), {})  # in place, handed back changed
+    honest.call(lambda a: a.t().contiguous(), (x,), {})  # a transpose copy: the elements move (a copy task's work)
+    assert (honest.results, honest.copies) == (4, 0)  # the in-place call: written and returned
+
+
+def test_library_share_of_a_kernel_that_did_no_work_is_all_of_forward():
+    """Before: the share was of kernel + torch time, so a kernel's useless passes read as custom work."""
+    from verifier.gates.evidence import _torch_outside_kernel, library_ops
+
+    split = {"kernel_ms": 94.0, "torch_ms": 6.0, "copy_ms": 0.0, "torch_ops": [("aten::clamp_min", 6.0)]}
+    assert library_ops(split)[0]["share"] == 0.06  # no probe record: the kernel's time counts
+    assert library_ops(split, probe={"results": 1, "copies": 0})[0]["share"] == 0.06
+    assert library_ops(split, probe={"results": 1, "copies": 1})[0]["share"] == 1.0
+    assert _torch_outside_kernel(split) is None
+    assert "100%" in _torch_outside_kernel(split, probe={"results": 2, "copies": 2})
+    assert library_ops({**split, "copy_ms": 6.0})[0]["share"] == 0.0566  # ATen's copies are forward's compute
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["noop_flat_copy_relu", "noop_view_relu"])
+def test_a_kernel_handing_back_its_input_is_refused_under_kernelbench(task_source, make_config, name):
+    """Before: feasible under the default policy (the flattened copy with torch's relu at 6% of forward,
+    the view with `torch-work-outside-kernel` only reported). Now `copy-kernel` refuses both."""
+    source = (ROUND4 / f"{name}.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+    gate = res.gates[0]
+    assert not res.feasible and gate.detail.get("rule") == "copy-kernel", res.feedback()[:2000]
+    assert gate.detail["policy"]["preset"] == "kernelbench"
