@@ -305,3 +305,65 @@ def test_a_kernel_handing_back_its_input_is_refused_under_kernelbench(task_sourc
     gate = res.gates[0]
     assert not res.feasible and gate.detail.get("rule") == "copy-kernel", res.feedback()[:2000]
     assert gate.detail["policy"]["preset"] == "kernelbench"
+
+
+def test_magnitude_scales_are_drawn_per_verification():
+    """Before: every verification scaled by exactly x100 and x10000 (`magnitude_scales`)."""
+    import random
+
+    from verifier.config import VerifyConfig
+    from verifier.correctness import probes
+
+    assert VerifyConfig().magnitude_scales is None  # nothing fixed by default
+    seen = set()
+    for seed in range(50):
+        low, high = probes.drawn_scales(random.Random(seed))
+        assert 30 <= low <= high <= 3e4 and high >= 948  # one in each half of the log range
+        seen.add((low, high))
+    assert len(seen) == 50 and (100.0, 10000.0) not in seen
+    dists = [t["dist"] for t in probes.probe_trials(VerifyConfig(shape_probe=False), random.Random(1))]
+    assert dists == [f"x{s:g}" for s in probes.drawn_scales(random.Random(1))]
+
+
+SOFTMAX_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(128, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_softmax_that_spots_the_fixed_scales_is_refused_by_drawn_ones(make_config, monkeypatch):
+    """Before: the fixed x100 / x10000 probes were recognised by their rows' spread and passed, so the
+    kernel was feasible. With the scales drawn from the verification's secret generator (fixed here so the
+    test is deterministic: its scales avoid the spreads the kernel recognises), it is refused."""
+    import random
+
+    from verifier.correctness import probes
+    from verifier.run import verification
+
+    source = (ROUND4 / "softmax_spots_fixed_scales.py").read_text()
+    fixed = verify(SOFTMAX_TASK, source, config=make_config(time_kernels=False, magnitude_scales=[100.0, 10000.0]))
+    assert fixed.feasible, fixed.feedback()[:2000]  # what the fixed scales let through
+
+    monkeypatch.setattr(verification.secrets, "randbits", lambda k: random.Random(4).getrandbits(k))
+    res = verify(SOFTMAX_TASK, source, config=make_config(time_kernels=False))
+    correctness = next(g for g in res.gates if g.name == "correctness")
+    magnitude = [p for p in correctness.detail["probes"] if p["probe"] == "magnitude"]
+    scales = [float(p["name"].removeprefix("inputs x")) for p in magnitude]
+    # the gate stops at the first failing probe: the first drawn scale (327 for this seed) already fails
+    assert scales and all(probes.SCALE_RANGE[0] <= s <= probes.SCALE_RANGE[1] for s in scales)
+    assert not any(70 < s < 140 or 7000 < s < 14000 for s in scales), scales  # the seed's draw avoids them
+    assert not res.feasible and correctness.reason.startswith(f"inputs x{scales[0]:g} (seed "), correctness.reason
+    assert magnitude[0]["status"] == "fail", magnitude
