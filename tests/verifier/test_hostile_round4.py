@@ -367,3 +367,52 @@ def test_softmax_that_spots_the_fixed_scales_is_refused_by_drawn_ones(make_confi
     assert not any(70 < s < 140 or 7000 < s < 14000 for s in scales), scales  # the seed's draw avoids them
     assert not res.feasible and correctness.reason.startswith(f"inputs x{scales[0]:g} (seed "), correctness.reason
     assert magnitude[0]["status"] == "fail", magnitude
+
+
+# ---------------------------------------------------------------------------------------------------
+# a verdict with no figure carries no ratios
+# ---------------------------------------------------------------------------------------------------
+
+
+def _unresolved_rounds():
+    """Recorded rounds of the relu whose every round came out below the stub: (est, means, count, checked,
+    clock) as `_timed_rounds` returns them, no round kept and none resolved."""
+    from verifier.clock.stats import robust_paired
+
+    ref = [2.01, 1.98, 2.05, 2.10, 1.99, 2.03]
+    cand = [1e-4, 3e-5, 5e-5, 8e-5, 4e-5, 1e-4]  # clamped: the rounds' wall time minus the stub's, below zero
+    n = len(ref)
+    clock = {"overhead_ms": [40.0] * n, "reported_ms": [[0.5] * n], "idle_cpu_ms": [[0.0] * n],
+             "lost": [[0.0] * n, [0.0] * n, [1.0] * n], "keep": [], "resolved": [], "psi_share": [],
+             "repinned": 0, "walls_ms": [[60.0] * n, [40.0] * n, [38.0] * n], "input_sets": "seeded",
+             "warmup_rounds": 1}
+    return robust_paired(ref, cand, [], rng_seed=0), [ref, cand], 22, 132, clock
+
+
+def test_a_verdict_with_no_figure_carries_no_ratios(monkeypatch):
+    """Before: every round unresolved gave `no_figure` and no medians, yet `timing.lo/hi` read 19984-65828
+    (the interval of the rounds that were thrown out)."""
+    from types import SimpleNamespace
+
+    from verifier.api import verdict_timing
+    from verifier.config import VerifyConfig
+    from verifier.run import timed_calls
+
+    recorded = _unresolved_rounds()
+    assert recorded[0].rounds == 0 and recorded[0].lo > 1000  # the thrown-out rounds' ratio: absurd
+    monkeypatch.setattr(timed_calls, "_timed_rounds", lambda *_a, **_k: recorded)
+    run = SimpleNamespace(config=VerifyConfig(), candidate={}, reference={"input_bytes": 1 << 25,
+                                                                         "output_bytes": 1 << 25})
+    gate = timed_calls.TimedCalls.latency(run)
+    assert gate.detail["no_figure"] and gate.reason.startswith("noisy: no round could be measured")
+    for k in ("speedup", "lo", "hi", "halfwidth", "median_ms", "reference_ms", "gbps", "speedup_vs_compile"):
+        assert gate.detail.get(k) is None, (k, gate.detail.get(k))
+    timing = verdict_timing(gate.detail)
+    assert timing["no_figure"] and timing["noisy"] and timing["rounds"] == 6
+    assert "lo" not in timing and "hi" not in timing and "speedup" not in timing
+    from verifier.result import VerificationResult
+
+    result = VerificationResult(backend="cpu", gates=[], timing=timing)
+    assert result.speedup_interval is None and result.speedup is None
+    figure = verdict_timing({"speedup": 1.4, "lo": 1.3, "hi": 1.5, "noisy": False, "rounds": 9})
+    assert (figure["lo"], figure["hi"], figure["speedup"]) == (1.3, 1.5, 1.4)
