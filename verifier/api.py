@@ -60,6 +60,18 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------------
 # one verification
+TIMING_KEYS = ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round", "threads", "halfwidth", "gbps",
+               "reference_gbps")
+NO_FIGURE_KEEPS = ("rounds", "calls_per_round", "threads")
+
+
+def verdict_timing(detail: dict) -> dict:
+    """The verdict's `timing` from the latency gate's detail. A verdict with no figure (`no_figure`: every
+    round unresolved or disturbed) carries no ratio at all, not even an interval: only that there is no
+    figure, and the rounds and calls it tried."""
+    if detail.get("no_figure"):
+        return {"no_figure": True, "noisy": True, **{k: detail.get(k) for k in NO_FIGURE_KEEPS}}
+    return {k: detail.get(k) for k in TIMING_KEYS}
 
 
 def verify(
@@ -126,8 +138,7 @@ def verify(
     if lat is not None:
         result.latency_ms = lat.detail.get("median_ms")
         result.reference_ms = lat.detail.get("reference_ms")
-        result.timing = {k: lat.detail.get(k) for k in ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round",
-                                                         "threads", "halfwidth", "gbps", "reference_gbps")}
+        result.timing = verdict_timing(lat.detail)
         if lat.detail.get("reported_disagrees"):
             result.notes.append("timing: the kernel's own timer reported "
                                 f"{lat.detail.get('reported_vs_attested') or 0:.2f}x of what the parent's clock "

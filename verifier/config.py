@@ -54,8 +54,9 @@ class VerifyConfig:
     timing_memory_mb: float = 256.0
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
     # numerics probes of the correctness gate (verifier/correctness/probes.py), extra trials after the ordinary ones:
-    magnitude_probe: bool = True  # the task's inputs scaled by each of magnitude_scales
-    magnitude_scales: list[float] = field(default_factory=lambda: [100.0, 10000.0])
+    magnitude_probe: bool = True  # the task's inputs scaled by each magnitude scale
+    # None: two scales drawn per verification from its secret seed (probes.drawn_scales); a list fixes them
+    magnitude_scales: list[float] | None = None
     shape_probe: bool = True  # held-out shapes that leave tails (a kernel that raises there is only noted)
     gpu_memory_fraction: float | None = 0.9
     #: the anti-hacking preset (verifier.policy.rules): kernelbench lets library ops do part of the work, strict not

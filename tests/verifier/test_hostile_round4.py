@@ -256,3 +256,163 @@ def test_relu_with_a_fast_path_tail_bug_is_caught(task_source, make_config):
     assert not res.feasible, probes_seen
     assert correctness.reason.startswith("held-out shapes "), correctness.reason
     assert probes_seen.get("held-out shapes #3") == "fail", probes_seen
+
+
+# ---------------------------------------------------------------------------------------------------
+# a custom kernel must do the work it claims: its results are not its inputs handed back
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_probe_counts_views_reshaped_and_recast_copies_of_an_input():
+    """Before: only a same-shape, same-dtype copy counted; a flattened view or copy was "work"."""
+    import torch
+
+    from verifier.correctness.decoy import Probe
+
+    x = torch.randn(16, 8)
+    probe = Probe(torch)
+    for fn in (lambda a: a.view(-1), lambda a: a.reshape(-1).clone(), lambda a: a.t(), lambda a: a[2:5],
+               lambda a: a.double(), lambda a: a.expand(3, 16, 8)):
+        probe.call(fn, (x,), {})
+    assert (probe.results, probe.copies) == (6, 6)
+    honest = Probe(torch)
+    honest.call(lambda a: torch.relu(a).view(-1), (x,), {})  # work, then flattened
+    honest.call(lambda a: a.relu_().view(-1), (x.clone(),), {})  # in place, handed back changed
+    honest.call(lambda a: a.t().contiguous(), (x,), {})  # a transpose copy: the elements move (a copy task's work)
+    assert (honest.results, honest.copies) == (4, 0)  # the in-place call: written and returned
+
+
+def test_library_share_of_a_kernel_that_did_no_work_is_all_of_forward():
+    """Before: the share was of kernel + torch time, so a kernel's useless passes read as custom work."""
+    from verifier.gates.evidence import _torch_outside_kernel, library_ops
+
+    split = {"kernel_ms": 94.0, "torch_ms": 6.0, "copy_ms": 0.0, "torch_ops": [("aten::clamp_min", 6.0)]}
+    assert library_ops(split)[0]["share"] == 0.06  # no probe record: the kernel's time counts
+    assert library_ops(split, probe={"results": 1, "copies": 0})[0]["share"] == 0.06
+    assert library_ops(split, probe={"results": 1, "copies": 1})[0]["share"] == 1.0
+    assert _torch_outside_kernel(split) is None
+    assert "100%" in _torch_outside_kernel(split, probe={"results": 2, "copies": 2})
+    assert library_ops({**split, "copy_ms": 6.0})[0]["share"] == 0.0566  # ATen's copies are forward's compute
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["noop_flat_copy_relu", "noop_view_relu"])
+def test_a_kernel_handing_back_its_input_is_refused_under_kernelbench(task_source, make_config, name):
+    """Before: feasible under the default policy (the flattened copy with torch's relu at 6% of forward,
+    the view with `torch-work-outside-kernel` only reported). Now `copy-kernel` refuses both."""
+    source = (ROUND4 / f"{name}.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+    gate = res.gates[0]
+    assert not res.feasible and gate.detail.get("rule") == "copy-kernel", res.feedback()[:2000]
+    assert gate.detail["policy"]["preset"] == "kernelbench"
+
+
+def test_magnitude_scales_are_drawn_per_verification():
+    """Before: every verification scaled by exactly x100 and x10000 (`magnitude_scales`)."""
+    import random
+
+    from verifier.config import VerifyConfig
+    from verifier.correctness import probes
+
+    assert VerifyConfig().magnitude_scales is None  # nothing fixed by default
+    seen = set()
+    for seed in range(50):
+        low, high = probes.drawn_scales(random.Random(seed))
+        assert 30 <= low <= high <= 3e4 and high >= 948  # one in each half of the log range
+        seen.add((low, high))
+    assert len(seen) == 50 and (100.0, 10000.0) not in seen
+    dists = [t["dist"] for t in probes.probe_trials(VerifyConfig(shape_probe=False), random.Random(1))]
+    assert dists == [f"x{s:g}" for s in probes.drawn_scales(random.Random(1))]
+
+
+SOFTMAX_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(128, 256)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_softmax_that_spots_the_fixed_scales_is_refused_by_drawn_ones(make_config, monkeypatch):
+    """Before: the fixed x100 / x10000 probes were recognised by their rows' spread and passed, so the
+    kernel was feasible. With the scales drawn from the verification's secret generator (fixed here so the
+    test is deterministic: its scales avoid the spreads the kernel recognises), it is refused."""
+    import random
+
+    from verifier.correctness import probes
+    from verifier.run import verification
+
+    source = (ROUND4 / "softmax_spots_fixed_scales.py").read_text()
+    fixed = verify(SOFTMAX_TASK, source, config=make_config(time_kernels=False, magnitude_scales=[100.0, 10000.0]))
+    assert fixed.feasible, fixed.feedback()[:2000]  # what the fixed scales let through
+
+    monkeypatch.setattr(verification.secrets, "randbits", lambda k: random.Random(4).getrandbits(k))
+    res = verify(SOFTMAX_TASK, source, config=make_config(time_kernels=False))
+    correctness = next(g for g in res.gates if g.name == "correctness")
+    magnitude = [p for p in correctness.detail["probes"] if p["probe"] == "magnitude"]
+    scales = [float(p["name"].removeprefix("inputs x")) for p in magnitude]
+    # the gate stops at the first failing probe: the first drawn scale (327 for this seed) already fails
+    assert scales and all(probes.SCALE_RANGE[0] <= s <= probes.SCALE_RANGE[1] for s in scales)
+    assert not any(70 < s < 140 or 7000 < s < 14000 for s in scales), scales  # the seed's draw avoids them
+    assert not res.feasible and correctness.reason.startswith(f"inputs x{scales[0]:g} (seed "), correctness.reason
+    assert magnitude[0]["status"] == "fail", magnitude
+
+
+# ---------------------------------------------------------------------------------------------------
+# a verdict with no figure carries no ratios
+# ---------------------------------------------------------------------------------------------------
+
+
+def _unresolved_rounds():
+    """Recorded rounds of the relu whose every round came out below the stub: (est, means, count, checked,
+    clock) as `_timed_rounds` returns them, no round kept and none resolved."""
+    from verifier.clock.stats import robust_paired
+
+    ref = [2.01, 1.98, 2.05, 2.10, 1.99, 2.03]
+    cand = [1e-4, 3e-5, 5e-5, 8e-5, 4e-5, 1e-4]  # clamped: the rounds' wall time minus the stub's, below zero
+    n = len(ref)
+    clock = {"overhead_ms": [40.0] * n, "reported_ms": [[0.5] * n], "idle_cpu_ms": [[0.0] * n],
+             "lost": [[0.0] * n, [0.0] * n, [1.0] * n], "keep": [], "resolved": [], "psi_share": [],
+             "repinned": 0, "walls_ms": [[60.0] * n, [40.0] * n, [38.0] * n], "input_sets": "seeded",
+             "warmup_rounds": 1}
+    return robust_paired(ref, cand, [], rng_seed=0), [ref, cand], 22, 132, clock
+
+
+def test_a_verdict_with_no_figure_carries_no_ratios(monkeypatch):
+    """Before: every round unresolved gave `no_figure` and no medians, yet `timing.lo/hi` read 19984-65828
+    (the interval of the rounds that were thrown out)."""
+    from types import SimpleNamespace
+
+    from verifier.api import verdict_timing
+    from verifier.config import VerifyConfig
+    from verifier.run import timed_calls
+
+    recorded = _unresolved_rounds()
+    assert recorded[0].rounds == 0 and recorded[0].lo > 1000  # the thrown-out rounds' ratio: absurd
+    monkeypatch.setattr(timed_calls, "_timed_rounds", lambda *_a, **_k: recorded)
+    run = SimpleNamespace(config=VerifyConfig(), candidate={}, reference={"input_bytes": 1 << 25,
+                                                                         "output_bytes": 1 << 25})
+    gate = timed_calls.TimedCalls.latency(run)
+    assert gate.detail["no_figure"] and gate.reason.startswith("noisy: no round could be measured")
+    for k in ("speedup", "lo", "hi", "halfwidth", "median_ms", "reference_ms", "gbps", "speedup_vs_compile"):
+        assert gate.detail.get(k) is None, (k, gate.detail.get(k))
+    timing = verdict_timing(gate.detail)
+    assert timing["no_figure"] and timing["noisy"] and timing["rounds"] == 6
+    assert "lo" not in timing and "hi" not in timing and "speedup" not in timing
+    from verifier.result import VerificationResult
+
+    result = VerificationResult(backend="cpu", gates=[], timing=timing)
+    assert result.speedup_interval is None and result.speedup is None
+    figure = verdict_timing({"speedup": 1.4, "lo": 1.3, "hi": 1.5, "noisy": False, "rounds": 9})
+    assert (figure["lo"], figure["hi"], figure["speedup"]) == (1.3, 1.5, 1.4)

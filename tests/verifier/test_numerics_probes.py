@@ -149,8 +149,11 @@ def test_reference_worker_file_path_scales_too():
     assert torch.allclose(b[0], a[0] * 100)
 
 
+FIXED_SCALES = [100.0, 10000.0]  # the scales before issue 37 drew them: these tests name their probes
+
+
 def test_probe_trials_and_switches():
-    on = probes.probe_trials(VerifyConfig())
+    on = probes.probe_trials(VerifyConfig(magnitude_scales=FIXED_SCALES))
     assert [t["name"] for t in on] == ["inputs x100", "inputs x10000", "held-out shapes #1", "held-out shapes #2",
                                        "held-out shapes #3"]
     assert probes.off_records(VerifyConfig()) == []
@@ -158,6 +161,8 @@ def test_probe_trials_and_switches():
     assert probes.probe_trials(off) == []
     assert [r["status"] for r in probes.off_records(off)] == ["off", "off"]
     assert [t["dist"] for t in probes.probe_trials(VerifyConfig(shape_probe=False, magnitude_scales=[1e3]))] == ["x1000"]
+    drawn = [t for t in probes.probe_trials(VerifyConfig()) if t["probe"] == "magnitude"]
+    assert len(drawn) == 2 and all(t["name"] == f"inputs {t['dist']}" for t in drawn)
 
 
 def test_shape_variants_leave_tails_and_stay_small():
@@ -256,7 +261,7 @@ def _with_probes(config: VerifyConfig) -> list[dict]:
 
 def test_reference_worker_records_and_skips_probes(tmp_path):
     exp_task = RELU_TASK.replace("torch.relu(x)", "torch.exp(x)")
-    out = _prepare(tmp_path / "exp", exp_task, _with_probes(VerifyConfig()))
+    out = _prepare(tmp_path / "exp", exp_task, _with_probes(VerifyConfig(magnitude_scales=FIXED_SCALES)))
     by_name = {t.get("name"): t for t in out["trials"][1:]}
     assert "not finite" in by_name["inputs x100"]["skip"]  # exp(100 * randn) overflows in the reference
     assert by_name["held-out shapes #1"]["label"] == "251x509" and "skip" not in by_name["held-out shapes #1"]
@@ -300,7 +305,7 @@ def _probe_status(verdict: dict) -> dict[str, str]:
 def test_softmax_without_max_subtraction_is_refused_by_the_magnitude_probe(tmp_path, make_config):
     task = tmp_path / "softmax_task.py"
     task.write_text(SOFTMAX_TASK)
-    v = _verify(make_config, SOFTMAX_TASK, NUMERICS / "softmax_no_max.py")
+    v = _verify(make_config, SOFTMAX_TASK, NUMERICS / "softmax_no_max.py", magnitude_scales=FIXED_SCALES)
     correct = _gate(v, "correctness")
     assert not v["feasible"] and correct["status"] == "fail"
     assert correct["reason"].startswith("inputs x100 (seed "), correct["reason"]
@@ -315,7 +320,7 @@ def test_softmax_without_max_subtraction_is_refused_by_the_magnitude_probe(tmp_p
 
 @pytest.mark.slow
 def test_relu_dropping_the_tail_is_refused_by_a_held_out_shape(make_config):
-    v = _verify(make_config, RELU_TASK, NUMERICS / "relu_drops_tail.py")
+    v = _verify(make_config, RELU_TASK, NUMERICS / "relu_drops_tail.py", magnitude_scales=FIXED_SCALES)
     correct = _gate(v, "correctness")
     assert not v["feasible"] and correct["reason"].startswith("held-out shapes 251x509 (seed "), correct["reason"]
     assert _probe_status(v)["inputs x100"] == "pass" and _probe_status(v)["held-out shapes #1"] == "fail"
@@ -335,7 +340,7 @@ def test_honest_kernels_pass_every_probe(make_config, task_source, candidate):
 def test_kernel_checking_the_task_shape_is_feasible_with_a_note(make_config):
     source = (NUMERICS / "relu_task_shape_only.py").read_text()
     source = source.replace("2048 && x.size(1) == 4096", "256 && x.size(1) == 512").replace("2048 * 4096", "256 * 512")
-    v = _verify(make_config, RELU_TASK, source)
+    v = _verify(make_config, RELU_TASK, source, magnitude_scales=FIXED_SCALES)
     assert v["feasible"], _gate(v, "correctness")["reason"]
     assert _probe_status(v) == {"inputs x100": "pass", "inputs x10000": "pass", "held-out shapes #1": "refused",
                                 "held-out shapes #2": "refused", "held-out shapes #3": "refused"}
@@ -344,7 +349,7 @@ def test_kernel_checking_the_task_shape_is_feasible_with_a_note(make_config):
 
 @pytest.mark.slow
 def test_a_model_that_cannot_take_other_shapes_skips_the_variant(make_config):
-    v = _verify(make_config, FIXED_WEIGHT_TASK, FIXED_WEIGHT_CANDIDATE)
+    v = _verify(make_config, FIXED_WEIGHT_TASK, FIXED_WEIGHT_CANDIDATE, magnitude_scales=FIXED_SCALES)
     assert v["feasible"], _gate(v, "correctness")["reason"]
     status = _probe_status(v)
     assert list(status) == ["inputs x100", "inputs x10000", "held-out shapes #1", "held-out shapes #2",

@@ -7,8 +7,10 @@ multiple of 4096. Two probes, run by default after the ordinary trials, as extra
 trusted path (seeds chosen by the parent, inputs drawn by both sides with `input_recipe.draw`, outputs
 compared from files by the parent):
 
-* **Large magnitude** (`VerifyConfig.magnitude_probe`, scales `magnitude_scales`, default x100 and
-  x10000): the task's own draw with its floating tensors multiplied by the scale (distribution `x100`).
+* **Large magnitude** (`VerifyConfig.magnitude_probe`; two scales drawn per verification from its secret
+  generator, log-uniform over `SCALE_RANGE` = [30, 3e4], one in each half; `magnitude_scales` fixes them
+  for an experiment): the task's own draw with its floating tensors multiplied by the scale
+  (distribution `x137`).
   Where the reference's outputs are all finite, the candidate's must be finite and close under the
   magnitude-relative tolerance of `compare.compare_tensor(magnitude=True)`; where the reference itself
   is not finite (or raises) the probe is skipped and the verdict says so.
@@ -32,7 +34,8 @@ from __future__ import annotations
 
 import math
 
-DEFAULT_SCALES = (100.0, 10000.0)
+SCALE_RANGE = (30.0, 3.0e4)  # the magnitude probe's scales are drawn log-uniform over this range...
+SCALE_DRAWS = 2  # ...this many per verification (`drawn_scales`), unless the config fixes them
 SHAPE_VARIANTS = 3
 SHAPE_BUDGET = 1 << 18  # elements per tensor in a held-out shape (1 MB of float32)
 LARGE_FLOOR = (1 << 20) + 1  # the drawn variant's largest tensor reaches past every usual fast-path threshold
@@ -42,14 +45,35 @@ KEEP_BELOW = 5  # sizes under this (channels, pairs, heads of 4) are kept in the
 MAGNITUDE, SHAPE = "magnitude", "shape"
 
 
-def probe_trials(config) -> list[dict]:
+def drawn_scales(rng, count: int = SCALE_DRAWS, lo: float = SCALE_RANGE[0], hi: float = SCALE_RANGE[1]) -> list[float]:
+    """`count` magnitude scales drawn from `rng` (the verification's secret generator), log-uniform over
+    [lo, hi] split into `count` equal strata, one draw in each (so one scale is always in the upper part
+    of the range), each rounded to three significant digits (the distribution's name, `x137`, carries it
+    to both sides exactly). A kernel cannot tell a probe from a task input by its scale: ×100 and ×10000
+    every time let a softmax keep its max subtraction for rows whose spread looked like theirs."""
+    a, b = math.log(lo), math.log(hi)
+    step = (b - a) / max(1, count)
+    return [float(f"{math.exp(a + step * (i + rng.random())):.3g}") for i in range(count)]
+
+
+def probe_trials(config, rng=None) -> list[dict]:
     """The extra trials `config` asks for, in order (magnitude probes, then held-out shapes): each
-    {"probe": kind, "dist", "name"[, "variant"]}; the parent adds the seed and the trusted directory."""
+    {"probe": kind, "dist", "name"[, "variant"]}; the parent adds the seed and the trusted directory.
+    The magnitude scales are `config.magnitude_scales` when given, else drawn from `rng` (`drawn_scales`;
+    a fresh secret generator when None)."""
     out: list[dict] = []
     if getattr(config, "magnitude_probe", True):
         from verifier.correctness.input_recipe import scaled
 
-        for scale in getattr(config, "magnitude_scales", None) or DEFAULT_SCALES:
+        scales = getattr(config, "magnitude_scales", None)
+        if not scales:
+            if rng is None:
+                import random
+                import secrets
+
+                rng = random.Random(secrets.randbits(64))
+            scales = drawn_scales(rng)
+        for scale in scales:
             if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
                 continue
             out.append({"probe": MAGNITUDE, "dist": scaled(scale), "name": f"inputs x{float(scale):g}"})

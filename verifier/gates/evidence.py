@@ -127,7 +127,9 @@ class AntiHackingGate(Gate):
             found.append(Violation("reference-op-at-runtime", 0,
                                    f"{ran[0]} ran inside ModelNew.forward; the reference's {families[op_family(ran[0])]} must be replaced by the custom kernel"))
         found += _scan_built_sources(ev.marks)
-        outside = _torch_outside_kernel(cand.get("work_split"), copies_are_work=_copy_task(ev.reference.get("profile", [])))
+        probe = cand.get("decoy_probe") if isinstance(cand.get("decoy_probe"), dict) else None
+        outside = _torch_outside_kernel(cand.get("work_split"), copies_are_work=_copy_task(ev.reference.get("profile", [])),
+                                        probe=probe)
         if outside:
             found.append(Violation("torch-work-outside-kernel", 0, outside))
         if ev.candidate.get("gpu_probes") is not None:
@@ -137,7 +139,7 @@ class AntiHackingGate(Gate):
         detail: dict = {"checks": "static+dynamic", "reference_dominant_ops": ref_ops}
         if ev.candidate.get("gpu_probes") is not None:
             detail["gpu_probes"] = len(ev.candidate["gpu_probes"])
-        library = library_ops(cand.get("work_split"))
+        library = library_ops(cand.get("work_split"), probe=probe)
         if library:
             detail["library_ops"] = library
         return self._judge(start, found, **detail)
@@ -151,14 +153,28 @@ def reported_reason(reported: list[Violation], policy: Policy) -> str:
     return f"passes under the {policy.label()} policy, reported: {', '.join(names)}"
 
 
-def library_ops(split: dict | None, limit: int = 8) -> list[dict]:
+def kernel_work_ms(split: dict, probe: dict | None) -> float:
+    """The custom kernel's profiled time as forward's compute: none of it where the checked forward saw
+    every tensor the kernel produced be one of its own inputs handed back (copied, viewed, reshaped:
+    `decoy.passed_through`). Such a kernel's time, however long, is no part of the work; counted, a
+    kernel making three useless passes over its input made torch's relu read as 6% of forward."""
+    kernel_ms = float(split.get("kernel_ms", 0.0) or 0.0)
+    if isinstance(probe, dict):
+        results, copies = probe.get("results"), probe.get("copies")
+        if isinstance(results, int) and isinstance(copies, int) and results > 0 and copies == results:
+            return 0.0
+    return kernel_ms
+
+
+def library_ops(split: dict | None, limit: int = 8, probe: dict | None = None) -> list[dict]:
     """The library ops (torch/ATen) that ran in forward beside the custom kernel, each with its time and
-    its share of forward's compute time (kernel + library), largest first: what the kernelbench policy
-    allows, named so a person sees how much of the speed is the library's."""
+    its share of forward's measured compute (the kernel's work, `kernel_work_ms`, + library ops + ATen's
+    copies), largest first: what the kernelbench policy allows, named so a person sees how much of the
+    speed is the library's."""
     if not split:
         return []
-    kernel_ms, torch_ms = float(split.get("kernel_ms", 0.0)), float(split.get("torch_ms", 0.0))
-    total = kernel_ms + torch_ms
+    torch_ms = float(split.get("torch_ms", 0.0) or 0.0)
+    total = kernel_work_ms(split, probe) + torch_ms + float(split.get("copy_ms", 0.0) or 0.0)
     if total <= 0:
         return []
     rows = []
@@ -197,12 +213,12 @@ def _copy_task(profile: list[dict]) -> bool:
     return sum(float(r.get("self_ms", 0.0)) for r in rows if r["name"] == "aten::copy_") / total >= DOMINANT_SHARE
 
 
-def _torch_outside_kernel(split: dict | None, copies_are_work: bool = False) -> str | None:
+def _torch_outside_kernel(split: dict | None, copies_are_work: bool = False, probe: dict | None = None) -> str | None:
     """Torch compute ops around the custom kernel must not do most of forward's work; where the task is
     itself a copy, ATen's copy counts as such an op (a kernel that only re-strides and lets it copy)."""
     if not split:
         return None
-    kernel_ms, torch_ms = float(split.get("kernel_ms", 0.0)), float(split.get("torch_ms", 0.0))
+    kernel_ms, torch_ms = kernel_work_ms(split, probe), float(split.get("torch_ms", 0.0))
     ops_list = list(split.get("torch_ops", []))
     if copies_are_work and float(split.get("copy_ms", 0.0)) > 0:
         torch_ms += float(split["copy_ms"])

@@ -33,7 +33,7 @@ class ReferenceSide:
             trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})
         from verifier.correctness.probes import probe_trials
 
-        for spec in probe_trials(self.config):  # the numerics probes: more trials, after the ordinary ones
+        for spec in probe_trials(self.config, self.rng):  # the numerics probes: more trials, after the ordinary ones
             d = self.trusted_dir / f"trial{len(trials)}"
             d.mkdir()
             trials.append({**spec, "seed": self.seed(), "dir": str(d)})

@@ -25,6 +25,12 @@ FRESH_OUTPUTS = ("every call gets new inputs and must compute its outputs afresh
                  "of its inputs?)")
 
 
+#: the latency detail's ratios and times, all empty in a verdict with no figure (every round unresolved or
+#: disturbed): a ratio from rounds that were thrown out is no figure either
+NO_FIGURE_RATIOS = ("speedup", "lo", "hi", "halfwidth", "ref_ms", "cand_ms", "ref_iqr_ms", "cand_iqr_ms",
+                    "speedup_vs_compile")
+
+
 class TimedCalls:
     """The timing side of a run (`_Run`): the latency gate and each timed round's checks."""
 
@@ -67,7 +73,10 @@ class TimedCalls:
         if est.rounds == 0:
             # every round was disturbed or left the calls no measurable share of its time: no figure at
             # all rather than one from rounds that were thrown out (clamped rounds read as 90000x)
-            detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None)
+            # ...and no ratio either: the interval of those rounds is as meaningless as their median (a
+            # relu whose every round came out below the stub read 19984-65828 in `timing.lo/hi`)
+            detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None,
+                          **dict.fromkeys(NO_FIGURE_RATIOS))
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
 
