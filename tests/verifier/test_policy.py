@@ -37,6 +37,7 @@ def raised_rule_names() -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_every_raised_rule_is_registered():
     from verifier.policy.binary_audit import FAMILIES
 
