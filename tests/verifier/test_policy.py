@@ -37,7 +37,6 @@ def raised_rule_names() -> set[str]:
     return names
 
 
-@pytest.mark.slow
 def test_every_raised_rule_is_registered():
     from verifier.policy.binary_audit import FAMILIES
 
