@@ -103,10 +103,6 @@ class Settings:
     policy: str | None = None
     file: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def file_exists(self) -> bool:
-        return self.path.exists()
-
 
 def load_settings(path: Path | None = None) -> Settings:
     """`EVOKERNEL_*` variables over the config file, checked; raises `ConfigError` with one line."""

@@ -292,10 +292,6 @@ class LexicalIndex:
         delta = [not (b := self.backends_of(i)) or backend in b for i in self._delta_ids]
         return np.concatenate([main, np.asarray(delta, dtype=np.float32)])
 
-    @property
-    def main_ids(self) -> list[str]:
-        return self._main_ids
-
     def scores(self, query: str) -> tuple[list[str], np.ndarray]:
         """(ids, BM25 scores) over all live items; removed items score -1 so callers can drop them."""
         if self._needs_rebuild():

@@ -27,9 +27,6 @@ from memory.values import check_scheme, normalised_value
 
 MODES = ("value", "similarity", "random")
 EXPLORATION = ("epsilon", "screen", "ucb", "none")
-#: How a slot was filled: by the learned value, by similarity alone, at random (random mode), by
-#: exploration, or by rule (contract knowledge).
-CHOSEN_BY = ("value", "similarity", "random", "explore", "rule")
 #: Seed categories fetched by rule instead of being ranked.
 RULE_CATEGORIES = ("contract",)
 
@@ -49,6 +46,8 @@ class Retrieved:
     value: float
     exploration: float
     score: float
+    #: how the slot was filled: "value" (the learned value), "similarity" alone, "random" (random mode),
+    #: "explore" (exploration) or "rule" (contract knowledge)
     chosen_by: str = "value"
 
     def to_dict(self) -> dict[str, Any]:

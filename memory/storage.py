@@ -204,11 +204,6 @@ class Journal:
         except FileNotFoundError:
             return 0
 
-    def rotate(self, base_seq: int) -> None:
-        """Start a fresh journal whose header says the snapshot already holds ops up to `base_seq`."""
-        header = json.dumps({"base_seq": base_seq, "schema": SCHEMA_VERSION}) + "\n"
-        atomic_write_bytes(self.path, header.encode(), fsync=self.fsync)
-
     def read_from(self, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Complete records after `offset` and the offset just past the last complete line."""
         try:

@@ -62,3 +62,44 @@ def _isolation_stays_on():
         os.environ.pop("EVOKERNEL_UNSAFE_NO_ISOLATION", None)
     else:
         os.environ["EVOKERNEL_UNSAFE_NO_ISOLATION"] = before
+
+
+# What the `slow` marker means: the test starts a compiler or a sandbox. In the fast tier (a run whose
+# `-m` says "not slow") a test without the marker that starts either fails at once, naming what it
+# started, instead of slowing that tier; the whole suite (no `-m`) runs every test as before. Only this
+# process's starts are seen (`verifier.sandbox.lifetime.spawn`, which every compiler, build helper and
+# sandbox of the verifier goes through), not those of a command line a test runs in a subprocess.
+_COMPILERS = {"c++", "g++", "gcc", "cc", "clang", "clang++", "nvcc", "ninja", "bwrap"}
+_SANDBOX_MODULES = {"verifier.sandbox.supervisor", "verifier.build.shared_artefacts"}
+
+
+def _slow_work(argv) -> str | None:
+    """The compiler or sandbox `argv` would start, or None."""
+    args = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
+    if args and Path(args[0]).name in _COMPILERS:
+        return Path(args[0]).name
+    return next((a for a in args[1:3] if a in _SANDBOX_MODULES), None)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_compiler_or_sandbox(request, monkeypatch):
+    fast_tier = "not slow" in (request.config.getoption("markexpr") or "")
+    if not fast_tier or request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    from verifier.sandbox import lifetime
+
+    started: list[str] = []
+    spawn = lifetime.spawn
+
+    def guarded(argv, *args, **kwargs):
+        what = _slow_work(argv)
+        if what is not None:
+            started.append(what)
+            raise RuntimeError(f"a test not marked `slow` started {what}: mark it @pytest.mark.slow")
+        return spawn(argv, *args, **kwargs)
+
+    monkeypatch.setattr(lifetime, "spawn", guarded)
+    yield
+    if started:
+        pytest.fail(f"not marked `slow` but started {sorted(set(started))}: mark it @pytest.mark.slow")

@@ -36,7 +36,7 @@ def test_a_developers_own_locations_are_overridden(tmp_path):
            "EVOKERNEL_SESSIONS": str(mine / "sessions"), "EVOKERNEL_BUILD_DIR": str(mine / "builds"),
            "EVOKERNEL_CONFIG": str(mine / "config.toml"), "EVOKERNEL_MODEL": "openai/gpt-4o"}
     env.pop("EVOKERNEL_TEST_BUILD_DIR", None)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:logging",
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:logging", "-p", "no:cacheprovider",
                           f"{Path(__file__)}::test_locations_point_into_the_suite_folder"],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:]

@@ -36,7 +36,6 @@ class VerifyConfig:
     time_kernels: bool = True
     threads: int | None = None
     use_cache: bool = True
-    reference_ttl_s: float | None = 300.0
     warm_worker: bool = True
     ncu: bool = False
     extra: dict = field(default_factory=dict)

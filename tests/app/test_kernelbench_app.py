@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from core.prompting import build_messages
@@ -22,6 +23,7 @@ from evokernel_tui.widgets.gate_panel import GatePanel
 KB = Path(__file__).resolve().parents[1] / "candidates" / "kernelbench"
 
 
+@pytest.mark.slow
 async def test_a_degenerate_task_is_flagged_in_the_gates_and_the_task_view(tmp_path):
     task = load_task(kernelbench=KB, level=1, problem=41)                 # flat softmax: ~1e-5 per element
     opener = session_opener("cpu", None, None, str(tmp_path / "sessions"), 1, 0, memory=None, first_task=task,
@@ -59,6 +61,7 @@ async def test_a_sound_task_says_so_in_the_task_view(tmp_path):
         assert "degenerate  no: zeros, a constant" in body
 
 
+@pytest.mark.slow
 def test_prompts_state_the_tolerance_in_force(tmp_path):
     task = load_task(kernelbench=KB, level=1, problem=41)
     default = session_opener("cpu", None, None, str(tmp_path / "a"), 1, 0, memory=None, first_task=task)(None)
@@ -99,6 +102,7 @@ def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, 
     assert strict.exit_code == 0 and "degenerate" not in strict.output and seen[-1]["degenerate"] == []
 
 
+@pytest.mark.slow
 def test_a_resumed_session_takes_the_command_lines_tolerance_and_its_degenerate_flag(tmp_path):
     from evokernel_tui.commands.tui import resume_opener
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from click.testing import CliRunner
 
 import core.tasks
@@ -53,6 +54,7 @@ def log_text(app) -> str:
         str(line) for line in app.activity.lines)
 
 
+@pytest.mark.slow
 async def test_a_task_file_shows_its_starter_before_the_probe_and_a_later_probe_failure_in_the_panes(
         tmp_path, monkeypatch, verifier):
     path = tmp_path / "my_layer.py"
@@ -108,6 +110,7 @@ async def test_a_task_file_shows_its_starter_before_the_probe_and_a_later_probe_
     app.session.close()
 
 
+@pytest.mark.slow
 async def test_a_sound_task_file_passes_its_checks_and_verifies_after_them(tmp_path, monkeypatch, verifier):
     path = tmp_path / "good_layer.py"
     path.write_text(BROKEN_LAYER.replace(" * self.scale", ""))
@@ -162,6 +165,7 @@ def test_bad_input_is_one_line_before_the_screen_and_a_good_file_opens_without_r
     assert started[0]._task_checks is not None
 
 
+@pytest.mark.slow
 async def test_a_too_big_problem_opens_and_the_memory_check_says_so(tmp_path, monkeypatch):
     """What `tui` used to refuse before the screen (issue 11) is now the first task check's finding."""
     monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")  # a machine with room for the advice
@@ -187,6 +191,7 @@ async def test_a_too_big_problem_opens_and_the_memory_check_says_so(tmp_path, mo
     session.close()
 
 
+@pytest.mark.slow
 async def test_the_starter_is_on_screen_at_the_first_paint_and_edits_before_the_session_opens_are_kept(
         tmp_path, verifier):
     from core.starter import starter_kernel

@@ -28,11 +28,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def gpu_config(tmp_path_factory):
-    """One build root for the session; EVK_GPU_BUILD_ROOT shares builds with benchmarks/gpu_bench.py."""
+def gpu_config(shared_build_root):
+    """The run's one build root (`EVOKERNEL_TEST_BUILD_DIR` when set); EVK_GPU_BUILD_ROOT shares builds
+    with benchmarks/gpu_bench.py."""
     from verifier import VerifyConfig
 
-    root = os.environ.get("EVK_GPU_BUILD_ROOT") or str(tmp_path_factory.mktemp("gpu-builds"))
+    root = os.environ.get("EVK_GPU_BUILD_ROOT") or str(shared_build_root)
     fresh = {"use_cache": False} if "use_cache" in VerifyConfig.__dataclass_fields__ else {}
     return VerifyConfig(build_root=root, **fresh)
 

@@ -1,14 +1,13 @@
 """Shared fixtures for the verifier tests.
 
-One build root per test session: the precompiled headers and the pybind TUs are built once and shared
-by every test that builds (honest: each test still compiles its own kernel source and runs it fresh).
+One build root per test run, the root conftest's (`shared_build_root`): the precompiled headers and the
+pybind TUs are built once and shared by every test that builds (honest: each test still compiles its own kernel source and runs it fresh).
 Dynamic hostile candidates share one extension name and one function signature, so after the first
 build each costs only its kernel TU and a link (~1.5 s).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -70,16 +69,10 @@ RELU_BODY = """    auto xc = x.contiguous();
 
 
 @pytest.fixture(scope="session")
-def build_root(tmp_path_factory) -> Path:
-    """The session's build root, also exported as EVOKERNEL_BUILD_DIR for subprocesses."""
-    root = tmp_path_factory.mktemp("evk-builds")
-    old = os.environ.get("EVOKERNEL_BUILD_DIR")
-    os.environ["EVOKERNEL_BUILD_DIR"] = str(root)
-    yield root
-    if old is None:
-        os.environ.pop("EVOKERNEL_BUILD_DIR", None)
-    else:
-        os.environ["EVOKERNEL_BUILD_DIR"] = old
+def build_root(shared_build_root) -> Path:
+    """The run's one build root: the root conftest's `EVOKERNEL_BUILD_DIR` (`EVOKERNEL_TEST_BUILD_DIR`
+    when set, so a warm root is reused across runs), shared with every other test package."""
+    return shared_build_root
 
 
 @pytest.fixture(scope="session")

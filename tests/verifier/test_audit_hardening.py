@@ -289,6 +289,7 @@ def test_concurrent_trusted_builds_are_capped(tmp_path):
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_host_files_do_not_reach_the_verdict(task_source, make_config):
     """Read /etc/shadow (and a secret placed in /etc for the test) and raise the content as an error."""
     secret = "evk-secret-" + secrets.token_hex(8)

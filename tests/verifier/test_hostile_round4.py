@@ -186,6 +186,7 @@ def test_candidate_text_is_scrubbed_of_host_facts(tmp_path):
     assert len(report["error"]) < 400 and project not in report["error"] + report["traceback"]
 
 
+@pytest.mark.slow
 def test_passwd_raised_as_error_leaves_no_host_account_in_the_verdict(task_source, make_config):
     """Before: the host's /etc/passwd lines (accounts of people and their homes) were in the verdict."""
     source = (ROUND4 / "passwd_in_error.py").read_text()

@@ -8,6 +8,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from verifier import api
 from verifier.backends.base import Backend
 from verifier.config import VerifyConfig
@@ -108,6 +110,7 @@ def _attach(tmp_path: Path, monkeypatch, device: str = "cuda") -> tuple[GateResu
     return prof, res
 
 
+@pytest.mark.slow
 def test_profile_once_job_runs_under_ncu_and_its_rows_reach_the_profile_gate(tmp_path, monkeypatch):
     (tmp_path / "sample.csv").write_text(SAMPLE)
     # The fake ncu checks that the job the harness will read (its last argument: the work directory) is a
@@ -123,6 +126,7 @@ cp {tmp_path / "sample.csv"} "$log"
     assert prof.detail["ncu_seconds"] >= 0 and res.notes == []
 
 
+@pytest.mark.slow
 def test_ncu_failure_is_a_note_with_its_error_not_an_exception(tmp_path, monkeypatch):
     _fake_ncu(tmp_path / "bin", 'echo "==ERROR== ERR_NVGPUCTRPERM - no permission to access counters"; exit 1\n')
     prof, res = _attach(tmp_path, monkeypatch)

@@ -9,7 +9,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from verifier.sandbox.supervisor import Limits, run_sandboxed
+
+pytestmark = pytest.mark.slow  # every test here starts a sandbox
 
 
 def _run(tmp_path: Path, script: str, **limits):

@@ -11,9 +11,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from verifier import VerifyConfig
 from verifier.backends import get_backend
 from verifier.workers.pools import _SPARES, _spare_key, _start_candidate, isolation_mode
+
+pytestmark = pytest.mark.slow  # every test here starts a sandbox
 
 
 def _start_in_thread(config, be, isolated):

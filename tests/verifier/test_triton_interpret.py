@@ -24,6 +24,7 @@ def _gpu_visible() -> bool:
 
 
 pytestmark = [
+    pytest.mark.slow,  # each test starts a sandbox
     pytest.mark.skipif(importlib.util.find_spec("triton") is None,
                        reason="triton is not installed: pip install triton to run the interpreter tests"),
     pytest.mark.skipif(importlib.util.find_spec("triton") is not None and _gpu_visible(),

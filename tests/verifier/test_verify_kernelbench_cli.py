@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 KB = CANDIDATES / "kernelbench"
 KB_CAND = KB / "candidates"
@@ -56,6 +58,7 @@ def test_too_big_problem_is_refused_before_anything_runs(build_root, monkeypatch
     assert not (after - before), "a verification started for a problem that was refused"
 
 
+@pytest.mark.slow
 def test_randn_parameters_in_init_are_feasible(build_root):
     proc = _verify([*_kb(2, 12), str(KB_CAND / "level2_12_gemm_multiply_bias.py"), "--json", "--trials", "2"],
                    build_root)
@@ -65,6 +68,7 @@ def test_randn_parameters_in_init_are_feasible(build_root):
     assert data["tolerance"].startswith("kernelbench") and data["degenerate"] == []
 
 
+@pytest.mark.slow
 def test_scalar_output_and_the_tolerance_presets(build_root):
     honest = _verify([*_kb(1, 12), str(KB_CAND / "level1_12_mse_loss.py"), "--trials", "2"], build_root)
     assert honest.returncode == 0, honest.stdout + honest.stderr
@@ -80,6 +84,7 @@ def test_scalar_output_and_the_tolerance_presets(build_root):
     assert "degenerate: outputs that ignore the inputs pass" in loose.stdout
 
 
+@pytest.mark.slow
 def test_a_copy_of_the_input_fails_where_relu_is_the_identity(build_root):
     """KernelBench head's ReLU draws torch.rand (ReLU is the identity there): the probe finds that a copy of the
     input passes, the trials add normal and uniform inputs, and the copy kernel fails on them (issue 22)."""

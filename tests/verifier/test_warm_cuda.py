@@ -45,7 +45,7 @@ def test_only_a_waiting_cuda_spare_is_warmed(started):
 def test_warming_never_raises(monkeypatch):
     import torch
 
-    from verifier.workers.pools import harness
+    from verifier.workers import harness
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 

@@ -58,7 +58,7 @@ def verifier_version() -> str:
 
 def _verdict_key(reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig) -> str:
     settings = {k: v for k, v in config.to_dict().items()
-                if k not in {"use_cache", "build_root", "warm_worker", "reference_ttl_s", "hidden_paths"}}
+                if k not in {"use_cache", "build_root", "warm_worker", "hidden_paths"}}
     return content_key("verdict-v3", reference_source, candidate_source, be.name, be.device, settings, sys.version_info[:2],
                        verifier_version())
 

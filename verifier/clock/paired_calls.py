@@ -85,16 +85,6 @@ def npy_digest(torch, np, t) -> str:
     return h.hexdigest()
 
 
-def file_digest(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_tensor(torch, np, directory: Path, meta: dict, device: str, mmap: bool = False):
     """One argument from its .npy file. `mmap`: mapped copy-on-write instead of read (a timed round's sets,
     which `refill` copies into the persistent buffers anyway: one pass over the data instead of two)."""

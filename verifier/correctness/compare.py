@@ -211,11 +211,6 @@ def _within_chunked(g: np.ndarray, w: np.ndarray, atol: float, rtol: float) -> t
     return max_abs, max_rel
 
 
-def inputs_unchanged(got: np.ndarray, want: np.ndarray) -> bool:
-    """Inputs after the candidate's call must equal the inputs after the reference's call, bit for bit."""
-    return got.shape == want.shape and bool(np.array_equal(got, want, equal_nan=True))
-
-
 def median_and_spread(times_ms: list[float]) -> tuple[float, float]:
     """Median and interquartile range: robust to the odd slow run on a shared machine."""
     arr = np.asarray(times_ms, dtype=np.float64)

@@ -21,7 +21,6 @@ _FACTORIES = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_li
               "zeros_like", "ones_like", "empty", "empty_like"}
 _SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64", "int32": "i32",
           "bool": "bool", "int8": "i8", "uint8": "u8"}
-OTHER_DISTRIBUTIONS = ("normal", "uniform", "heavy")
 
 
 def scaled(scale: float) -> str:
@@ -43,18 +42,6 @@ def dist_scale(dist: str) -> float | None:
 
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
-
-
-def _shape_of(args: tuple, kwargs: dict) -> tuple[int, ...] | None:
-    size = kwargs.get("size")
-    if size is None:
-        ints = [a for a in args if isinstance(a, int)]
-        seqs = [a for a in args if isinstance(a, (tuple, list))]
-        size = seqs[0] if seqs else ints
-    try:
-        return tuple(int(s) for s in size)
-    except (TypeError, ValueError):
-        return None
 
 
 def _entry(name: str, args: tuple, kwargs: dict, result) -> dict | None:

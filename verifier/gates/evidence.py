@@ -443,21 +443,12 @@ def _load_fd(dir_fd: int, name: str, config, expected: dict | None = None,
     return arr, st.st_size
 
 
-def _load_checked_path(directory, name: str, config, expected: dict | None = None,
-                       max_bytes: int | None = None):
-    """The stat of `directory/name` (a held directory or a trusted path), refusing links, anything but
-    a regular file, and files too large: a candidate must not point the comparison at files of its
-    choosing, nor make the parent block or run out of memory."""
-    with _dir_fd(directory) as dfd:
-        fd, st = _open_checked(dfd, name, config, expected, max_bytes)
-        os.close(fd)
-    return st
-
-
 def _load(directory, name: str, config, expected: dict | None = None,
           max_bytes: int | None = None) -> np.ndarray:
-    """One .npy file of `directory` (a held directory or a trusted path), checked as
-    `_load_checked_path` says and read from the descriptor that was checked; never a pickle."""
+    """One .npy file of `directory` (a held directory or a trusted path), refusing links, anything but a
+    regular file, and files too large (a candidate must not point the comparison at files of its
+    choosing, nor make the parent block or run out of memory), read from the descriptor that was
+    checked; never a pickle."""
     with _dir_fd(directory) as dfd:
         return _load_fd(dfd, name, config, expected, max_bytes)[0]
 

@@ -225,19 +225,10 @@ def audit_objects(paths: Iterable[Path], audit_fn: Callable[[str], list]) -> lis
     return out
 
 
-def _writable_mappings(pid: int, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:
-    """Paths of files mapped executable by `pid` from places a candidate can write (inside its view):
-    the job directory and the private tmpfs mounts, minus the read-only trees bound over them (the
-    project or a virtual environment may well live under /tmp)."""
-    try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-    except OSError:
-        return []
-    return writable_mappings_in(maps, job_dir, read_only)
-
-
 def writable_mappings_in(maps: str, job_dir: Path | None, read_only: list[Path] | None = None) -> list[str]:
-    """`_writable_mappings` over the text of a `/proc/PID/maps` file."""
+    """Paths of files mapped executable, in the text of a `/proc/PID/maps` file, from places a candidate
+    can write (inside its view): the job directory and the private tmpfs mounts, minus the read-only
+    trees bound over them (the project or a virtual environment may well live under /tmp)."""
     writable = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", *([str(job_dir) + "/"] if job_dir else []))
     protected = tuple(str(p).rstrip("/") + "/" for p in (read_only or []))
     in_job = str(job_dir) + "/" if job_dir else None

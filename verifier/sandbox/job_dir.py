@@ -46,10 +46,6 @@ class HeldDir:
     def __init__(self, path: Path, fd: int):
         self.path, self.fd, self.name = path, fd, path.name
 
-    def identity(self) -> tuple[int, int]:
-        st = os.fstat(self.fd)
-        return st.st_dev, st.st_ino
-
     def close(self) -> None:
         if self.fd >= 0:
             with contextlib.suppress(OSError):
