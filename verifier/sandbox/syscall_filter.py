@@ -94,11 +94,11 @@ def filter_fd() -> int | None:
     prog = program()
     if prog is None:
         return None
-    fd = os.memfd_create("evk-seccomp", 0) if hasattr(os, "memfd_create") else None
+    fd = os.memfd_create("evk_seccomp", 0) if hasattr(os, "memfd_create") else None
     if fd is None:
         import tempfile
 
-        fd, name = tempfile.mkstemp(prefix="evk-seccomp-")
+        fd, name = tempfile.mkstemp(prefix="evk_seccomp_")
         os.unlink(name)
     os.write(fd, prog)
     os.lseek(fd, 0, os.SEEK_SET)
