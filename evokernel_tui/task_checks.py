@@ -58,6 +58,10 @@ def _degenerate(session: Any) -> list[str]:
     return list(extra.get("degenerate") or [])
 
 
+#: the Gates title while the starter is verified in the background after the task checks
+STARTER_NOTE = "checking the starter in the background (a first build can take a minute)…"
+
+
 class TaskChecks:
     """Runs `EvoKernelApp`'s task checks (`task_checks`) and reports what they find."""
 
@@ -86,11 +90,17 @@ class TaskChecks:
             self.prebuild_thread = prebuild_starter(
                 session, lambda source, result, error: self.post_message(
                     self.StarterVerdict(session, source, result, error)))
+            # the gates say what they wait for (a first build can take a minute), not a bare "waiting"
+            self.view.task_note = STARTER_NOTE
+            self._show()
 
     def on_evo_kernel_app_starter_verdict(self, message: Any) -> None:
         """The starter's verdict from the prebuild: shown in the Gates pane while nothing else has been
         verified and the starter is still the session's kernel (never recorded: v records it)."""
         session = self.session
+        if self.view.task_note == STARTER_NOTE:
+            self.view.task_note = ""
+            self._show()
         if message.session is not session or self.running or getattr(session, "history", None):
             return
         if getattr(session, "current_source", None) != message.source:

@@ -60,6 +60,26 @@ async def test_the_starters_verdict_is_shown_when_ready_without_a_key_and_not_re
     s.close()
 
 
+async def test_while_the_starter_is_checked_the_gates_title_says_so_and_clears_after(make_session, verifier):
+    """A bare `waiting` for a minute looked like a hang (issue 34): while the background check of the
+    starter runs, the Gates title says what the gates wait for; once its verdict is in, that note goes."""
+    from evokernel_tui.task_checks import STARTER_NOTE
+
+    hold = verifier.block()
+    s = make_session(None)
+    app = EvoKernelApp(s, watch_file=False, prebuild_starter=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: verifier.entered.is_set())
+        await pilot.pause(0.1)
+        assert STARTER_NOTE in gate_text(app)
+        hold.set()
+        await wait_until(pilot, lambda: app.view.gates["correctness"].state != "waiting")
+        await pilot.pause(0.1)
+        shown = gate_text(app)
+        assert STARTER_NOTE not in shown and "starter's verdict, not recorded" in shown, shown
+    s.close()
+
+
 async def test_a_failed_memory_estimate_replaces_checking_in_the_gates_title(tmp_path, monkeypatch, make_session):
     path = tmp_path / "big_layer.py"
     path.write_text(LAYER)
