@@ -46,7 +46,9 @@ class ReferenceSide:
                "device": self.be.device, "threads": _threads(self.config),
                "compare_compile": self.config.compare_compile,
                # seeded inputs (issue 22): off only to measure or test the file path
-               "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False}
+               "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False,
+               # outputs compared on the device (the GPU data path): off only to measure or test files
+               "device_compare": (self.config.extra or {}).get("device_compare", True) is not False}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
         self.prepare_pending = True
@@ -61,6 +63,7 @@ class ReferenceSide:
         if mark["phase"] == "init_ready":
             self.reference = {"recipe": mark.get("recipe"), "input_distribution": mark.get("input_distribution", ""),
                               "device_name": mark.get("device_name", ""), "trials": []}
+            self.device_compare = mark.get("device_compare") is True
         self._checked_reference()
 
     def reference_trial(self, i: int) -> dict | None:

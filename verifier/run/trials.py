@@ -6,6 +6,7 @@ candidate runs, each compared by the parent against the reference's outputs, and
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -98,28 +99,29 @@ class Trials:
                     {"pending_ms": float(probe.get("pending_ms") or 0.0), "idle_ms": float(probe.get("idle_ms") or 0.0),
                      "drain_ms": float(probe.get("drain_ms") or 0.0), "changed": bool(probe.get("changed"))})
             self.candidate["trials"].append({"seed": rt["seed"]})
-            # the harness runs the next trial while this one is compared (its files are in their own folder)
             ni, following = next_trial(i + 1)
             decoy_trial = not rt.get("probe")  # the decoy probe replays an ordinary trial, after one
             if decoy_trial and i == probe_plan["of"]:
                 probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+            # On files the harness runs the next trial while this one is compared (its files are in their
+            # own folder); on the device its shared buffer is read first, then the next call may fill it.
+            digest = decoy_trial and i == probe_plan["of"]
+            verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.device_compare else None
             probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
                          if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
+            if probe_dir is not None and self.device_compare and not verdict.get("fail"):
+                if not self.await_probe(probe_dir, probe_plan, deadline):
+                    return CorrectnessGate().failure(self.evidence(), start)
+                probe_dir = None
             after = send_trial(ni, following) if following is not None else None
-            refused = mark.get("refused")
-            if refused is not None:  # the candidate raised; allowed on a held-out shape only
-                text = " ".join(str(refused).split())[:240]
+            verdict = verdict if verdict is not None else self.judge_call(i, rt, mark, d, label_of(rt), digest)
+            if "refused" in verdict:  # the candidate raised; allowed on a held-out shape only
+                text = verdict["refused"]
                 if rt.get("probe") == probes.SHAPE:
                     log(i, rt, "refused", text)
                     i, rt, d = ni, following, after
                     continue
                 verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
-            else:
-                self._check_held(d, self.trusted_dir / rt["dir"])
-                verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
-                                        atol, rtol, self.config, label=label_of(rt),
-                                        after_digests=rt.get("after_digests"),
-                                        magnitude=rt.get("probe") == probes.MAGNITUDE)
             if rt.get("probe"):
                 log(i, rt, "fail" if verdict.get("fail") else "pass", verdict.get("fail", ""))
             if verdict.get("fail"):
@@ -130,7 +132,8 @@ class Trials:
                 trials += 1
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
             if decoy_trial and i == probe_plan["of"]:
-                probe_plan["digests"] = self.output_digests(d, mark.get("outputs"))
+                probe_plan["digests"] = (verdict.get("digests") if self.device_compare
+                                         else self.output_digests(d, mark.get("outputs")))
             else:  # compared and not replayed by the decoy probe: its output files are done with
                 # the reference's own files stay while another run reads them after this one (compare)
                 drop_outputs(d, None if self.shares_inputs else self.trusted_dir / rt["dir"])
@@ -179,10 +182,81 @@ class Trials:
                   "copies": count(found.get("copies")), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
-            record["probe_digests"] = self.output_digests(d, mark.get("outputs"))
+            record["probe_digests"] = (self.examine(None, mark, "the decoy probe", digest=True).get("digests")
+                                       if self.device_compare else self.output_digests(d, mark.get("outputs")))
         self.candidate["decoy_probe"] = record
         self._drop_held(d)
         return True
+
+    def judge_call(self, i: int, rt: dict, mark: dict, d: HeldDir, label: str, digest: bool) -> dict:
+        """Trial `i`'s results against the reference's: {"refused": text} when forward raised, else
+        `compare_files`'s answer (from files, or from the candidate's shared buffer on the device)."""
+        from verifier.correctness import probes
+
+        assert self.trusted_dir is not None
+        if mark.get("refused") is not None:
+            return {"refused": " ".join(str(mark["refused"]).split())[:240]}
+        magnitude = rt.get("probe") == probes.MAGNITUDE
+        if self.device_compare:
+            return self.examine(i, mark, label, magnitude=magnitude, digest=digest)
+        self._check_held(d, self.trusted_dir / rt["dir"])
+        return compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
+                             self.config.atol, self.config.rtol, self.config, label=label,
+                             after_digests=rt.get("after_digests"), magnitude=magnitude)
+
+    def examine(self, index: int | None, mark: dict, label: str, *, magnitude: bool = False,
+                digest: bool = False) -> dict:
+        """A call's results checked by the trusted reference worker on the device (`Worker.examine`):
+        trial `index` recomputed there and compared in full with what the candidate put in its shared
+        buffer (index None: nothing compared), and with `digest` a keyed digest of its outputs. A buffer
+        new to this run is passed on first: received from the harness's socket, sent to the worker's,
+        closed here (this process never maps it). Returns `compare_files`'s shape of answer."""
+        assert self.job is not None and self.ref_held is not None
+        # the worker answers commands in order: its preparation's marks come first, and are kept
+        self.finish_reference()
+        ref = self.ref_held[0]
+        staging = mark.get("staging")
+        if not (isinstance(staging, dict) and isinstance(staging.get("tag"), str)
+                and isinstance(staging.get("nbytes"), int) and 0 < staging["nbytes"] <= 1 << 42):
+            return {"fail": f"{label}: the candidate's results were malformed (no shared buffer)"}
+        cmd: dict = {"cmd": "examine", "index": index, "compare": index is not None, "outputs": mark.get("outputs"),
+                     "after": mark.get("after"), "atol": self.config.atol, "rtol": self.config.rtol,
+                     "magnitude": magnitude, "degenerate": bool((self.config.extra or {}).get("degenerate")),
+                     "label": label, "digest_key": self.digest_key if digest else None}
+        if staging["tag"] != self.staging_tag:
+            got = self.job.receive_fd(10.0)
+            if got is None or got[0] != staging["tag"]:
+                if got is not None:
+                    os.close(got[1])
+                return {"fail": f"{label}: the candidate's shared buffer did not arrive"}
+            try:
+                sent = ref.send_fd(got[1], staging["tag"])
+            finally:
+                os.close(got[1])
+            if not sent:
+                raise VerifierError("the reference worker could not be given the candidate's results")
+            cmd["stage"] = {"tag": staging["tag"], "nbytes": staging["nbytes"]}
+            self.staging_tag = staging["tag"]
+        if not ref.send(cmd):
+            raise VerifierError("the reference worker stopped before comparing the outputs")
+        reply = ref.expect({"examined", "error"}, self.config.run_timeout_s)
+        if reply is None or reply.get("phase") == "error":
+            why = "did not answer" if reply is None else f"failed: {str(reply.get('error', ''))[:200]}"
+            self._drop_reference()
+            raise VerifierError(f"the reference worker {why} while comparing the outputs on the device")
+        return {k: v for k, v in reply.items() if k != "phase"}
+
+    @functools.cached_property
+    def digest_key(self) -> int:
+        """The decoy probe's digest key, drawn per run (the candidate never sees it)."""
+        return self.rng.getrandbits(62)
+
+    def release_shared(self) -> None:
+        """The reference worker unmaps the candidate's buffer once correctness is done (it held a call's
+        results on the card)."""
+        if self.device_compare and self.ref_held is not None and self.staging_tag is not None:
+            self.ref_held[0].send({"cmd": "release"})
+            self.staging_tag = None
 
     def inputs_detail(self) -> dict:
         """What the verdict says of the inputs: their distribution and how they reached the candidate."""

@@ -57,6 +57,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.timing_violation: str | None = None
         self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
         self.prepare_pending = False  # a prepare command is out at the reference worker
+        self.device_compare = False  # outputs checked on the device by the reference worker (`Trials.examine`)
+        self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
         self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
         self._lap_at = time.monotonic()
 
@@ -93,6 +95,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         correct = self.correctness()
         self.lap("correctness")
         self.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
+        self.release_shared()
         self.lap("reference wait")
         compile_gate = CompileGate().evaluate(self.evidence())
         gates.append(compile_gate)
@@ -185,7 +188,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         # the recipe is not secret (it is `get_inputs()` read on the meta device); the seeds are, and each
         # is revealed only in the command that uses it
         self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name,
-                       "recipe": self.reference.get("recipe")})
+                       "recipe": self.reference.get("recipe"), "device_compare": self.device_compare})
         mark = self.job.expect({"ready", "report"}, self.config.run_timeout_s, on_other=self._serve_request)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)

@@ -27,7 +27,23 @@ class Channel:
             value = os.environ.get(name)
             return int(value) if value else None
 
-        return cls(fd("EVK_PROGRESS_FD"), fd("EVK_CONTROL_FD"))
+        channel = cls(fd("EVK_PROGRESS_FD"), fd("EVK_CONTROL_FD"))
+        channel.fd_socket = fd("EVK_FD_SOCKET")
+        return channel
+
+    fd_socket: int | None = None  # a Unix socket for descriptors (`send_fd`, `receive_fd`), when the parent gave one
+
+    def send_fd(self, fd: int, tag: str) -> bool:
+        """Pass descriptor `fd` to the parent (SCM_RIGHTS) with a short `tag`; False when there is no socket."""
+        if self.fd_socket is None:
+            return False
+        return send_fd(self.fd_socket, fd, tag)
+
+    def receive_fd(self, timeout: float = 60.0) -> tuple[str, int] | None:
+        """The next descriptor the parent passed: (tag, fd), or None."""
+        if self.fd_socket is None:
+            return None
+        return receive_fd(self.fd_socket, timeout)
 
     def mark(self, phase: str, **extra) -> None:
         if self._out is None:
@@ -74,3 +90,41 @@ def send(fd: int, message: dict) -> bool:
     except OSError:
         return False
     return True
+
+
+MAX_TAG = 256
+
+
+def send_fd(sock_fd: int, fd: int, tag: str) -> bool:
+    """One descriptor over a Unix socket, with a tag the receiver checks (`receive_fd`)."""
+    import socket
+
+    try:
+        with socket.socket(fileno=os.dup(sock_fd)) as sock:
+            socket.send_fds(sock, [tag.encode()[:MAX_TAG]], [fd])
+    except OSError:
+        return False
+    return True
+
+
+def receive_fd(sock_fd: int, timeout: float) -> tuple[str, int] | None:
+    """(tag, descriptor) of the next message on a Unix socket, or None (timeout, closed, no descriptor).
+
+    A peer is untrusted: at most one descriptor is accepted per message (the kernel closes any beyond the
+    control buffer), a message without one is ignored, and the tag is bounded text."""
+    import select
+    import socket
+
+    try:
+        with socket.socket(fileno=os.dup(sock_fd)) as sock:
+            ready, _, _ = select.select([sock], [], [], max(0.0, timeout))
+            if not ready:
+                return None
+            data, fds, _flags, _addr = socket.recv_fds(sock, MAX_TAG, 1)
+    except OSError:
+        return None
+    if not fds:
+        return None
+    for extra in fds[1:]:
+        os.close(extra)
+    return data.decode(errors="replace"), fds[0]

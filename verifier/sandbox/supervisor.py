@@ -16,6 +16,7 @@ import os
 import queue
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -280,7 +281,7 @@ class LiveJob:
     and the trusted reference worker)."""
 
     def __init__(self, argv: list[str], workdir: Path, limits: Limits, env: dict[str, str],
-                 spec=None, on_mark: Callable[[dict], None] | None = None):
+                 spec=None, on_mark: Callable[[dict], None] | None = None, fd_socket: bool = False):
         self.workdir = workdir
         self.limits = limits
         self.on_mark = on_mark
@@ -294,6 +295,12 @@ class LiveJob:
         lim = {"wall_s": limits.wall_s, "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
                "max_processes": limits.max_processes, "cpu_s": limits.cpu_s, "pass_fds": [progress_w, control_r]}
         env = {**env, "EVK_PROGRESS_FD": str(progress_w), "EVK_CONTROL_FD": str(control_r)}
+        # descriptors cross on a Unix socket of their own (device memory shared by descriptor:
+        # verifier/correctness/shared_device_memory.py), never on the JSON pipes
+        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) if fd_socket else (None, None)
+        if child_socket is not None:
+            lim["pass_fds"].append(child_socket.fileno())
+            env["EVK_FD_SOCKET"] = str(child_socket.fileno())
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
@@ -314,7 +321,8 @@ class LiveJob:
         # the job ends): a job printing without end must not fill the parent's disk or memory
         out_r, out_w = os.pipe()
         self.overflowed = False
-        passed = (progress_w, control_r) + ((seccomp_fd,) if seccomp_fd is not None else ())
+        passed = ((progress_w, control_r) + ((seccomp_fd,) if seccomp_fd is not None else ())
+                  + ((child_socket.fileno(),) if child_socket is not None else ()))
         try:
             self.proc = launch(full, cwd=workdir, env=env, stdout=out_w, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True,
@@ -325,6 +333,8 @@ class LiveJob:
             os.close(progress_w)
             os.close(control_r)
             os.close(out_w)
+            if child_socket is not None:
+                child_socket.close()
         self._tail = threading.Thread(target=_keep_tail, args=(out_r, workdir.parent / f"{workdir.name}.stderr"),
                                       daemon=True)
         self._tail.start()
@@ -348,6 +358,21 @@ class LiveJob:
             if self._control_closed:
                 return False
             return send(self._control, message)
+
+    def receive_fd(self, timeout: float) -> tuple[str, int] | None:
+        """The next descriptor the worker passed on its socket, with its tag; None without one in `timeout`
+        (the caller owns and closes the descriptor)."""
+        from verifier.sandbox.channel import receive_fd
+
+        if self._fd_socket is None:
+            return None
+        return receive_fd(self._fd_socket.fileno(), timeout)
+
+    def send_fd(self, fd: int, tag: str) -> bool:
+        """Pass descriptor `fd` to the worker (its `Channel.receive_fd`)."""
+        from verifier.sandbox.channel import send_fd
+
+        return self._fd_socket is not None and send_fd(self._fd_socket.fileno(), fd, tag)
 
     def expect(self, phases: set[str], timeout: float, on_other: Callable[[dict], None] | None = None) -> dict | None:
         """The next mark whose phase is in `phases` (others go to `on_other` and `on_mark`); None when the
@@ -404,6 +429,8 @@ class LiveJob:
                 self._control_closed = True
                 with contextlib.suppress(OSError):
                     os.close(self._control)
+        if self._fd_socket is not None:
+            self._fd_socket.close()
         self._reader.join(timeout=2)
         self._tail.join(timeout=2)
         stderr_path = self.workdir.parent / f"{self.workdir.name}.stderr"

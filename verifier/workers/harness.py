@@ -249,6 +249,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     report["patched"] = _patched(before, _snapshot(torch))
     report["phase"] = "construct"
     recipe = job.get("recipe")  # a recipe known when the job was written (the Nsight Compute copy)
+    stager = None
     if job.get("profile_once"):
         init_dir, weights_dir = job_dir / "init", job_dir / "weights"
     else:
@@ -261,6 +262,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             raise RuntimeError(f"expected construct, got {cmd.get('cmd')!r}")
         init_dir, weights_dir = _subdir(job_dir, cmd["init"]), _subdir(job_dir, cmd["weights"])
         recipe = cmd.get("recipe")
+        if cmd.get("device_compare") and device == "cuda":
+            # each call's results go into a device buffer the trusted side maps and compares there
+            # (verifier/correctness/shared_device_memory.py): no output file on the host
+            from verifier.correctness.shared_device_memory import Stager
+
+            stager = Stager(torch, channel.send_fd)
 
     def call_inputs(cmd: dict, d: Path | None) -> list:
         """One call's inputs: drawn on the device from the command's seed when the task has a recipe,
@@ -313,25 +320,31 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                                  f"{str(exc)[:300]}", kernel_calls=counter["calls"] - before_calls)
                     continue
                 calls = counter["calls"] - before_calls
+                staged = stager.stage(outs, inputs) if stager is not None else {}
                 metas = []
                 for j, o in enumerate(outs):
-                    meta = save_tensor(torch, np, d / f"out{j}.npy", o)
+                    meta = staged["outputs"][j] if staged else save_tensor(torch, np, d / f"out{j}.npy", o)
                     meta["aliases_input"] = any(
                         isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                         for x in inputs)
                     metas.append(meta)
-                save_args(torch, np, d, inputs, prefix="after")
+                if not staged:
+                    save_args(torch, np, d, inputs, prefix="after")
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls,
-                             **({"gpu_probe": probe} if probe is not None else {}))
+                             **({"gpu_probe": probe} if probe is not None else {}),
+                             **({"after": staged["after"], "staging": staged["staging"]} if staged else {}))
             elif kind == "probe":  # the decoy probe: a trial's inputs again, kernel results garbled
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
                 scrub_free_cuda_memory(torch)
                 outs, found = probe_forward(torch, model, inputs, counter)
                 sync(torch, device)
-                metas = [save_tensor(torch, np, d / f"out{j}.npy", o) for j, o in enumerate(plain_outputs(torch, outs))
-                         ] if outs is not None else []
-                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, probe=found)
+                staged = stager.stage(plain_outputs(torch, outs), []) if stager is not None and outs is not None else {}
+                metas = staged.get("outputs") or ([save_tensor(torch, np, d / f"out{j}.npy", o)
+                                                   for j, o in enumerate(plain_outputs(torch, outs))]
+                                                  if outs is not None and stager is None else [])
+                channel.mark("trial_done", index=cmd.get("index"), outputs=metas, probe=found,
+                             **({"staging": staged["staging"]} if staged else {}))
             elif kind == "profile":
                 inputs = call_inputs(cmd, None if "seed" in cmd and recipe is not None else _subdir(job_dir, cmd["dir"]))
                 counter["profiling"] = True

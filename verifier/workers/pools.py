@@ -200,7 +200,8 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
             *(["--warm-cuda"] if wait and be.device == "cuda" else [])]
     env = _clean_env(be.child_env()) if isolated else {**_trusted_env(), **be.child_env()}
     wall = config.build_timeout_s + config.run_timeout_s + (3600 if wait else 0)
-    return LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec), job_dir
+    # a GPU job gets a socket for descriptors: its results go to the trusted side as shared device memory
+    return LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=be.device == "cuda"), job_dir
 
 
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:

@@ -95,6 +95,10 @@ class Worker:
         self.recipe: list[dict] | None = None
         self.captured: list[dict] | None = None
         self.input_names: list[str] | None = None
+        self.device_compare = False  # outputs compared here, on the device (`examine`), not through files
+        self.staging = None  # the candidate's shared buffer (`shared_device_memory.ImportedBuffer`)
+        self.trial_cmds: list[dict] = []
+        self.trial_records: list[dict] = []
 
     def draw(self, seed: int, dist: str) -> list:
         """One call's inputs: from the recipe on the device when the task has one, else `get_inputs()`."""
@@ -126,6 +130,14 @@ class Worker:
             self.input_names = _forward_names(self.task)
         # the parent may ask for the file path (`VerifyConfig.extra["seeded_inputs"] = False`)
         self.recipe = self.captured if cmd.get("recipe", True) else None
+        self.release()
+        # every call's outputs compared here, on the device, from the candidate's shared buffer: a task
+        # with seeded inputs on a GPU whose driver shares memory by descriptor (else files, as on the CPU)
+        self.device_compare = bool(cmd.get("device_compare")) and self.device == "cuda" and self.recipe is not None
+        if self.device_compare:
+            from verifier.correctness import shared_device_memory
+            self.device_compare = shared_device_memory.supported(torch)
+        self.trial_cmds = list(cmd["trials"])
         torch.manual_seed(int(cmd["init_seed"]))
         init = list(self.task.get_init_inputs())
         torch.manual_seed(int(cmd["init_seed"]))
@@ -147,14 +159,16 @@ class Worker:
         # init and weights are written: the parent can construct the candidate (with the recipe) now, and
         # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
         self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
-                          input_distribution=input_recipe.describe(self.recipe, self.input_names))
-        trials = []
+                          input_distribution=input_recipe.describe(self.recipe, self.input_names),
+                          device_compare=self.device_compare)
+        trials = self.trial_records = []
         task_outs = None
         written: list[Path] = []
         trial_bytes = 0
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
+                inputs = outs = None  # the previous trial's, freed before this one's are drawn
                 wait_for_room(written, trial_bytes)
                 if trial.get("probe"):  # a numerics probe (verifier/correctness/probes.py): may be skipped, with a reason
                     ran = self._probe(trial, trials)
@@ -174,12 +188,15 @@ class Worker:
                 written.append(d)
                 trial_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
                 for j, o in enumerate(outs):
-                    meta = save_tensor(torch, np, d / f"out{j}.npy", o)
+                    # compared on the device later (`examine` recomputes them): only their shape and dtype now
+                    meta = (save_meta(torch, o) if self.device_compare
+                            else save_tensor(torch, np, d / f"out{j}.npy", o))
                     meta["aliases_input"] = any(
                         isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                         for x in inputs)
                     metas.append(meta)
-                after = [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs]
+                after = (None if self.device_compare else
+                         [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs])
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
                                "after_digests": after, **extra})
                 self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
@@ -202,6 +219,123 @@ class Worker:
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         return result
+
+    def release(self) -> None:
+        """Unmap the candidate's shared buffer (its memory is freed once no process holds it)."""
+        if self.staging is not None:
+            self.staging.close()
+            self.staging = None
+            self.torch.cuda.empty_cache()
+
+    def examine(self, cmd: dict) -> dict:
+        """One call of the candidate checked on the device: its outputs (and its inputs as forward left
+        them) read from its shared buffer, compared with this worker's own for the same trial, recomputed
+        now (`compare`); and/or a keyed digest of its outputs (`digest_key`, the decoy probe's). What the
+        candidate claims (regions, shapes, dtypes, the buffer itself) is checked here; a bad claim is a
+        failure with one line (`fail`), never an exception of this worker."""
+        torch = self.torch
+        from verifier.clock.paired_calls import dtype_name, plain_outputs, sync
+        from verifier.correctness import device_compare
+        from verifier.correctness.shared_device_memory import ImportedBuffer
+
+        label = str(cmd.get("label") or "trial")[:200]
+        stage = cmd.get("stage")
+        if isinstance(stage, dict):  # a new buffer: its descriptor was sent just before this command
+            self.release()
+            got = self.channel.receive_fd(10.0)
+            if got is None or got[0] != stage.get("tag"):
+                if got is not None:
+                    os.close(got[1])
+                return {"fail": f"{label}: the candidate's shared buffer did not arrive"}
+            try:
+                self.staging = ImportedBuffer(torch, got[1], int(stage["nbytes"]))
+            except Exception as exc:  # noqa: BLE001 - the candidate's descriptor: its failure, one line
+                return {"fail": f"{label}: the candidate's shared buffer could not be mapped ({str(exc)[:200]})"}
+            finally:
+                os.close(got[1])
+        if self.staging is None:
+            return {"fail": f"{label}: the candidate shared no buffer for its results"}
+        claimed = cmd.get("outputs")
+        if not isinstance(claimed, list):
+            return {"fail": f"{label}: the candidate's results were malformed (no output list)"}
+        result: dict = {}
+        if cmd.get("compare"):
+            index = int(cmd["index"])
+            trial = self.trial_cmds[index]
+            with torch.no_grad():
+                if trial.get("probe"):
+                    ran = self._probe(trial, self.trial_records[:index])
+                    if "skip" in ran:
+                        raise RuntimeError(f"the reference skipped trial {index} now: {ran['skip']}")
+                    inputs, outs = ran["inputs"], ran["outs"]
+                else:
+                    inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
+                    outs = plain_outputs(torch, self.model(*inputs))
+                sync(torch, self.device)
+            if len(claimed) != len(outs):
+                return {"fail": f"{label}: forward returned {len(claimed)} outputs, expected {len(outs)}"}
+            worst_abs = worst_rel = 0.0
+            degenerate, magnitude = bool(cmd.get("degenerate")), bool(cmd.get("magnitude"))
+            for j, (region, want) in enumerate(zip(claimed, outs, strict=True)):
+                got = self._region(region, want, f"output {j}")
+                if isinstance(got, str):
+                    return {"fail": f"{label}: {got}"}
+                spread = device_compare.output_spread(torch, want) if degenerate else None
+                cmp = device_compare.compare(torch, got, want, dtype_name(torch, want.dtype), dtype_name(torch, want.dtype),
+                                             cmd.get("atol"), cmd.get("rtol"), f"output {j}", spread=spread,
+                                             magnitude=magnitude)
+                worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
+                if not cmp.ok:
+                    return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,
+                            "max_rel": cmp.max_rel}
+            after = cmd.get("after")
+            tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+            if not isinstance(after, list) or len(after) != len(inputs):
+                return {"fail": f"{label}: forward was given {len(inputs)} inputs, the report has "
+                                f"{len(after) if isinstance(after, list) else 0}"}
+            for j, (region, x) in enumerate(zip(after, inputs, strict=True)):
+                if not isinstance(x, torch.Tensor):
+                    continue
+                got = self._region(region, x, f"input {j}")
+                if isinstance(got, str) or not device_compare.same_bits(torch, got, x):
+                    return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
+            del tensors
+            result.update(max_abs=worst_abs, max_rel=worst_rel)
+        key = cmd.get("digest_key")
+        if isinstance(key, int):
+            digests = []
+            for region in claimed:
+                view = self._region(region, None, "output")
+                digests.append(None if isinstance(view, str) else device_compare.digest(torch, view, key))
+            result["digests"] = digests
+        return result
+
+    def _region(self, region, like, what: str):
+        """The candidate's claimed region as a tensor (a view of the shared buffer), or why not (a str).
+        With `like`, its shape and dtype must be the reference's (the message says which differs)."""
+        from verifier.clock.paired_calls import dtype_name
+
+        torch = self.torch
+        if not isinstance(region, dict) or not isinstance(region.get("offset"), int) or not isinstance(region.get("shape"), list):
+            return f"the candidate's results were malformed ({what} has no region)"
+        shape, dtype = region["shape"], str(region.get("dtype"))
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+            return f"the candidate's results were malformed ({what} has a bad shape)"
+        if like is not None:
+            if list(shape) != list(like.shape):
+                return f"{what} has shape {list(shape)}, expected {list(like.shape)}"
+            if dtype != dtype_name(torch, like.dtype):
+                return f"{what} has dtype {dtype}, expected {dtype_name(torch, like.dtype)}"
+            torch_dtype = like.dtype
+        else:
+            torch_dtype = _DTYPES.get(dtype)
+            if torch_dtype is None:
+                return f"{what} has an unknown dtype"
+            torch_dtype = getattr(torch, torch_dtype)
+        try:
+            return self.staging.view(torch, region["offset"], shape, torch_dtype)
+        except (ValueError, RuntimeError) as exc:
+            return f"the candidate's results were malformed ({what}: {str(exc)[:160]})"
 
     def _probe(self, trial: dict, done: list[dict]) -> dict:
         """One numerics probe's reference run: {"inputs", "outs", "extra"} (what the trial record adds:
@@ -373,6 +507,8 @@ def _forward_names(task) -> list[str] | None:
         return None
 
 
+_DTYPES = {name: name for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                                     "uint8", "bool", "complex64", "complex128")}
 READABLE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
@@ -433,6 +569,10 @@ def main() -> int:
                 channel.mark("timing_end", **worker.replay(cmd))
             elif kind == "save_blocks":
                 channel.mark("blocks_saved", **worker.save_blocks(cmd))
+            elif kind == "examine":
+                channel.mark("examined", **worker.examine(cmd))
+            elif kind == "release":
+                worker.release()
             else:
                 channel.mark("error", error_type="ValueError", error=f"unknown command {kind!r}")
         except BaseException as exc:  # reported to the parent, which turns it into one line
