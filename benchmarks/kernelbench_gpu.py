@@ -99,7 +99,9 @@ def verify(problem: Path, kernel: Path, backend: str, memory_gb: float, timeout_
             "noisy": timing.get("noisy"), "lo": timing.get("lo"), "hi": timing.get("hi"),
             "latency_ms": res.get("latency_ms"), "reference_ms": res.get("reference_ms"),
             "failing": f"{failing['name']}: {failing.get('reason', '')[:300]}" if failing else None,
-            "memory": res.get("memory") or (res.get("extra") or {}).get("memory")}
+            "memory": res.get("memory") or (res.get("extra") or {}).get("memory"),
+            # the whole verdict (phases, each gate's detail) in the JSON file, to see where time went
+            "verdict": {k: res.get(k) for k in ("phases", "gates", "timing", "notes") if k in res}}
 
 
 def main() -> None:

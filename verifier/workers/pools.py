@@ -118,7 +118,8 @@ class _ReferenceWorkers:
         task = home / "task.py"
         task.write_text(reference_source)
         job = LiveJob([sys.executable, "-m", "verifier.workers.reference_worker"], home,
-                      _limits(config, 24 * 3600, be), {**_trusted_env(), **be.child_env()})
+                      _limits(config, 24 * 3600, be), {**_trusted_env(), **be.child_env()},
+                      fd_socket=be.device == "cuda")  # receives the candidate's shared buffers (GPU data path)
         return job, task
 
     def give_back(self, reference_source: str, be: Backend, config: VerifyConfig, held: tuple[LiveJob, Path]) -> None:
