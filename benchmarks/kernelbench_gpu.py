@@ -31,6 +31,7 @@ CAND = ROOT / "tests" / "candidates"
 PROBLEMS = [
     ("L1/1_matmul_head", HEAD / "1_Square_matrix_multiplication_.py", CAND / "cuda" / "matmul.py", "cuda"),
     ("L1/19_ReLU_head", KB / "level1" / "100_Huge_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
+    ("L1/40_LayerNorm_head", HEAD / "40_LayerNorm.py", CAND / "kernelbench_gpu" / "layernorm_head.py", "cuda"),
     ("L1/19_ReLU_v0", KB / "level1" / "19_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
     ("L1/19_ReLU_v0_triton", KB / "level1" / "19_ReLU.py", CAND / "triton" / "relu.py", "triton"),
 ]
