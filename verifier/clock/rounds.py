@@ -95,8 +95,11 @@ def _timed_rounds(owner, sides: list, estimate):
             owner.candidate["ref_timing_failed"] = True
             return None
         ref_times = [float(t) for t in mark["times_ms"]]
+        # Wall time its CPU time does not cover counts as lost on the CPU only: on a GPU the worker sleeps in
+        # the driver while the card works (a 3 ms ReLU over 6.4 GB read as "100% lost", every round
+        # dropped as disturbed on an idle H200); its run-queue wait still counts there.
         ref_lost = lost_share(float(mark.get("timing_wall_ms") or 0.0), mark.get("timing_wait_ms"),
-                              mark.get("timing_cpu_ms"))
+                              mark.get("timing_cpu_ms") if owner.be.device == "cpu" else None)
         # the reference's own figure and the trusted overhead, each clocked as a candidate's round is
         worker = next(iter(acct.tree(ref.proc.pid)[1:]), None)
         parent = (threading.get_native_id(), getattr(getattr(ref, "_reader", None), "native_id", None))
