@@ -21,7 +21,14 @@ import shutil
 import time
 
 from verifier.backends import get_backend
-from verifier.cache.verdict_key import GateCallback, Notify, _cached_verdict, _finish, _verdict_key, source_hash
+from verifier.cache.verdict_key import (
+    GateCallback,
+    Notify,
+    _cached_verdict,
+    _finish,
+    _verdict_key,
+    source_hash,
+)
 from verifier.clock.rounds import BLOCK_ELEMENTS, _clock_detail, _median, _timed_rounds, choose_blocks
 from verifier.config import VerifyConfig
 from verifier.errors import JobTampered, VerifierError
