@@ -91,3 +91,35 @@ def test_progress_round_trips_through_its_dict():
     p = Progress("latency", "round", "timing round 4 (3 kept)", done=4, total=30, kept=3, speedup=1.2, lo=1.1, hi=1.3)
     assert Progress.from_dict(p.to_dict()) == p
     assert "speedup" not in Progress("correctness", "trial", "trial 1/2", done=1, total=2).to_dict()
+
+
+def test_verify_in_a_pipe_prints_plain_phase_lines_from_the_task_checks_to_the_rounds(tmp_path, build_root):
+    """Not a terminal: one plain line per phase (task checks, gates, trials, rounds), no spinner glyphs;
+    stderr stays empty for a verdict (it carries only a problem's one line)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from core.tasks import load_task
+
+    task = tmp_path / "my_relu.py"  # a task file, not the built-in: its checks run
+    task.write_text(load_task("relu").source)
+    cand = Path(__file__).resolve().parents[1] / "candidates" / "cpu" / "relu.py"
+    env = {**os.environ, "EVOKERNEL_BUILD_DIR": str(build_root), "NO_COLOR": "1", "COLUMNS": "120"}
+    proc = subprocess.run([sys.executable, "-m", "evokernel_tui.cli", "verify", str(task), str(cand), "--trials", "2",
+                           "--no-cache"], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+
+    def first(prefix: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+    order = [first("checking the task: memory estimate ["), first("checking the task: degeneracy probe on the device"),
+             first("compile: building the kernel"), first("correctness: trial 1/"), first("correctness: trial 2/"),
+             first("profile: one profiled call"), first("latency: timing round 1 (")]
+    assert order == sorted(order), lines
+    assert not any(ch in proc.stdout for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"), proc.stdout
+    assert proc.stderr.strip() == ""
+    assert any("relu" in line and "feasible" in line.lower() or "pass" in line for line in lines[order[-1]:])
