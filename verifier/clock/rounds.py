@@ -78,9 +78,9 @@ def _timed_rounds(owner, sides: list, estimate):
     tell = getattr(owner, "progress", None) or (lambda *a, **k: None)
     while True:
         if r == 0:
-            tell("latency", "calibrate", "timing: calibration round")
+            tell("latency", "calibrate", "calibration round")
         elif r <= warmup_rounds:
-            tell("latency", "warmup", f"timing: warm-up round {r}/{warmup_rounds}", done=r, total=warmup_rounds)
+            tell("latency", "warmup", f"warm-up round {r}/{warmup_rounds}", done=r, total=warmup_rounds)
         rdir = owner.trusted_dir / f"round{r}"
         rdir.mkdir()
         sample = list(range(count))  # every timed call's outputs are saved and compared, not a sample
