@@ -12,6 +12,7 @@ evokernel-tui[ray]`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable
@@ -252,11 +253,20 @@ def visible_gpus() -> list[str]:
 
 
 def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu",
-               config: VerifyConfig | None = None) -> VerificationResult:
-    """One verification, as a picklable job: the real verifier, imported in the worker."""
+               config: VerifyConfig | None = None,
+               on_gate: Callable[..., None] | None = None) -> VerificationResult:
+    """One verification, as a picklable job: the real verifier, imported in the worker. `on_gate` only
+    where the job runs in the caller's process (`InProcessExecutor`: a callback cannot be pickled)."""
     from verifier import verify
 
-    return verify(reference_source, candidate_source, backend=backend, config=config)
+    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+
+
+def _takes_on_gate(job: Callable[..., Any]) -> bool:
+    try:
+        return "on_gate" in inspect.signature(job).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def executor_verify(executor: Executor,
@@ -264,12 +274,17 @@ def executor_verify(executor: Executor,
     """A Session `verify_fn` that runs `job` on `executor` and waits for it.
 
     Gate progress cannot stream back from another process, so the gates are reported to `on_gate`
-    once the result arrives, in order (the session's event log gets the same shape either way).
+    once the result arrives, in order (the session's event log gets the same shape either way). In the
+    caller's own process (`InProcessExecutor`), with a job that takes it, `on_gate` goes to the verifier itself, so
+    states and progress (trial k/N, timing rounds) arrive as they happen.
     """
+    streams = isinstance(executor, InProcessExecutor) and _takes_on_gate(job)
 
     def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu",
                   config: VerifyConfig | None = None,
-                  on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
+                  on_gate: Callable[..., None] | None = None) -> VerificationResult:
+        if streams:
+            return executor.submit(job, reference_source, candidate_source, backend, config, on_gate).result()
         result = executor.submit(job, reference_source, candidate_source, backend, config).result()
         if on_gate is not None:
             for gate in result.gates:

@@ -22,7 +22,7 @@ def verify_task(
     source: str,
     backend: str = "cpu",
     config: VerifyConfig | None = None,
-    on_gate: Callable[[str, str], None] | None = None,
+    on_gate: Callable[..., None] | None = None,
 ) -> VerificationResult:
     """Verify `source` against `task`; bad candidates come back as failing gates, never as exceptions."""
     from verifier.api import VerifierError, verify

@@ -22,6 +22,7 @@ from core.events import (
     BudgetChanged,
     ErrorEvent,
     GateEvent,
+    GateProgress,
     HumanEdit,
     Insight,
     Kernel,
@@ -64,6 +65,8 @@ class GateView:
     seconds: float | None = None
     reason: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    #: while running: where its work is ("trial 3/8", "timing round 4 (3 kept)"), from `GateProgress`
+    progress: str = ""
 
     @property
     def title(self) -> str:
@@ -137,6 +140,9 @@ class SessionView:
     degenerate: list[str] = field(default_factory=list)
     #: "cached, measured N min ago" (and/or "noisy") of the verdict the gates show; "" for a fresh one
     verdict_note: str = ""
+    #: while a verification runs, the latest progress of its running gate ("v2 correctness: trial 3/8") for the
+    #: Gates title; "" otherwise
+    progress_note: str = ""
     #: the task checks after the first paint: "checking the task (probe)…", a problem they found, or ""
     task_note: str = ""
     #: why no gate will run (a task check failed): the gate lines say so instead of "waiting"
@@ -248,6 +254,7 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
     """Set every gate from a verification record and add its latency point; returns a summary line, whose
     speedup is marked the way the header marks it (≈ and "noisy"; "cached, measured N min ago", counted
     from `at`, the time the verdict was recorded)."""
+    view.progress_note = ""
     for gate in result.get("gates", []):
         name = gate.get("name", "")
         view.gates[name] = GateView(
@@ -311,6 +318,18 @@ def _set_source(view: SessionView, source: str | None, author: str) -> None:
 def _reset_gates(view: SessionView) -> None:
     view.gates = {g: GateView(g) for g in GATE_ORDER}
     view.verdict_note = ""
+    view.progress_note = ""
+
+
+def gate_phase_note(version: int | None, gate: str, status: str, text: str = "") -> str:
+    """`v2 correctness: trial 3/8`: the Gates title's words for a running gate (`core.events.gate_phase`, the
+    same as `verify`'s and `bench`'s phase lines), "" once it is not running."""
+    from core.events import gate_phase
+
+    phase = gate_phase(gate, status, text)
+    if not phase:
+        return ""
+    return f"v{version} {phase}" if version is not None else phase
 
 
 def apply_event(view: SessionView, event: Any) -> ActivityEntry | None:
@@ -391,7 +410,17 @@ def _fold(view: SessionView, p: Any, step: int | None, ts: float | None = None) 
     if isinstance(p, GateEvent):
         if p.name == "anti_hacking" and p.status == "running":
             _reset_gates(view)
-        view.gates.setdefault(p.name, GateView(p.name)).state = p.status if p.status in GATE_STATES else "waiting"
+        gate = view.gates.setdefault(p.name, GateView(p.name))
+        gate.state = p.status if p.status in GATE_STATES else "waiting"
+        if gate.state != "running":
+            gate.progress = ""
+        view.progress_note = gate_phase_note(p.version, p.name, p.status)
+        return None
+    if isinstance(p, GateProgress):
+        gate = view.gates.setdefault(p.gate, GateView(p.gate))
+        if gate.state == "running":  # a late tick after the gate's verdict changes nothing
+            gate.progress = p.text
+            view.progress_note = gate_phase_note(p.version, p.gate, "running", p.text)
         return None
     if isinstance(p, Verification):
         result = p.result

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from verifier.config import VerifyConfig
-from verifier.result import GATE_ORDER, GATE_TITLES, GateResult, VerificationResult
+from verifier.result import GATE_ORDER, GATE_TITLES, GateResult, Progress, VerificationResult
 
 if TYPE_CHECKING:
     from verifier.api import VerifierError, verify
@@ -22,4 +22,4 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["GATE_ORDER", "GATE_TITLES", "GateResult", "VerificationResult", "VerifierError", "VerifyConfig", "verify"]
+__all__ = ["GATE_ORDER", "GATE_TITLES", "GateResult", "Progress", "VerificationResult", "VerifierError", "VerifyConfig", "verify"]

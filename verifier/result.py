@@ -17,6 +17,42 @@ GATE_TITLES = {
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
+#: What a `Progress` can be about, in the order a verification meets them: the trusted side building a shared
+#: artefact the candidate's build asked for (`bindings`, `pch`), a correctness trial or numerics probe (`trial`),
+#: the timing window's calibration and warm-up rounds (`calibrate`, `warmup`) and its measured rounds (`round`).
+PROGRESS_STEPS = ("bindings", "pch", "trial", "calibrate", "warmup", "round")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running gate is within its work, told as it happens (`verify(on_gate=...)` passes one as the
+    third argument of a `(gate, "running", progress)` call). A gate can run for a minute on a big task
+    (bindings for a new signature, eight trials, thirty timing rounds); a bare "running" for that long reads
+    as a hang, so the callers show `text` (one line for a person) and may draw `done`/`total` as a bar.
+
+    `gate` is the gate whose work this is, `step` one of `PROGRESS_STEPS`; `done` counts what has started
+    (trial 3 of 8: done=3, total=8) or, for rounds, what has been measured; `kept` the rounds the estimate
+    keeps so far; `speedup`/`lo`/`hi` the estimate so far, once there is one."""
+
+    gate: str
+    step: str
+    text: str
+    done: int | None = None
+    total: int | None = None
+    kept: int | None = None
+    speedup: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Progress:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d}
+        return cls(**{"gate": "", "step": "", "text": "", **known})
+
+
 def library_line(detail: dict) -> str:
     """`library: aten::mm 98%, aten::add 1% of forward (kernelbench policy)`: what a passing anti-hacking
     gate let library ops do, so a person sees how much of a speed-up is the library's."""

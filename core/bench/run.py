@@ -17,6 +17,7 @@ from core.bench.benchfile import BenchFile
 from core.bench.clients import ModelSource
 from core.bench.config import BenchConfig
 from core.bench.records import BenchError, TaskOutcome, outcome_from_results
+from core.events import Event
 from core.executors import Executor, executor_verify, verify_job
 from core.fsutil import first_line
 from core.llm import ModelError
@@ -40,13 +41,16 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
               executor: Executor, job: Callable[..., VerificationResult] = verify_job,
               shapes: Callable[[Task], str] | None = None,
               on_progress: ProgressFn | None = None,
-              check: Callable[[Task], str | None] | None = None) -> dict[str, object]:
+              check: Callable[[Task], str | None] | None = None,
+              on_event: Callable[[str, Event], None] | None = None) -> dict[str, object]:
     """Run (or continue) the bench in `out`; returns the final bench.json content.
 
     Up to `config.workers` tasks run at once, one thread each; their verification jobs go to
     `executor` and their memory reads/writes go to the one shared `memory` bank. `check(task)` returns
     why a task cannot run here (e.g. `reference_skip_reason`): it is recorded as skipped, with no
-    session and no model call.
+    session and no model call. `on_event(task, event)` hears each task's session events as they happen
+    (with an in-process executor, a running gate's progress too: `core.events.GateProgress`), so a
+    display can say which phase each task is in.
     """
     out = Path(out)
     order = [t.name for t in tasks]
@@ -72,7 +76,8 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
             notify("finished", task.name, outcome)
             return
         try:
-            outcome = _run_task(index, task, out / "sessions", config, models, memory, verify_fn, shapes)
+            told = (lambda ev, name=task.name: on_event(name, ev)) if on_event is not None else None
+            outcome = _run_task(index, task, out / "sessions", config, models, memory, verify_fn, shapes, told)
         except (SessionError, ModelError, BenchError, OSError) as exc:
             outcome = TaskOutcome(task.name, task.level, category=task.category, error=first_line(exc, 300),
                                   seconds=time.monotonic() - start)
@@ -101,7 +106,8 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
 
 
 def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: ModelSource, memory: Any,
-              verify_fn: Callable[..., Any], shapes: Callable[[Task], str] | None) -> TaskOutcome:
+              verify_fn: Callable[..., Any], shapes: Callable[[Task], str] | None,
+              on_event: Callable[[Event], None] | None = None) -> TaskOutcome:
     path = root / session_id(index, task.name)
     memory = task_memory(config, memory, root.parent, path.name)
     common = {"memory": memory, "verify_fn": verify_fn, "verify_config": config.verify_config, "auto_accept": True}
@@ -117,10 +123,10 @@ def _run_task(index: int, task: Task, root: Path, config: BenchConfig, models: M
     session = Session.open(path, model=models.client(task.name, position=calls), policy=policy, **common)
     if config.budget:  # one budget of T model steps shared by both stages
         while session.stage != "done" and sum(session.used.values()) < config.budget:
-            if ends_headless_run(session.step()):
+            if ends_headless_run(session.step(on_event=on_event)):
                 break
     else:
-        session.run()
+        session.run(on_event=on_event)
     results = [a.result for a in session.history]
     outcome = outcome_from_results(task.name, task.level, results, tokens=session.tokens, cost=session.cost,
                                    category=task.category, session=session.id, seconds=session.elapsed_s,

@@ -15,11 +15,13 @@ from core.events.log import EventLog, read_events
 from core.events.payloads import (
     EVENT_KINDS,
     PAYLOADS,
+    TOLD_PAYLOADS,
     Accepted,
     BudgetChanged,
     ErrorEvent,
     Event,
     GateEvent,
+    GateProgress,
     HumanEdit,
     Insight,
     Kernel,
@@ -45,13 +47,13 @@ from core.events.payloads import (
     Verification,
     as_event,
 )
-from core.events.text import describe_event
+from core.events.text import GATE_WORK, describe_event, gate_phase, phase_text
 
 __all__ = [
-    "EVENT_KINDS", "PAYLOADS", "Accepted", "Attempt", "BudgetChanged", "ErrorEvent", "Event", "EventLog",
-    "GateEvent", "HumanEdit", "Insight", "Kernel", "MemoryAdded", "MemoryMarked", "ModelErrorEvent", "ModelReply",
+    "EVENT_KINDS", "GATE_WORK", "PAYLOADS", "TOLD_PAYLOADS", "Accepted", "Attempt", "BudgetChanged", "ErrorEvent", "Event", "EventLog",
+    "GateEvent", "GateProgress", "HumanEdit", "Insight", "Kernel", "MemoryAdded", "MemoryMarked", "ModelErrorEvent", "ModelReply",
     "NeedsHuman", "Payload", "PendingRefinement", "Prompt", "QUpdate", "Rejected", "Retrieved", "RetrievedItem",
     "Reward", "SessionStarted", "SessionState", "StageChanged", "Starter", "StepDone", "StepResumed",
-    "UnknownPayload", "Verification", "apply", "as_event", "describe_event", "fold", "read_events", "speed_text",
+    "UnknownPayload", "Verification", "apply", "as_event", "describe_event", "fold", "gate_phase", "phase_text", "read_events", "speed_text",
     "state_line",
 ]

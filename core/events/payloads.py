@@ -232,6 +232,33 @@ class GateEvent(Payload):
 
 
 @dataclass(kw_only=True)
+class GateProgress(Payload):
+    """Where a running gate's work is (`verifier.result.Progress`: bindings for a new signature, trial 3/8,
+    timing round 4 with the estimate so far), for kernel `version`. Told to the session's listener as it
+    happens and never written to events.jsonl (`TOLD_PAYLOADS`): it is a moment's state, dozens of them per
+    verification, and the verdict's `phases` keep how long each part took."""
+
+    KIND = "gate_progress"
+    OMIT_NONE = ("done", "total", "kept", "speedup", "lo", "hi")
+    version: int | None = None
+    gate: str = ""
+    step: str = ""
+    text: str = ""
+    done: int | None = None
+    total: int | None = None
+    kept: int | None = None
+    speedup: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+
+    @classmethod
+    def of(cls, version: int | None, progress: Any) -> GateProgress:
+        """From the verifier's `Progress` (or its dict)."""
+        data = progress.to_dict() if hasattr(progress, "to_dict") else dict(progress)
+        return cls.from_data({**data, "version": version})  # type: ignore[return-value]
+
+
+@dataclass(kw_only=True)
 class Verification(Payload):
     KIND = "verification"
     version: int | None = None
@@ -403,6 +430,8 @@ PAYLOADS: dict[str, type[Payload]] = {cls.KIND: cls for cls in (
     NeedsHuman, StepDone, StepResumed, BudgetChanged, ErrorEvent,
 )}
 EVENT_KINDS = tuple(PAYLOADS)
+#: Payloads a session tells its listener but never writes (`Session._tell`): the progress of a running gate.
+TOLD_PAYLOADS: dict[str, type[Payload]] = {GateProgress.KIND: GateProgress}
 
 
 @dataclass(kw_only=True)
@@ -429,7 +458,7 @@ class Event:
     @functools.cached_property
     def payload(self) -> Payload:
         """Read once per event (events are not changed once recorded)."""
-        return PAYLOADS.get(self.kind, UnknownPayload).from_data(self.data)
+        return (PAYLOADS.get(self.kind) or TOLD_PAYLOADS.get(self.kind, UnknownPayload)).from_data(self.data)
 
     def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "step": self.step, "ts": self.ts, "data": self.data}

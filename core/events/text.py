@@ -70,3 +70,41 @@ def describe_event(ev: EventLike) -> str | None:
     if isinstance(p, StepResumed):
         return f"finishing step {ev.step} (v{p.version}), cut short when the session last stopped"
     return None
+
+
+#: What a gate is doing while it runs, before (or without) finer progress: the phase line's words.
+GATE_WORK = {
+    "anti_hacking": "anti-hacking: scanning the source",
+    "compile": "compile: building the kernel",
+    "correctness": "correctness: trials",
+    "latency": "latency: timing rounds",
+    "profile": "profile: one profiled call",
+}
+
+
+def gate_phase(gate: str, status: str, progress_text: str = "") -> str | None:
+    """`correctness: trial 3/8`, `compile: building the kernel`: the phase line for a gate that runs, with
+    its progress when there is some; None once the gate is no longer running."""
+    if progress_text:
+        return f"{gate.replace('_', '-')}: {progress_text}"
+    return GATE_WORK.get(gate, gate) if status == "running" else None
+
+
+def phase_text(ev: EventLike) -> str | None:
+    """The phase a session is in, as one line (`asking the model for a draft`, `verifying v2: correctness:
+    trial 3/8`), from the event that starts it; None for events that start no phase. One vocabulary for
+    every display of long work: `draft`'s bar, `bench`'s per-task lines and the app's status."""
+    from core.events.payloads import GateEvent, GateProgress, Prompt
+
+    ev = as_event(ev)
+    p = ev.payload
+    if isinstance(p, Prompt):
+        return f"asking the model for a {'refinement' if p.stage == 'refine' else 'draft'}"
+    if isinstance(p, Kernel):
+        return f"verifying v{p.version}"
+    if isinstance(p, GateProgress):
+        return f"verifying v{p.version}: {gate_phase(p.gate, 'running', p.text)}"
+    if isinstance(p, GateEvent):
+        phase = gate_phase(p.name, p.status)
+        return f"verifying v{p.version}: {phase}" if phase else None
+    return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.events import (
     PAYLOADS,
+    TOLD_PAYLOADS,
     Accepted,
     BudgetChanged,
     Event,
@@ -338,6 +339,14 @@ class Session(Stepping, StateViews, Learning):
         if self._on_event is not None:
             self._on_event(event)
         return event
+
+    def _tell(self, payload: Payload) -> None:
+        """Tell the listener (`on_event`) something that is not recorded (`core.events.TOLD_PAYLOADS`: a
+        running gate's progress): no log line, no fold, not in the list an action returns."""
+        if type(payload) is not TOLD_PAYLOADS.get(payload.KIND):
+            raise ValueError(f"{payload.KIND!r} is recorded, not told: use _emit")
+        if self._on_event is not None:
+            self._on_event(Event(payload.KIND, payload.to_data(), step=self.step_no))
 
     def _make_client(self) -> ModelClient | None:
         if self._model_override is not False:

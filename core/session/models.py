@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: VerifyConfig | None = None,
-                   on_gate: Callable[[str, str], None] | None = None) -> VerificationResult:
+                   on_gate: Callable[..., None] | None = None) -> VerificationResult:
     """The real verifier, imported on first use (it pulls in torch)."""
     from verifier import verify
 

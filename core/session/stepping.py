@@ -15,6 +15,7 @@ from core.events import (
     Attempt,
     ErrorEvent,
     GateEvent,
+    GateProgress,
     Kernel,
     ModelErrorEvent,
     NeedsHuman,
@@ -217,8 +218,12 @@ class Stepping:
         return self.history[-1]
 
     def _verify(self, attempt: Attempt, reverify: bool = False) -> VerificationResult | None:
-        def on_gate(name: str, status: str) -> None:
-            self._emit(GateEvent(version=attempt.version, name=name, status=status))
+        def on_gate(name: str, status: str, progress: object = None) -> None:
+            """Gate states are recorded; a running gate's progress (trial 3/8, timing round 4) is only told."""
+            if progress is not None:
+                self._tell(GateProgress.of(attempt.version, progress))
+            else:
+                self._emit(GateEvent(version=attempt.version, name=name, status=status))
 
         config = fresh_config(self.verify_config) if reverify else self.verify_config
         try:

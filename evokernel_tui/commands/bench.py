@@ -6,6 +6,7 @@ run at once, sharing one memory bank. Rerunning with the same `--out` continues 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 import click
 from rich import box
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from core.bench import (
@@ -53,6 +55,7 @@ from core.session import SessionError
 from evokernel_tui import options
 from evokernel_tui.cli import check_backend, check_endpoint, one_line_errors
 from evokernel_tui.commands.draft import task_shapes
+from evokernel_tui.phase_lines import TaskPhases
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
 JOB = verify_job
@@ -260,9 +263,21 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
                           f"{executor.describe()}, memory {config.memory}, out {out}", highlight=False)
             limit_gb = config.verify_config.memory_gb
-            data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB, shapes=task_shapes,
-                             on_progress=progress_printer(console, len(tasks)),
-                             check=lambda task: reference_skip_reason(task, limit_gb))
+            phases = TaskPhases(console, live=console.is_terminal and not as_json)
+            printer = progress_printer(console, len(tasks))
+
+            def on_progress(kind: str, task: str, outcome: Any) -> None:
+                if kind == "finished":
+                    phases.finished(task)
+                printer(kind, task, outcome)
+
+            with contextlib.ExitStack() as shown:
+                if phases.live:
+                    shown.enter_context(Live(phases, console=console, refresh_per_second=8, transient=True))
+                data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB,
+                                 shapes=task_shapes, on_progress=on_progress,
+                                 check=lambda task: reference_skip_reason(task, limit_gb),
+                                 on_event=None if as_json else phases.on_event)
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

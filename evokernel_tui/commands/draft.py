@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from core.config import ConfigError, sessions_root
-from core.events import Event, describe_event, speed_text
+from core.events import Event, describe_event, phase_text, speed_text
 from core.llm import ModelConfig, ModelError, manual_mode_message, resolve_model
 from core.session import Budgets, Session, SessionError, ends_headless_run
 from core.tasks import Task, TaskError, builtin_index, load_task, task_signature_text, validate_task
@@ -108,6 +108,9 @@ class Progress:
             self.live.update(self._render())
 
     def on_event(self, ev: Event) -> None:
+        if ev.kind == "gate_progress":  # told, not recorded: trial 3/8, timing round 4 (core.events.phase_text)
+            self._refresh(phase_text(ev))
+            return
         if ev.kind == "gate":
             self.tail = ""
             # a "pass" here may be the candidate's own report; the verdict (printed below) decides

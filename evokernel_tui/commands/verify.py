@@ -3,12 +3,14 @@ one kernel file and print the verdict, the tolerance in force and any warning ab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.table import Table
@@ -26,6 +28,7 @@ from core.tasks import (
 from core.verdicts import GATE_ORDER, GATE_TITLES, describe_tolerance
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
+from evokernel_tui.phase_lines import PhaseLine
 
 USAGE = "give TASK CANDIDATE, or --kernelbench DIR --level L --problem N CANDIDATE"
 
@@ -57,15 +60,21 @@ def resolve_args(args: tuple[str, ...], kernelbench: str | None, level: int | No
 
 
 def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: bool,
-                  backend: str = "cpu") -> Degeneracy:
+                  backend: str = "cpu", say: Callable[[str], None] | None = None) -> Degeneracy:
     """Refuse a problem too big for the memory limit (TaskError); find out whether a trivial answer passes it.
 
-    Built-in tasks are small and not degenerate (tests check both), so they cost nothing here."""
+    Built-in tasks are small and not degenerate (tests check both), so they cost nothing here. On a big
+    task file the checks take 20-60 s, so each is said (`say`) as it starts."""
     if is_builtin(task):
         return Degeneracy([], [])
+    say = say or (lambda text: None)
+    say("checking the task: memory estimate")
     check_task_memory(task, memory_gb)
-    found = (task_degeneracy(task, preset, memory_gb=memory_gb, device=probe_device(backend))
-             if check_degenerate else None)
+    found = None
+    if check_degenerate:
+        device = probe_device(backend)
+        say(f"checking the task: degeneracy probe on the device ({device}; the task runs once)")
+        found = task_degeneracy(task, preset, memory_gb=memory_gb, device=device)
     return found or Degeneracy([], [])
 
 
@@ -153,29 +162,37 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
-    with one_line_errors(TaskError):
-        probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend)
-    config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
-                         use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
-                         threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
-                         magnitude_probe=False if no_magnitude_probe else None,
-                         shape_probe=False if no_shape_probe else None)
-    with_degeneracy(config, probed.found, probed.separating)
-    with_policy(config, the_policy)
-    degenerate = probed.found
-    tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
-    console = Console(stderr=as_json)
+    # what runs and for how long, above the verdict: one live line on a terminal, plain lines in a pipe or
+    # log (stderr keeps only a problem's one line), nothing with --json (stdout is the verdict's JSON)
+    progress_console = Console()
+    phase = PhaseLine(progress_console, live=progress_console.is_terminal)
     states: dict[str, str] = {}
-    with one_line_errors(VerifyError):
-        if as_json or not console.is_terminal:
-            result = verify_task(the_task, source, backend, config)
-        else:
-            with Live(_live_table(states), console=console, refresh_per_second=10, transient=True) as live:
-                def on_gate(name: str, state: str) -> None:
-                    states[name] = state
-                    live.update(_live_table(states))
+    view = Live(Group(phase), console=progress_console, refresh_per_second=10, transient=True)
+    say = (lambda text: None) if as_json else phase.say
+    with contextlib.ExitStack() as live_view:
+        if phase.live and not as_json:
+            live_view.enter_context(view)
+        with one_line_errors(TaskError):
+            probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend, say=say)
+        config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
+                             use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
+                             threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
+                             magnitude_probe=False if no_magnitude_probe else None,
+                             shape_probe=False if no_shape_probe else None)
+        with_degeneracy(config, probed.found, probed.separating)
+        with_policy(config, the_policy)
+        degenerate = probed.found
+        tolerance_text = describe_tolerance(config.atol, config.rtol, tolerance)
 
-                result = verify_task(the_task, source, backend, config, on_gate=on_gate)
+        def on_gate(name: str, state: str, progress: object = None) -> None:
+            if progress is None:
+                states[name] = state
+            phase.on_gate(name, state, progress)
+            if phase.live:
+                view.update(Group(_live_table(states), phase))
+
+        with one_line_errors(VerifyError):
+            result = verify_task(the_task, source, backend, config, on_gate=None if as_json else on_gate)
     result.tolerance = result.tolerance or tolerance_text
     result.degenerate = result.degenerate or degenerate
     if as_json:

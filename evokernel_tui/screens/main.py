@@ -61,7 +61,7 @@ class SessionScreen(Screen):
         pane.load(view.source, view.previous, view.pending, view.author, view.best_source)
         compile_gate = view.gates.get("compile")
         pane.diagnostics = list((compile_gate.detail if compile_gate else {}).get("diagnostics") or [])
-        note = " · ".join(part for part in (view.task_note, view.verdict_note) if part)
+        note = " · ".join(part for part in (view.task_note, view.progress_note or view.verdict_note) if part)
         gates = self.query_one(GatePanel)
         gates.degenerate, gates.note, gates.blocked = view.degenerate, note, view.blocked
         gates.gates = view.gate_list()

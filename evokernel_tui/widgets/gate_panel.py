@@ -50,6 +50,8 @@ def gate_line(gate: GateView, frame: int = 0, width: int = 60, blocked: bool = F
     seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
     label = "not run" if blocked and gate.state == "waiting" else STATE_LABELS.get(gate.state, gate.state)
     line = f"{light} {gate.title:<12} {label:<8}{seconds}"
+    if gate.state == "running" and gate.progress:  # `⠋ Correctness  trial 3/8`: where its work is, not just that it runs
+        line = f"{light} {gate.title:<12} {gate.progress}"
     text = Text(line, no_wrap=True, overflow="ellipsis")
     reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
     if gate.state == "pass" and gate.detail.get("reported"):
@@ -109,7 +111,7 @@ class GatePanel(OptionList):
         self._spinner = self.set_interval(0.1, self._tick, pause=True)
 
     def validate_gates(self, gates: list[GateView]) -> list[GateView]:
-        return [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail)) for g in gates]
+        return [GateView(g.name, g.state, g.seconds, g.reason, dict(g.detail), g.progress) for g in gates]
 
     def watch_degenerate(self) -> None:
         self.border_title = gates_title(self.degenerate, self.note)

@@ -155,3 +155,17 @@ def test_compare_compile_reaches_the_verifier_and_the_report(tmp_path, monkeypat
     assert data["settings"]["compare_compile"] is True
     relu = data["outcomes"][0]
     assert relu["speedup_vs_compile"] == pytest.approx(1.2)      # 0.6 ms compiled vs 0.5 ms best
+
+
+def test_a_bench_in_a_pipe_says_which_task_is_in_which_phase(tmp_path, fake):
+    """Issue 34: not a terminal, each phase change of each task is one plain line (no spinners), between the
+    task's start and its result line."""
+    result = bench(*run_args(tmp_path, tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    relu = [line for line in lines if line.startswith("  relu: ")]
+    assert relu[0].startswith("  relu: asking the model for a draft [")
+    assert any(line.startswith("  relu: verifying v1: compile: building the kernel [") for line in relu)
+    assert any(line.startswith("  relu: asking the model for a refinement [") for line in relu)
+    assert lines.index(relu[-1]) < next(i for i, line in enumerate(lines) if line.startswith("[1/3] relu:"))
+    assert not any(ch in result.output for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")

@@ -297,3 +297,25 @@ def test_a_session_folder_killed_before_it_started_is_started_again(tmp_path, st
     data = run_bench(select_tasks(names=["relu"]), out, config(), models, memory=store, executor=InProcessExecutor(),
                      job=fake_verify)
     assert data["complete"] and outcomes_of(data)[0].feasible
+
+
+def test_on_event_hears_each_tasks_session_events_and_in_process_the_gates_progress(tmp_path, store, models):
+    """Issue 34: `run_bench(on_event=...)` gets (task, event) as each happens; with an in-process executor
+    a running gate's progress (`gate_progress`) streams too, through the job's on_gate."""
+    from verifier.result import Progress
+
+    def job(ref, cand, backend="cpu", config=None, on_gate=None):
+        def tell(name):
+            if name == "correctness" and on_gate is not None:
+                on_gate(name, "running", Progress("correctness", "trial", "trial 1/2", done=1, total=2))
+        return fake_verify(ref, cand, backend, config, on_gate, before_gate=tell)
+
+    heard = []
+    run_bench(select_tasks(names=["relu"]), tmp_path / "run", config(), models, memory=store,
+              executor=InProcessExecutor(), job=job, on_event=lambda task, ev: heard.append((task, ev.kind, ev.data)))
+    kinds = [k for _, k, _ in heard]
+    assert {t for t, _, _ in heard} == {"relu"}
+    assert "prompt" in kinds and "gate" in kinds and "verification" in kinds
+    told = [d for _, k, d in heard if k == "gate_progress"]
+    assert told and told[0]["text"] == "trial 1/2" and told[0]["gate"] == "correctness" and told[0]["version"] == 1
+    assert kinds.index("gate_progress") < kinds.index("verification")

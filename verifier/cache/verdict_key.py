@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import sys
 import time
 from collections.abc import Callable
@@ -16,9 +17,44 @@ from pathlib import Path
 from verifier.backends import Backend
 from verifier.config import VerifyConfig
 from verifier.keys import content_key
-from verifier.result import FAIL, GATE_ORDER, SKIP, GateResult, VerificationResult
+from verifier.result import FAIL, GATE_ORDER, SKIP, GateResult, Progress, VerificationResult
 
-GateCallback = Callable[[str, str], None]
+#: `(gate, state)` or `(gate, state, progress)`: what `verify(on_gate=...)` takes. A callback that accepts a
+#: third argument is also called with `(gate, "running", Progress)` as a gate's work moves on
+#: (`Notify`); one that takes two gets the gate states only, exactly as before progress was told.
+GateCallback = Callable[..., None]
+
+
+class Notify:
+    """The one path from a verification to whoever watches it: gate states (`notify(gate, state)`) and,
+    within a running gate, its progress (`notify(gate, "running", progress)`; see `verifier.result.Progress`).
+
+    Progress goes only to a callback that can take it (three positional arguments), so existing two-argument
+    callbacks keep seeing each state once. A watcher's failure never fails the verification: its exceptions
+    are swallowed here, as `_finish` always did for the final states."""
+
+    def __init__(self, on_gate: GateCallback | None):
+        self.on_gate = on_gate
+        self.takes_progress = on_gate is not None and _accepts_three(on_gate)
+
+    def __call__(self, gate: str, state: str, progress: Progress | None = None) -> None:
+        if self.on_gate is None:
+            return
+        with contextlib.suppress(Exception):
+            if progress is None:
+                self.on_gate(gate, state)
+            elif self.takes_progress:
+                self.on_gate(gate, state, progress)
+
+
+def _accepts_three(fn: Callable[..., None]) -> bool:
+    try:
+        inspect.signature(fn).bind("gate", "running", None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): assume the plain two-argument form
+        return False
+    return True
 
 
 def source_hash(source: str) -> str:

@@ -75,7 +75,12 @@ def _timed_rounds(owner, sides: list, estimate):
                    "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0,
                    "input_sets": "files" if by_file else "seeds", "warmup_rounds": warmup_rounds}
     count, r, est = 1, 0, None
+    tell = getattr(owner, "progress", None) or (lambda *a, **k: None)
     while True:
+        if r == 0:
+            tell("latency", "calibrate", "calibration round")
+        elif r <= warmup_rounds:
+            tell("latency", "warmup", f"warm-up round {r}/{warmup_rounds}", done=r, total=warmup_rounds)
         rdir = owner.trusted_dir / f"round{r}"
         rdir.mkdir()
         sample = list(range(count))  # every timed call's outputs are saved and compared, not a sample
@@ -158,6 +163,7 @@ def _timed_rounds(owner, sides: list, estimate):
         # at least `min_rounds` measured rounds whatever the budget says (as before the attested clock)
         if measured >= config.min_rounds and (len(keep) >= config.min_rounds or spent or measured >= config.max_rounds):
             est = estimate(means, keep)
+            _tell_round(tell, measured, len(keep), config.max_rounds, est)
             if not est.noisy or spent or measured >= config.max_rounds:
                 break
             walls = clock["walls_ms"]
@@ -165,9 +171,22 @@ def _timed_rounds(owner, sides: list, estimate):
                             sum(walls) / len(walls) / 1000.0, budget_end - time.monotonic(), config.noise_halfwidth):
                 clock["out_of_reach"] = True  # as noisy at the budget's end: said now
                 break
+        else:
+            _tell_round(tell, measured, len(keep), config.max_rounds, None)
     clock["lost"] = lost
     clock["keep"] = keep
     return est, means, count, sum(getattr(s, "checked_calls", 0) for s in sides), clock
+
+
+def _tell_round(tell, measured: int, kept: int, max_rounds: int, est) -> None:
+    """`timing round 4 (3 kept)`, with the estimate so far once there is one (`1.07x [0.98, 1.16]`): the
+    window can run for a minute, and how wide the interval still is says why it goes on."""
+    text = f"timing round {measured} ({kept} kept)"
+    figures = {}
+    if est is not None and all(isinstance(getattr(est, k, None), (int, float)) for k in ("speedup", "lo", "hi")):
+        figures = {"speedup": float(est.speedup), "lo": float(est.lo), "hi": float(est.hi)}
+        text += f", {est.speedup:.2f}x [{est.lo:.2f}, {est.hi:.2f}] so far"
+    tell("latency", "round", text, done=measured, total=max_rounds, kept=kept, **figures)
 
 
 BLOCK_ELEMENTS = 16384  # one checked block of a GPU timed output

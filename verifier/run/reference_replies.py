@@ -37,6 +37,7 @@ class ReferenceSide:
             d = self.trusted_dir / f"trial{len(trials)}"
             d.mkdir()
             trials.append({**spec, "seed": self.seed(), "dir": str(d)})
+        self.planned_trials = len(trials)  # what "trial 3/8" counts up to (`_Run.reference_trial`)
         (self.trusted_dir / "profile").mkdir()
         self.init_seed = self.seed()
         self.profile_seed = self.seed()

@@ -21,11 +21,11 @@ import uuid
 from pathlib import Path
 
 from verifier.backends import Backend
-from verifier.cache.verdict_key import GateCallback
+from verifier.cache.verdict_key import GateCallback, Notify
 from verifier.config import VerifyConfig
 from verifier.gates.evidence import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, ProfileGate
 from verifier.gates.findings import _merge_passes, _with_findings
-from verifier.result import FAIL, PASS, SKIP, GateResult
+from verifier.result import FAIL, PASS, SKIP, GateResult, Progress
 from verifier.run.handover import JobFiles
 from verifier.run.reference_replies import ReferenceSide
 from verifier.run.timed_calls import TimedCalls
@@ -70,6 +70,24 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
 
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
+
+    def progress(self, gate: str, step: str, text: str, **figures) -> None:
+        """Tell the watcher where `gate`'s work is (`verifier.result.Progress`); a plain two-argument
+        `on_gate` never hears it (`verifier.cache.verdict_key.Notify`)."""
+        notify = self.notify
+        if isinstance(notify, Notify):
+            notify(gate, "running", Progress(gate, step, text, **figures))
+
+    def reference_trial(self, i: int) -> dict | None:
+        """The reference's trial `i` (`ReferenceSide.reference_trial`), told as "trial i+1/N" when the candidate
+        is about to run it: the trial loop (`trials.Trials.correctness`) asks for trial i just before it sends
+        it, while trial i-1 is compared."""
+        rt = super().reference_trial(i)
+        if rt is not None and not (rt.get("probe") and "skip" in rt):
+            total = max(int(getattr(self, "planned_trials", 0) or 0), i + 1)
+            what = f"probe {rt.get('name') or rt.get('label') or rt.get('probe')}: " if rt.get("probe") else ""
+            self.progress("correctness", "trial", f"{what}trial {i + 1}/{total}", done=i + 1, total=total)
+        return rt
 
     # phases -----------------------------------------------------------------------------------------
     def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
@@ -214,6 +232,10 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             job.send({"cmd": "built", "kind": kind})
             return
         asked.add(request)
+        if kind == "bind":
+            self.progress("compile", "bindings", "building the bindings for a new signature (once, ~20 s)")
+        elif kind == "pch":
+            self.progress("compile", "pch", "building the precompiled header (once)")
 
         logs = self.config.root() / "trusted" / "build-logs"
         # In the background: the candidate keeps compiling its kernel meanwhile. The build belongs to this
