@@ -168,6 +168,25 @@ def keep_evidence(candidates: list[tuple[MemoryItem, float]], size: int, stage: 
     return sorted(kept, key=lambda c: order[id(c[0])])
 
 
+def add_proven(candidates: list[tuple[MemoryItem, float]], size: int, stage: str, slots: int,
+               floor: float = 0.0) -> list[tuple[MemoryItem, float]]:
+    """The `size` most similar candidates plus up to `slots` proven ones recalled beyond them: visited in
+    `stage`, Q above the mean Q of the visited candidates, similarity at least `floor` times the best
+    match's; the highest Q first. Nothing is evicted. The pool stays in similarity order."""
+    head, tail = candidates[:size], candidates[size:]
+    visited = [item.q(stage) for item, _ in candidates if item.visits(stage)]
+    if not tail or not visited or slots <= 0:
+        return head
+    mean = sum(visited) / len(visited)
+    top = max(sim for _, sim in candidates)
+    proven = [(item, sim) for item, sim in tail
+              if item.visits(stage) and item.q(stage) > mean and sim >= floor * top]
+    proven.sort(key=lambda c: -c[0].q(stage))
+    kept = head + proven[:slots]
+    order = {id(item): n for n, (item, _) in enumerate(candidates)}
+    return sorted(kept, key=lambda c: order[id(c[0])])
+
+
 @dataclass
 class RetrievalPolicy:
     """How to pick the N items put in a prompt. Seeded, so runs are reproducible.
@@ -223,6 +242,9 @@ class RetrievalPolicy:
     seed_ties: bool = True
     keep_evidence: bool = False  # off: on the growing-bank simulator it lost 0.44 -> 0.31 (issue 38 note)
     prior_visits: float = 0.0
+    proven_slots: int = 0
+    proven_floor: float = 0.0
+    related_only: bool = False
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -275,14 +297,19 @@ class RetrievalPolicy:
         """The chosen items together with the pool they were chosen from (for events and metrics)."""
         check_stage(stage)
         rule_ids = self._rule_ids(store, sig)
-        want = self.pool * (4 if self.dedup or self.keep_evidence else 1) + len(rule_ids)
+        want = self.pool * (4 if self.dedup or self.keep_evidence or self.proven_slots else 1) + len(rule_ids)
         raw = store.recall(sig.query_text(), want, backend=sig.backend, backend_boost=self.backend_boost)
         pool = [(item, sim) for item, sim in raw if item.id not in rule_ids]
         if self.dedup:
             pool = dedup_pool(pool, stage)
         similarity_top = [item.id for item, _ in self._relevant(pool[: self.pool])[: self.k]]
+        if self.mode == "value" and (self.keep_evidence or self.proven_slots) and self.related_only:
+            head, tail = pool[: self.pool], pool[self.pool :]
+            pool = head + [(item, sim) for item, sim in tail if self.lexical(item, sim, sig.backend) > 1e-6]
         if self.mode == "value" and self.keep_evidence:
             pool = keep_evidence(pool, self.pool, stage)
+        elif self.mode == "value" and self.proven_slots:
+            pool = add_proven(pool, self.pool, stage, self.proven_slots, self.proven_floor)
         else:
             pool = pool[: self.pool]
         pool = self._relevant(pool)
@@ -296,6 +323,13 @@ class RetrievalPolicy:
         hits += self._rule_hits(store, rule_ids, stage)
         described = [{"id": item.id, "similarity": round(sim, 4), "q": round(item.q(stage), 4)} for item, sim in pool]
         return Selection(stage, hits, described, similarity_top)
+
+    def lexical(self, item: MemoryItem, sim: float, backend: str) -> float:
+        """The lexical part of a recalled similarity (BM25 over the best match, 0..1): the similarity
+        without what the backend boost alone gives an item of the task's backend."""
+        b = self.backend_boost
+        match = 1.0 if (not item.backends or backend in item.backends) else 0.0
+        return sim * (1.0 + b) - b * match
 
     # ----------------------------------------------------------------- rules
 
