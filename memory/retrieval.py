@@ -1,8 +1,8 @@
 """Stage-aware retrieval: a pool of similar candidates, then a choice by the stage's learned value.
 
 The default follows the EvoKernel paper: the pool is the K = lambda * N items most similar to the
-task (BM25 plus a backend boost; an untried trajectory, lesson or insight less than half as similar as
-the best match gives its place to the next candidate, see `fresh_floor`), and N of them are picked epsilon-greedily by the stage's Q (each
+task (BM25 plus a backend boost; when drafting, an untried trajectory, lesson or insight less than half
+as similar as the best match gives its place to the next candidate, see `fresh_floor`), and N of them are picked epsilon-greedily by the stage's Q (each
 slot is the pool's best remaining Q, or with probability epsilon a random remaining candidate; equal
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
 context is then credited with the attempt's reward (`store.credit`), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
@@ -151,6 +151,8 @@ def drop_loose_fresh(candidates: list[tuple[MemoryItem, float]], stage: str, flo
     the notes whose contexts had succeeded fell out of the pool, and untried items (ranked at the
     pool's mean Q) took the slots: value's second pass showed the helpful seeds less often than its
     first. The next most similar candidates take the freed places, so the pool keeps K items.
+    `RetrievalPolicy` applies it when drafting only: applied to refining too it cost the growing-bank
+    simulator 0.06 of the oracle (0.587 -> 0.529, 12 seeds), drafting alone nothing measurable.
     """
     if floor <= 0 or not candidates:
         return candidates
@@ -215,9 +217,10 @@ class RetrievalPolicy:
       check of `benchmarks/bench_learning_real.py` (fake verifier: helpful shown 0.55 -> 0.95 on pass 2)
       but cost the growing-bank simulator (`memory.simulation`, 8 seeds: mean success 0.444 -> 0.311,
       below random on 4), so it stays an option until one rule serves both; False: the plain top K;
-    - `fresh_floor` (value mode, default 0.5): an untried trajectory, lesson or insight whose similarity is
-      under this share of the best match's gives its pool place to the next most similar candidate
-      (`drop_loose_fresh`); 0: the plain top K. Measured in `benchmarks/results/memory_learning_real.md`;
+    - `fresh_floor` (value mode, drafting, default 0.5): an untried trajectory, lesson or insight whose
+      similarity is under this share of the best match's gives its pool place to the next most similar
+      candidate (`drop_loose_fresh`); 0: the plain top K. Measured in
+      `benchmarks/results/memory_learning_real.md` (issue 38);
     - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
       m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
       its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
@@ -306,7 +309,7 @@ class RetrievalPolicy:
         if self.dedup:
             pool = dedup_pool(pool, stage)
         similarity_top = [item.id for item, _ in self._relevant(pool[: self.pool])[: self.k]]
-        if self.mode == "value":
+        if self.mode == "value" and stage == "draft":
             pool = drop_loose_fresh(pool, stage, self.fresh_floor)
         if self.mode == "value" and self.keep_evidence:
             pool = keep_evidence(pool, self.pool, stage)
