@@ -60,6 +60,14 @@ KERNELBENCH = {"12_Mse_Loss": CAND / "kernelbench" / "candidates" / "level1_12_m
 #: the hidden helpful memories: two seeds in value's pool but never in similarity's top 5, one often
 #: in it, one seldom
 HELPFUL = ("seed-opt-loop-unrolling", "seed-cpu-build-flags", "seed-cpu-openmp-parallel", "seed-cpu-compile-errors")
+#: `--helpful similar`: four seeds similarity's top 5 already shows often (on the 12 built-in tasks of the
+#: results: reduction-rows in 10 of 12 first prompts, openmp in 5, vectorise and activation-numerics in 3
+#: each), beside ones it shows as often that do not help (softmax 8, im2col 5, matmul tiling 5): the
+#: issue's case, where value has to learn which of the similar notes help rather than find hidden ones
+HELPFUL_SETS = {
+    "hidden": HELPFUL,
+    "similar": ("seed-cpu-reduction-rows", "seed-cpu-openmp-parallel", "seed-cpu-vectorise", "seed-activation-numerics"),
+}
 MODES = ("value", "similarity")
 
 _TASK = re.compile(r"^# Task: (?:make )?(\S+)", re.M)
@@ -401,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", type=float, default=0.1)
     ap.add_argument("--strength", type=float, default=0.8, help="p = base + strength * share of helpful titles")
     ap.add_argument("--verifier", choices=("real", "fake"), default="real")
+    ap.add_argument("--helpful", choices=tuple(HELPFUL_SETS), default="hidden",
+                    help="the hidden helpful seeds: 'hidden' (seldom in similarity's top 5) or 'similar' (often in it)")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "evk-bench-learning-real-cache"),
                     help="XDG cache folder for builds and verdicts (kept between runs: one real verification per "
@@ -409,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="Append to benchmarks/results/memory_learning_real.md.")
     args = ap.parse_args(argv)
     args.task_list = args.tasks.split(",")
+    global HELPFUL
+    HELPFUL = HELPFUL_SETS[args.helpful]
     os.environ["XDG_CACHE_HOME"] = args.cache
     os.environ.setdefault("EVOKERNEL_MODEL_LESSONS", "1")
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -95,3 +95,96 @@ def test_one_lucky_success_does_not_outrank_a_note_with_much_evidence(tmp_path):
     plain = RetrievalPolicy(mode="value", k=1, exploration="none")
     assert plain.select(s, SIG, "draft").ranked[0].item.id == "fresh0"  # what it was before
     s.close()
+
+
+# --------------------------------------------------------------------------- the default rule: fresh_floor
+
+
+def _trajectory(task: str, text: str, n: int = 0) -> MemoryItem:
+    return MemoryItem(id=f"t-{task}-{n}", kind="trajectory", backends=["cpu"], category="", title=f"draft incorrect: {task}",
+                      text=text, data={"task": task, "stage": "draft", "outcome": "incorrect"})
+
+
+@pytest.fixture
+def crowded(tmp_path):
+    """After a pass over other tasks: a note whose contexts succeeded (2 of 3), one whose contexts failed,
+    this task's own lesson (the best match) and eight lessons of other tasks that share only the
+    boilerplate words with this one; every fresh item untried."""
+    s = MemoryStore(tmp_path / "m.json", seed=False, fsync=False)
+    s.add_many([MemoryItem(id="proven", kind="seed", backends=["cpu"], category="", title="Loop unrolling",
+                           text="unroll the inner loop by four"),
+                MemoryItem(id="failed", kind="seed", backends=["cpu"], category="", title="Elementwise loops",
+                           text="elementwise loop over the tensor")])
+    for reward in (1.0, 1.0, -1.0):
+        s.credit(["proven"], "draft", reward)
+    for _ in range(3):
+        s.credit(["failed"], "draft", -1.0)
+    s.add_many([_trajectory("relu", "relu elementwise activation x 4096 kernel")], neutral=True)
+    s.add_many([_trajectory(f"task{i}", f"task{i} kernel loop over the tensor elementwise cpu", i) for i in range(8)],
+               neutral=True)
+    yield s
+    s.close()
+
+
+def test_a_proven_note_stays_in_the_pool_when_fresh_similar_items_are_written(crowded):
+    """The eight loosely similar lessons of other tasks rank above the proven note by similarity; with
+    the default rule they give their places up, so value retrieval can still choose the note and does."""
+    ranked = [item.id for item, _ in crowded.recall(SIG.query_text(), 20, backend="cpu", backend_boost=0.25)]
+    assert ranked.index("proven") > 6  # below every fresh lesson: outside a plain pool of 6
+    policy = RetrievalPolicy(mode="value", k=2, pool_size=6, exploration="none", rules=False)
+    assert policy.fresh_floor == 0.5  # on by default
+    selection = policy.select(crowded, SIG, "draft")
+    pool = [p["id"] for p in selection.pool]
+    assert "proven" in pool and not any(i.startswith("t-task") for i in pool)
+    assert selection.ranked[0].item.id == "proven"
+    assert "t-relu-0" in pool  # the task's own fresh lesson (the best match) still enters untried
+    plain = RetrievalPolicy(mode="value", k=2, pool_size=6, exploration="none", rules=False, fresh_floor=0.0)
+    before = plain.select(crowded, SIG, "draft")
+    assert "proven" not in [p["id"] for p in before.pool]  # what happened before the rule
+    assert "proven" not in [h.item.id for h in before.ranked]
+
+
+def test_a_fresh_item_once_credited_keeps_its_place_and_is_judged_by_its_value(crowded):
+    crowded.credit(["t-task3-3"], "draft", 1.0)  # shown once, and that context succeeded
+    selection = RetrievalPolicy(mode="value", k=2, pool_size=6, exploration="none", rules=False).select(crowded, SIG, "draft")
+    pool = [p["id"] for p in selection.pool]
+    assert "t-task3-3" in pool and "t-task4-4" not in pool
+    assert selection.ranked[0].item.id == "t-task3-3"  # Q +1: above the proven note's +0.33
+
+
+def test_similarity_mode_still_ranks_the_plain_top_k(crowded):
+    selection = RetrievalPolicy(mode="similarity", k=2, pool_size=6, rules=False).select(crowded, SIG, "draft")
+    assert sum(1 for p in selection.pool if p["id"].startswith("t-task")) == 4
+    assert [h.item.id for h in selection.ranked] == ["t-relu-0", "failed"]
+
+
+def test_epsilon_greedy_still_explores_under_the_rule(crowded):
+    """Default policy, many drafts: most slots go by value, about epsilon of them to a random pool item,
+    and exploration reaches items value alone never ranks first; the pool is never the loose lessons."""
+    policy = RetrievalPolicy(mode="value", k=2, pool_size=6, rules=False, seed=1)
+    chosen_by: list[str] = []
+    explored: set[str] = set()
+    for _ in range(300):
+        selection = policy.select(crowded, SIG, "draft")
+        assert not any(p["id"].startswith("t-task") for p in selection.pool)
+        for hit in selection.ranked:
+            chosen_by.append(hit.chosen_by)
+            if hit.chosen_by == "explore":
+                explored.add(hit.item.id)
+    share = chosen_by.count("explore") / len(chosen_by)
+    assert 0.04 < share < 0.2  # epsilon 0.1 per slot
+    assert "failed" in explored  # greedy alone always shows proven (Q +0.33) and t-relu-0 (untried: the mean)
+
+
+def test_refining_keeps_the_plain_pool(crowded):
+    """The rule is for drafting: in refining the pool is the plain top K (the simulator lost 0.06 of the
+    oracle with it there)."""
+    selection = RetrievalPolicy(mode="value", k=2, pool_size=6, exploration="none", rules=False).select(crowded, SIG, "refine")
+    assert sum(1 for p in selection.pool if p["id"].startswith("t-task")) == 4
+
+
+def test_fresh_floor_is_recorded_and_checked():
+    assert RetrievalPolicy().settings()["fresh_floor"] == 0.5
+    assert RetrievalPolicy(**RetrievalPolicy(fresh_floor=0.0).settings()).fresh_floor == 0.0
+    with pytest.raises(ValueError, match="fresh_floor"):
+        RetrievalPolicy(fresh_floor=1.5)

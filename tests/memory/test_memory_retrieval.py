@@ -62,7 +62,9 @@ def test_ucb_explores_unvisited_items(store):
 
 
 def test_screening_draws_random_slates_then_exploits_with_one_explore_slot(store):
-    policy = RetrievalPolicy(mode="value", k=3, seed=5, exploration="screen", screen_visits=2.0, neutral=False)
+    # fresh_floor 0: these untried insights stand for any items here, all six in the pool
+    policy = RetrievalPolicy(mode="value", k=3, seed=5, exploration="screen", screen_visits=2.0, neutral=False,
+                             fresh_floor=0.0)
     seen = set()
     for _ in range(4):  # 4 slates of 3 bring the 6 candidates to a mean of 2 visits
         hits = policy.retrieve(store, SIG, "draft")
