@@ -152,7 +152,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
+        raise click.ClickException(f"cannot read the candidate {path}: {getattr(exc, 'strerror', None) or exc}") from None
     with one_line_errors(TaskError):
         probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend)
     config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
