@@ -55,7 +55,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> ModelConfig:
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 

@@ -64,8 +64,9 @@ class Task:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> Task:
-        return cls(**{k: data.get(k) for k in ("name", "level", "category", "description", "source", "path")})
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        fields = {k: data.get(k) for k in ("name", "level", "category", "description", "source", "path")}
+        return cls(**fields)
 
 
 @dataclass

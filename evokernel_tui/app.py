@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -30,6 +30,9 @@ from evokernel_tui.view import SessionView, apply_event, event_parts, read_event
 from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.activity_log import ActivityLog
 from evokernel_tui.widgets.kernel_pane import KernelPane
+
+if TYPE_CHECKING:
+    from core.session.port import SessionPort
 
 __all__ = ["EvoKernelApp", "TaskCheck", "untrusted_pass_as_checking"]
 
@@ -112,9 +115,9 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
 
     def __init__(
         self,
-        session: Any = None,
+        session: SessionPort | None = None,
         *,
-        open_session: Callable[[str | None], Any] | None = None,
+        open_session: Callable[[str | None], SessionPort] | None = None,
         task: str | None = None,
         replay_events: list[Any] | None = None,
         theme_name: str | None = None,
@@ -201,7 +204,7 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         self.opening = None
         self.attach(message.session)
 
-    def attach(self, session: Any) -> None:
+    def attach(self, session: SessionPort) -> None:
         """Show `session`: fold its recorded events, then start watching its kernel file."""
         self._stop_watcher()
         self.session = session

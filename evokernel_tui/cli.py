@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -285,7 +285,7 @@ def cli(ctx: click.Context, unsafe_no_isolation: bool) -> None:
         ctx.invoke(cli.get_command(ctx, "tui"))
 
 
-def stopped(message: str | None = None) -> None:
+def stopped(message: str | None = None) -> NoReturn:
     """The orderly end of a cancelled command (ctrl+c, SIGTERM): every child process killed (already, by the
     signal handler; again here in case the interrupt came another way), one line, exit 130 or 143."""
     from core import lifetime

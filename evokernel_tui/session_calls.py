@@ -7,11 +7,14 @@ reports back with `CallFinished`; events reach the app once each, through `_on_e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
 from evokernel_tui.view import source_of
+
+if TYPE_CHECKING:
+    from core.session.port import Action
 
 
 def _version_text(attempt: Any, what: str) -> str:
@@ -101,7 +104,9 @@ class SessionCalls:
             self.call_from_thread(self.activity.note, f"refining from {_version_text(best, 'the best kernel')}")
         session.step(on_event=self._on_event, on_token=lambda chunk: self.post_message(self.Token(chunk)))
 
-    def _plain_call(self, method: str, *args: Any) -> Callable[[Any], None]:
+    def _plain_call(self, method: Action, *args: Any) -> Callable[[Any], None]:
+        """A worker body calling the session action `method` (one of `core.session.port.ACTIONS`)."""
+
         def call(session: Any) -> None:
             getattr(session, method)(*args, on_event=self._on_event)
 

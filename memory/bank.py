@@ -224,19 +224,19 @@ class Bank:
             schedule = record.get("schedule", "constant")
             device = str(record.get("device") or "")
             for item_id in record["ids"]:
-                item = self.items.get(item_id)
-                if item is None:
+                held = self.items.get(item_id)
+                if held is None:
                     continue
-                old, visits = item.q(stage), item.visits(stage) + 1
+                old, visits = held.q(stage), held.visits(stage) + 1
                 new = mc_update(old, reward, step_size(alpha, visits, schedule))
                 if self._tally is not None:
-                    self._tally.count(item, -1)  # only its values change: its place in its group stays
-                item.set_value(stage, new, visits, when)
+                    self._tally.count(held, -1)  # only its values change: its place in its group stays
+                held.set_value(stage, new, visits, when)
                 if self._tally is not None:
-                    self._tally.count(item, 1)
+                    self._tally.count(held, 1)
                 if device:
-                    _credit_device(item, device, stage, reward, alpha, schedule)
-                changes.append(ValueChange(item_id, stage, old, new, item.visits(stage), device))
+                    _credit_device(held, device, stage, reward, alpha, schedule)
+                changes.append(ValueChange(item_id, stage, old, new, held.visits(stage), device))
         else:
             raise MemoryCorrupt(f"{self.journal.path} has an unknown operation {op!r}")
         return changes

@@ -387,6 +387,7 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
             if feasible:
                 traj.item.data["latency_ms"] = latency
                 start_points.append(traj)
+                assert latency is not None  # a feasible step has a latency
                 best_ms = latency if best_ms is None else min(best_ms, latency)
             if bank is not None:
                 stored, how = bank.add_trajectory(traj.item)

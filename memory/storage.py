@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import platformdirs
@@ -138,6 +138,7 @@ def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if missing:
         # Never read as an empty bank: that would silently drop every item on the next compaction.
         raise MemoryCorrupt(f"{path} is missing its {' and '.join(missing)} table{'s' if len(missing) > 1 else ''}")
+    assert data is not None  # both tables are there
     try:
         metas = list(data.get("meta", {}).values())
         items = list(data.get("items", {}).values())
@@ -152,7 +153,7 @@ def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def write_snapshot(path: Path, meta: dict[str, Any], items: list[dict[str, Any]], fsync: bool = True) -> None:
     """Replace the snapshot with `items` in one atomic write (tinydb batches through the cache)."""
     db = TinyDB(path, fsync=fsync, storage=CachingMiddleware(AtomicJSONStorage))
-    db.storage.cache = {}
+    cast(CachingMiddleware, db.storage).cache = {}
     db.table("meta").insert({**meta, "schema": SCHEMA_VERSION})
     db.table("items").insert_multiple(items)
     db.close()

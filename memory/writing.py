@@ -89,6 +89,7 @@ def trajectory_item(
     timing = f" in {latency_ms:.3g} ms" if latency_ms is not None else ""
     title = f"{stage} {outcome}{timing}: {sig.task} ({sig.backend})"
     body = diff if diff else code
+    tail: tuple[str, ...]
     if outcome == "feasible":
         tail = (feedback.strip()[:LESSON_CHARS], body[:CODE_EXCERPT])
     else:

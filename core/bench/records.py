@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from verifier.result import VerificationResult
 
@@ -84,7 +85,7 @@ class TaskOutcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> TaskOutcome:
+    def from_dict(cls, d: dict[str, Any]) -> TaskOutcome:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 

@@ -464,7 +464,7 @@ class Event:
         return {"kind": self.kind, "step": self.step, "ts": self.ts, "data": self.data}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> Event:
+    def from_dict(cls, d: Mapping[str, Any]) -> Event:
         return cls(kind=d["kind"], data=dict(d.get("data") or {}), step=int(d.get("step") or 0),
                    ts=float(d.get("ts") or 0.0))
 

@@ -48,7 +48,7 @@ class Budgets:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> Budgets:
+    def from_dict(cls, d: dict[str, Any]) -> Budgets:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -92,7 +92,7 @@ class SessionMeta:
         return {**self.extra, **{k: getattr(self, k) for k in _META_FIELDS}}
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> SessionMeta:
+    def from_dict(cls, d: dict[str, Any]) -> SessionMeta:
         if not isinstance(d, dict) or "id" not in d or not isinstance(d.get("task"), dict):
             raise SessionError("session.json lacks its id or task; the session folder is damaged")
         known = {k: d[k] for k in _META_FIELDS if k in d}

@@ -161,7 +161,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"cannot read the candidate {path}: {exc.strerror or exc}") from None
+        raise click.ClickException(f"cannot read the candidate {path}: {getattr(exc, 'strerror', None) or exc}") from None
     # what runs and for how long, above the verdict: one live line on a terminal, plain lines in a pipe or
     # log (stderr keeps only a problem's one line), nothing with --json (stdout is the verdict's JSON)
     progress_console = Console()

@@ -48,6 +48,7 @@ async def test_a_degenerate_task_is_flagged_in_the_gates_and_the_task_view(tmp_p
     session.close()
 
 
+@pytest.mark.slow  # the degeneracy probe runs the reference at its full size: about 10 s
 async def test_a_sound_task_says_so_in_the_task_view(tmp_path):
     task = load_task(kernelbench=KB, level=1, problem=41)
     config = mark_degenerate(task, make_config("kernelbench"))            # at 1e-4 nothing trivial passes

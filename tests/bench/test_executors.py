@@ -71,6 +71,7 @@ def test_ray_missing_says_how_to_install(monkeypatch):
         make_executor("ray", workers=1)
 
 
+@pytest.mark.slow  # starts a local Ray cluster: 15-20 s
 def test_ray_local_instance_runs_jobs():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'evokernel-tui[ray]')")
     from core.executors import RayExecutor

@@ -51,6 +51,7 @@ def test_limit_takes_the_first_tasks_in_order():
     assert len(select_tasks(limit=2)) == 2
 
 
+@pytest.mark.slow  # runs three KernelBench references (one at 12 GiB estimated): 20-40 s
 def test_reference_skip_reasons():
     huge = load_task(kernelbench=KB, level=1, problem=100)
     reason = reference_skip_reason(huge, 8.0)

@@ -19,6 +19,7 @@ from memory import MemoryStore  # noqa: E402
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'evokernel-tui[ray]')")
 
 
+@pytest.mark.slow  # starts a local Ray cluster: 15 s
 def test_bench_on_local_ray_keeps_the_bank_consistent(tmp_path):
     from core.executors import RayExecutor
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -59,10 +60,14 @@ def test_readme_quick_path_drafts_and_refines_relu(tmp_path):
 
 def test_kill_during_verification_then_resume_finishes_that_step(tmp_path):
     bank = tmp_path / "bank.json"
-    # a build root of its own: no cached verdict, so the kill lands while v2 is really being verified
-    env = {**_env(tmp_path), "EVOKERNEL_BUILD_DIR": str(tmp_path / "builds")}
+    # No cached verdict, so the kill lands while v2 is really being verified: a memory limit no other run
+    # used (it is part of every verdict's key) rather than a cold build root of its own, which rebuilt the
+    # shared headers and bindings (about 100 s). The suite's build root stays warm for it.
+    memory_gb = f"{7 + secrets.randbelow(10**6) / 10**6:.6f}"
+    env = _env(tmp_path)
     proc = subprocess.Popen([*EVOKERNEL, "draft", "relu", "--model", f"scripted:{SCRIPT}", "--steps", "3",
-                             "--refine", "1", "--memory", str(bank), "--json"], cwd=tmp_path, env=env,
+                             "--refine", "1", "--memory", str(bank), "--memory-gb", memory_gb, "--json"],
+                            cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     sessions = tmp_path / "sessions"
     deadline = time.monotonic() + 600

@@ -133,6 +133,7 @@ def test_tasks_command_lists_a_kernelbench_checkout_with_shapes():
     assert none.exit_code != 0 and "no KernelBench problems for level 4" in none.output
 
 
+@pytest.mark.slow  # past the size check, the second command probes the 12 GiB reference: 20-55 s
 def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")
     from click.testing import CliRunner

@@ -22,6 +22,7 @@ def _quiet(monkeypatch):
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+@pytest.mark.slow  # two whole bench runs of 12 tasks: 20-45 s on 2 cores
 def test_value_retrieval_learns_to_show_the_helpful_memories_through_bench(tmp_path):
     """A seeded run (retrieval seed 8, fixed model luck): value retrieval finds the helpful seeds
     early (equal Q goes to the less-visited seed, so untried seeds get their turn after a failed

@@ -69,6 +69,11 @@ def test_unknown_task_and_missing_candidate(tmp_path, build_root):
     line = _one_line_error(_evokernel(["relu", str(tmp_path / "missing.py")], build_root))
     assert "missing.py" in line
 
+    # not UTF-8: one line too (UnicodeDecodeError has no strerror; the type checker found it)
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nimport torch\n")
+    line = _one_line_error(_evokernel(["relu", str(tmp_path / "latin1.py")], build_root))
+    assert "latin1.py" in line
+
 
 @pytest.mark.slow
 def test_reference_that_raises_is_one_clear_line(build_root):
