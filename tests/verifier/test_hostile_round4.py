@@ -417,3 +417,60 @@ def test_a_verdict_with_no_figure_carries_no_ratios(monkeypatch):
     assert result.speedup_interval is None and result.speedup is None
     figure = verdict_timing({"speedup": 1.4, "lo": 1.3, "hi": 1.5, "noisy": False, "rounds": 9})
     assert (figure["lo"], figure["hi"], figure["speedup"]) == (1.3, 1.5, 1.4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# a stub the candidate cannot make unlike itself: the overhead subtracted is bounded by its own stub round
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_overhead_subtracted_is_never_more_than_the_trusted_stub_nor_the_candidates_own():
+    """`own_overhead_ratio`: the share of the trusted stub a candidate's rounds may subtract."""
+    from verifier.clock.stats import attested_round_ms, own_overhead_ratio, unresolved
+
+    trusted = [40.0, 42.0, 39.0, 41.0, 40.0]
+    assert own_overhead_ratio(trusted, [None] * 5) == 1.0  # no own stub (the GPU): the trusted stub alone
+    honest = own_overhead_ratio(trusted, [40.5, 41.0, 39.5, 42.0, 39.0])
+    assert 0.97 < honest <= 1.0
+    # an own loop made cheaper (mallopt): only what its own loop costs comes off its rounds
+    cheap = own_overhead_ratio(trusted, [24.0, 25.0, 23.5, 24.5, 24.0])
+    assert 0.55 < cheap < 0.62
+    # an own stub made slow on purpose buys nothing beyond the trusted stub
+    assert own_overhead_ratio(trusted, [400.0] * 5) == 1.0
+    # one wild round moves a median of ratios by one round's worth, no more
+    assert abs(own_overhead_ratio(trusted, [24.0, 25.0, 23.5, 24.5, 1e6]) - cheap) < 0.03
+    # the recorded relu round: its wall time (30 ms: loop 24 + calls 6) fell below the trusted stub (40 ms),
+    # so it was unresolved with the trusted stub and gets its calls' time with its own
+    assert unresolved(30.0, 40.0)
+    assert not unresolved(30.0, cheap * 40.0)
+    assert abs(attested_round_ms(30.0, cheap * 40.0, 1) - 6.0) < 1.5
+
+
+def _mallopt_pair(task_source, make_config, task: str, attack: str):
+    config = make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6)
+    honest = verify(task_source(task), (Path(__file__).resolve().parents[1] / "candidates" / "cpu" / f"{task}.py")
+                    .read_text(), config=config)
+    hostile = verify(task_source(task), (ROUND4 / attack).read_text(), config=config)
+    assert honest.feasible and hostile.feasible, (honest.feedback()[:1000], hostile.feedback()[:1000])
+    return [next(g for g in r.gates if g.name == "latency").detail for r in (honest, hostile)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("task", "attack"), [("relu", "relu_mallopt.py"), ("softmax_rows", "softmax_mallopt.py")])
+def test_mallopt_in_the_candidates_process_no_longer_shrinks_its_round_below_the_stub(
+        task_source, make_config, task, attack):
+    """Before: the stub ran only in the reference worker's process, so `mallopt(M_MMAP_MAX, 0)` in the
+    candidate's module made its loop cheaper than the stub and the difference came off its calls (softmax
+    2048x4096: 1.46x and 5.95x against 0.78x and 0.58x; relu: every round below the stub, no figure).
+    Now its harness runs its own stub round after each round, and no more than that is subtracted."""
+    honest, hostile = _mallopt_pair(task_source, make_config, task, attack)
+    print({k: (honest.get(k), hostile.get(k)) for k in ("speedup", "trusted_overhead_ms", "own_overhead_ms",
+                                                         "overhead_ms", "own_overhead_ratio", "noisy", "no_figure")})
+    # the attack is real: its own loop costs clearly less than the trusted stub ...
+    assert hostile["own_overhead_ms"] < 0.9 * hostile["trusted_overhead_ms"], hostile
+    assert hostile["own_overhead_cheaper"] and hostile["own_overhead_ratio"] < 0.9
+    # ... and what came off its rounds is its own loop's cost, not the trusted stub's
+    assert hostile["overhead_ms"] < 1.15 * hostile["own_overhead_ms"], hostile
+    # an honest candidate's own stub is the trusted one within the noise: nearly all of it is subtracted
+    assert honest["own_overhead_ratio"] > 0.8 and not honest["own_overhead_cheaper"], honest
+    assert not hostile.get("no_figure"), hostile  # relu: a figure again, not every round below the stub
