@@ -520,3 +520,46 @@ def test_relu_that_spots_prime_probe_shapes_is_refused(task_source, make_config,
             assert any(status == "fail" for status, _label in failed), seen[-1]
             return
     pytest.fail(f"feasible under every draw tried: {seen}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the trusted side's lock files out of the tree the sandbox sees
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_trusted_locks_of_the_shared_tree_lie_beside_it(tmp_path):
+    """Before: `locked(ROOT/shared/...)` made its lock file inside the tree every sandbox sees read-only."""
+    from verifier.build.locks import keep_locks_outside, lock_path, locked, try_lock, unlock
+
+    shared = tmp_path / "root" / "shared"
+    inside = shared / "bind" / "k1" / "bind.lock"
+    assert lock_path(inside) == inside  # no `shared.locks` yet (a tree the trusted side never set up)
+    keep_locks_outside(shared)
+    assert lock_path(inside) == tmp_path / "root" / "shared.locks" / "bind" / "k1" / "bind.lock"
+    with locked(shared / "pch" / "evk_tiny-x.lock"):
+        held = try_lock(inside)
+        assert held is not None and try_lock(inside) is None  # still excludes a second builder
+        unlock(held)
+    assert (shared / "bind" / "k1").is_dir()  # the guarded directory is still made: the builder writes there
+    assert not list(shared.rglob("*.lock")), list(shared.rglob("*.lock"))
+    other = tmp_path / "job" / "ext" / "k.lock"  # a sandbox's own build root: unchanged
+    assert lock_path(other) == other
+
+
+@pytest.mark.slow
+def test_a_candidate_finds_no_trusted_lock_to_hold(task_source, make_config):
+    """The candidate walks the shared tree it sees and takes every `.lock` it finds. Before: it found the
+    trusted builders' locks (a trusted lock is taken here first, as a build would) and held them."""
+    from verifier.build.locks import locked
+
+    config = make_config(static_scan=False, time_kernels=False)
+    shared = Path(config.root()) / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    from verifier.build.locks import keep_locks_outside
+
+    keep_locks_outside(shared)
+    with locked(shared / "pch" / "evk_round4_probe.lock"):
+        pass
+    res = verify(task_source("relu"), (ROUND4 / "holds_shared_locks.py").read_text(), config=config)
+    text = json.dumps(res.to_dict())
+    assert not res.feasible and "SHARED-LOCKS found=0 held=0" in text and "exists=True" in text, text[:1500]
