@@ -474,7 +474,7 @@ def test_mallopt_in_the_candidates_process_no_longer_shrinks_its_round_below_the
                                                          "overhead_ms", "own_overhead_ratio", "noisy", "no_figure")})
     # the attack is real: its own loop costs clearly less than the trusted stub ...
     assert hostile["own_overhead_ms"] < 0.9 * hostile["trusted_overhead_ms"], hostile
-    assert hostile["own_overhead_ratio"] < 0.95 and hostile["own_overhead_cheaper"] in (True, False)
+    assert hostile["own_overhead_ratio"] < 0.95
     # ... and what came off its rounds is its own loop's cost (and its noise), not the trusted stub's
     assert hostile["overhead_ms"] < 1.25 * hostile["own_overhead_ms"], hostile
     # an honest candidate's own stub is the trusted one within the noise: nearly all of it is subtracted
