@@ -256,7 +256,8 @@ def test_relu_with_a_fast_path_tail_bug_is_caught(task_source, make_config):
     probes_seen = {p["name"]: p["status"] for p in correctness.detail.get("probes", [])}
     assert not res.feasible, probes_seen
     assert correctness.reason.startswith("held-out shapes "), correctness.reason
-    assert probes_seen.get("held-out shapes #3") == "fail", probes_seen
+    # #3 is always past 2^20 elements; #1 and #2, drawn up to the task's size class, may be there first
+    assert "fail" in {probes_seen.get(f"held-out shapes #{k}") for k in (1, 2, 3)}, probes_seen
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -417,3 +418,154 @@ def test_a_verdict_with_no_figure_carries_no_ratios(monkeypatch):
     assert result.speedup_interval is None and result.speedup is None
     figure = verdict_timing({"speedup": 1.4, "lo": 1.3, "hi": 1.5, "noisy": False, "rounds": 9})
     assert (figure["lo"], figure["hi"], figure["speedup"]) == (1.3, 1.5, 1.4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# a stub the candidate cannot make unlike itself: the overhead subtracted is bounded by its own stub round
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_overhead_subtracted_is_never_more_than_the_trusted_stub_nor_the_candidates_own():
+    """`own_overhead_ratio`: the share of the trusted stub a candidate's rounds may subtract."""
+    from verifier.clock.stats import attested_round_ms, own_overhead_ratio, unresolved
+
+    trusted = [40.0, 42.0, 39.0, 41.0, 40.0]
+    assert own_overhead_ratio(trusted, [None] * 5) == 1.0  # no own stub (the GPU): the trusted stub alone
+    honest = own_overhead_ratio(trusted, [40.5, 41.0, 39.5, 42.0, 39.0])
+    assert honest == 1.0
+    # noise alone (an own stub a few percent either side of the trusted one) keeps it at 1: a median of
+    # 0.99 would have subtracted 1% less of a stub that is three quarters of a relu round
+    assert own_overhead_ratio(trusted, [t * f for t, f in zip(trusted, (0.97, 1.02, 0.99, 1.01, 0.98), strict=True)]) == 1.0
+    # an own loop made cheaper (mallopt): only what its own loop costs comes off its rounds
+    cheap = own_overhead_ratio(trusted, [24.0, 25.0, 23.5, 24.5, 24.0])
+    assert 0.6 < cheap < 0.64  # the median (0.6), raised by its noise
+    # an own stub made slow on purpose buys nothing beyond the trusted stub
+    assert own_overhead_ratio(trusted, [400.0] * 5) == 1.0
+    # one wild round moves the median of the ratios by one round's worth, no more
+    assert abs(own_overhead_ratio(trusted, [24.0, 25.0, 23.5, 24.5, 1e6]) - cheap) < 0.03
+    # the recorded relu round: its wall time (30 ms: loop 24 + calls 6) fell below the trusted stub (40 ms),
+    # so it was unresolved with the trusted stub and gets its calls' time with its own
+    assert unresolved(30.0, 40.0)
+    assert not unresolved(30.0, cheap * 40.0)
+    assert abs(attested_round_ms(30.0, cheap * 40.0, 1) - 6.0) < 1.5
+
+
+def _mallopt_pair(task_source, make_config, task: str, attack: str):
+    config = make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6)
+    honest = verify(task_source(task), (Path(__file__).resolve().parents[1] / "candidates" / "cpu" / f"{task}.py")
+                    .read_text(), config=config)
+    hostile = verify(task_source(task), (ROUND4 / attack).read_text(), config=config)
+    assert honest.feasible and hostile.feasible, (honest.feedback()[:1000], hostile.feedback()[:1000])
+    return [next(g for g in r.gates if g.name == "latency").detail for r in (honest, hostile)]
+
+
+@pytest.mark.slow
+def test_mallopt_in_the_candidates_process_no_longer_shrinks_its_round_below_the_stub(task_source, make_config):
+    """Before: the stub ran only in the reference worker's process, so `mallopt(M_MMAP_MAX, 0)` in the
+    candidate's module made its loop cheaper than the stub and the difference came off its calls (softmax
+    2048x4096, `softmax_mallopt.py`: 1.46x and 5.95x against 0.78x and 0.58x; relu: every round below the
+    stub, no figure). Now its harness runs its own stub round after each round, and no more than that is
+    subtracted. (relu: its own loop came out at 0.61-0.70 of the trusted stub in every run on a loaded
+    2-core machine; softmax's is nearer the noise there.) What the line still buys is in the calls
+    themselves: their 32 MB outputs come from a heap that stays mapped, the reference's are mapped and
+    faulted in afresh (see the issue's notes)."""
+    honest, hostile = _mallopt_pair(task_source, make_config, "relu", "relu_mallopt.py")
+    print({k: (honest.get(k), hostile.get(k)) for k in ("speedup", "trusted_overhead_ms", "own_overhead_ms",
+                                                         "overhead_ms", "own_overhead_ratio", "noisy", "no_figure")})
+    # the attack is real: its own loop costs clearly less than the trusted stub ...
+    assert hostile["own_overhead_ms"] < 0.9 * hostile["trusted_overhead_ms"], hostile
+    assert hostile["own_overhead_ratio"] < 0.95
+    # ... and what came off its rounds is its own loop's cost (and its noise), not the trusted stub's
+    assert hostile["overhead_ms"] < 1.25 * hostile["own_overhead_ms"], hostile
+    # an honest candidate's own stub is the trusted one within the noise: nearly all of it is subtracted
+    assert honest["own_overhead_ratio"] > 0.9 and not honest["own_overhead_cheaper"], honest
+    if not honest.get("no_figure"):  # relu: a figure again, not every round below the stub
+        assert not hostile.get("no_figure"), hostile
+
+
+def test_held_out_shapes_one_and_two_are_drawn_and_prime_only_by_chance():
+    """Before: #1 and #2 were fixed small primes (509x509 and 61x4096 for relu): "a prime size" meant
+    "a probe". Now both are drawn per verification from the probe trial's seed, odd sizes over a range from
+    a few thousand elements to the task's own size class, a multiple of 64 plus a prime tail."""
+    from verifier.correctness import probes
+
+    relu = [{"kind": "tensor", "shape": [2048, 4096], "dtype": "float32"}]
+    firsts, seconds, prime_free = set(), set(), 0
+    for seed in range(60):
+        one, two = (v["recipe"][0]["shape"] for v in probes.shape_variants(relu, seed)[:2])
+        assert all(s % 2 for s in one) and two[1] == 4096 and two[0] % 2 and 3 <= two[0] < 2048
+        firsts.add(tuple(one))
+        seconds.add(two[0])
+        prime_free += not any(probes.prev_prime(s) == s for s in one)
+    assert len(firsts) > 50 and len(seconds) > 30
+    assert prime_free > 10  # a kernel that computes its tail only on a prime size fails these
+    sizes = [s for one in firsts for s in one]
+    assert min(sizes) < 200 and max(sizes) > 1900  # small shapes and the task's own size class
+
+
+@pytest.mark.slow
+def test_relu_that_spots_prime_probe_shapes_is_refused(task_source, make_config, monkeypatch):
+    """Before: the relu that drops its `numel % 4096` tail unless a size is prime passed all three held-out
+    shapes (509x509, 61x4096, and the drawn #3, all prime) and was feasible. With #1 and #2 drawn, a
+    verification whose draw has no prime size refuses it (the secret seed is fixed here, and a few are
+    tried, so the test does not hang on which seeds the trial loop draws first)."""
+    import random
+
+    from verifier.run import verification
+
+    source = (ROUND4 / "relu_spots_prime_shapes.py").read_text()
+    seen = []
+    for k in (3, 4, 5, 6):
+        monkeypatch.setattr(verification.secrets, "randbits", lambda b, k=k: random.Random(k).getrandbits(b))
+        res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+        correctness = next(g for g in res.gates if g.name == "correctness")
+        seen.append({p["name"]: (p["status"], p.get("label")) for p in correctness.detail.get("probes", [])})
+        if not res.feasible:
+            assert correctness.reason.startswith("held-out shapes "), correctness.reason
+            failed = [v for n, v in seen[-1].items() if n in ("held-out shapes #1", "held-out shapes #2")]
+            assert any(status == "fail" for status, _label in failed), seen[-1]
+            return
+    pytest.fail(f"feasible under every draw tried: {seen}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the trusted side's lock files out of the tree the sandbox sees
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_trusted_locks_of_the_shared_tree_lie_beside_it(tmp_path):
+    """Before: `locked(ROOT/shared/...)` made its lock file inside the tree every sandbox sees read-only."""
+    from verifier.build.locks import keep_locks_outside, lock_path, locked, try_lock, unlock
+
+    shared = tmp_path / "root" / "shared"
+    inside = shared / "bind" / "k1" / "bind.lock"
+    assert lock_path(inside) == inside  # no `shared.locks` yet (a tree the trusted side never set up)
+    keep_locks_outside(shared)
+    assert lock_path(inside) == tmp_path / "root" / "shared.locks" / "bind" / "k1" / "bind.lock"
+    with locked(shared / "pch" / "evk_tiny-x.lock"):
+        held = try_lock(inside)
+        assert held is not None and try_lock(inside) is None  # still excludes a second builder
+        unlock(held)
+    assert (shared / "bind" / "k1").is_dir()  # the guarded directory is still made: the builder writes there
+    assert not list(shared.rglob("*.lock")), list(shared.rglob("*.lock"))
+    other = tmp_path / "job" / "ext" / "k.lock"  # a sandbox's own build root: unchanged
+    assert lock_path(other) == other
+
+
+@pytest.mark.slow
+def test_a_candidate_finds_no_trusted_lock_to_hold(task_source, make_config):
+    """The candidate walks the shared tree it sees and takes every `.lock` it finds. Before: it found the
+    trusted builders' locks (a trusted lock is taken here first, as a build would) and held them."""
+    from verifier.build.locks import locked
+
+    config = make_config(static_scan=False, time_kernels=False)
+    shared = Path(config.root()) / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    from verifier.build.locks import keep_locks_outside
+
+    keep_locks_outside(shared)
+    with locked(shared / "pch" / "evk_round4_probe.lock"):
+        pass
+    res = verify(task_source("relu"), (ROUND4 / "holds_shared_locks.py").read_text(), config=config)
+    text = json.dumps(res.to_dict())
+    assert not res.feasible and "SHARED-LOCKS found=0 held=0" in text and "exists=True" in text, text[:1500]

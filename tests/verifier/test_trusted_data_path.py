@@ -118,9 +118,8 @@ os.close(_fd)
 # wrong on one call only: the 4th call of the second timed round after calibration
 WRONG_ONCE = '''
 def _mark(self, phase, **extra):
-    if phase == "timing_start":
-        STATE["timing"] += 1
-        STATE["call"] = 0
+    if phase == "timing_start":  # a timed round starts (or its own stub round, which calls no forward)
+        STATE["fresh"] = True
     return _orig_mark(self, phase, **extra)
 
 _ch.Channel.mark = _mark
@@ -128,6 +127,10 @@ _ch.Channel.mark = _mark
 class ModelNew(nn.Module):
     def forward(self, x):
         out = _ext.kernel_forward(x)
+        if STATE.get("fresh"):
+            STATE["timing"] += 1
+            STATE["call"] = 0
+            STATE["fresh"] = False
         if STATE["timing"]:
             STATE["call"] += 1
             if STATE["timing"] == 3 and STATE["call"] == 4:

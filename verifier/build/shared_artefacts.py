@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from verifier.build.bindings import Signature
+from verifier.build.locks import keep_locks_outside
 from verifier.build.split_build import (
     BIND_FLAGS,
     FULL_PCH_HEADER,
@@ -62,6 +63,7 @@ def build_shared(root: str | Path, kind: str, spec: dict) -> bool:
 
 
 def _build_shared(root: str | Path, kind: str, spec: dict) -> bool:
+    keep_locks_outside(root)
     builder = InlineBuilder(root)
     deadline = time.monotonic() + builder.timeout_s
     if kind == "pch" and spec.get("kind") in _PCH_HEADERS and safe_cflags(spec.get("cflags")):
@@ -92,6 +94,7 @@ def prewarm(root: str | Path, flag_sets=COMMON_CFLAGS, signatures=COMMON_SIGNATU
 
 
 def _prewarm(root: str | Path, flag_sets, signatures, bind_header: bool = True) -> None:
+    keep_locks_outside(root)
     builder = InlineBuilder(root)
     # The commonest header and bindings first (those of the starter kernels), then the rest: a person's
     # first kernel does not wait behind artefacts it does not use.

@@ -292,6 +292,23 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
     return _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs)
 
 
+def ready_model(outputs: list):
+    """The stub round's model (both sides' `stub_round`): each call returns the next of `outputs`, outputs
+    that already exist (cycled when there are fewer than calls), so a stub round costs everything of a
+    timed round but the calls themselves."""
+    pending = list(outputs)
+    state = {"k": 0}
+
+    def call(*_args):
+        if not pending:
+            raise RuntimeError("the stub round has no ready outputs")
+        out = pending[state["k"] % len(pending)]
+        state["k"] += 1
+        return out
+
+    return call
+
+
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
     """A timed round's input sets (mapped on the CPU: `refill` copies them into the persistent buffers)."""
     return [load_args(torch, np, directory, device, prefix=f"s{k}_in", mmap=device == "cpu") for k in range(count)]

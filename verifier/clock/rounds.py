@@ -51,7 +51,14 @@ def _timed_rounds(owner, sides: list, estimate):
     noisy after `min_rounds` kept rounds, or at the budget or `max_rounds`. Returns (estimate, per-side
     figures with the reference first, count, checks, clock diagnostics) or None on failure."""
     from verifier.clock import cpu_accounting as acct
-    from verifier.clock.stats import attested_round_ms, lost_share, out_of_reach, select_rounds, unresolved
+    from verifier.clock.stats import (
+        attested_round_ms,
+        lost_share,
+        out_of_reach,
+        own_overhead_ratio,
+        select_rounds,
+        unresolved,
+    )
 
     assert owner.ref_held is not None and owner.trusted_dir is not None
     ref = owner.ref_held[0]
@@ -73,7 +80,10 @@ def _timed_rounds(owner, sides: list, estimate):
     lost: list[list[float]] = [[] for _ in range(len(sides) + 2)]  # reference, stub, then each side
     clock: dict = {"overhead_ms": [], "walls_ms": [], "idle_cpu_ms": [[] for _ in sides],
                    "reported_ms": [[] for _ in sides], "psi_share": [], "repinned": 0,
-                   "input_sets": "files" if by_file else "seeds", "warmup_rounds": warmup_rounds}
+                   "input_sets": "files" if by_file else "seeds", "warmup_rounds": warmup_rounds,
+                   "own_overhead_ms": [[] for _ in sides], "ratio": [1.0 for _ in sides]}
+    side_rounds: list[list[dict]] = [[] for _ in sides]  # each side's measured rounds: wall, idle, wait
+    ref_resolved: list[bool] = []
     count, r, est = 1, 0, None
     tell = getattr(owner, "progress", None) or (lambda *a, **k: None)
     while True:
@@ -117,21 +127,23 @@ def _timed_rounds(owner, sides: list, estimate):
             return None
         (replay_ms, replay_lost), (stub_ms, stub_lost) = replay, stub
         ref_figure = attested_round_ms(replay_ms, stub_ms, count)
-        resolved = not unresolved(replay_ms, stub_ms)
-        ref_lost = max(ref_lost, replay_lost if resolved else 1.0)
-        figures, side_lost = [], []
+        ref_ok = not unresolved(replay_ms, stub_ms)
+        ref_lost = max(ref_lost, replay_lost if ref_ok else 1.0)
+        figures, rounds_now = [], []
         for i, side in enumerate(sides):
             times = side.timed_round(rdir, mark, count, r, sample, clocked_seeds)
             if times is None:
                 return None
             facts = side.round_facts[-1]
             idle_ms = facts["idle_cpu_ms"]
-            figures.append(attested_round_ms(facts["wall_ms"], stub_ms, count, idle_ms))
-            resolved = resolved and not unresolved(facts["wall_ms"], stub_ms)
-            side_lost.append(1.0 if unresolved(facts["wall_ms"], stub_ms) else lost_share(facts["wall_ms"], facts["wait_ms"]))
+            # before any round is measured, this round's own stub alone bounds the overhead (calibration)
+            own_ms = facts.get("own_stub_ms")
+            figures.append(attested_round_ms(facts["wall_ms"], min(stub_ms, own_ms or stub_ms), count, idle_ms))
+            rounds_now.append({"wall": facts["wall_ms"], "idle": idle_ms, "wait": facts["wait_ms"], "own": own_ms})
             if r:
                 clock["idle_cpu_ms"][i].append(idle_ms)
                 clock["reported_ms"][i].append(sum(times) / len(times))
+            # the sandbox's own stub round (after the round) is its harness's work, not idle CPU
             side.idle_from = side.sandbox_cpu()
         shutil.rmtree(rdir, ignore_errors=True)
         psi1 = acct.cpu_pressure_us()
@@ -147,14 +159,26 @@ def _timed_rounds(owner, sides: list, estimate):
             continue
         means[0].append(ref_figure)
         clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
-        for i, fig in enumerate(figures):
-            means[i + 1].append(fig)
-        if resolved:
-            clock.setdefault("resolved", []).append(len(means[0]) - 1)
-        for i, x in enumerate([ref_lost, stub_lost, *side_lost]):
-            lost[i].append(x)
-        round_ms = (time.monotonic() - round0) * 1000.0
         clock["overhead_ms"].append(stub_ms)
+        ref_resolved.append(ref_ok)
+        lost[0].append(ref_lost)
+        lost[1].append(stub_lost)
+        resolved = list(ref_resolved)
+        for i, now in enumerate(rounds_now):
+            # every measured round's figure again: the share of the trusted stub subtracted is the median
+            # over the rounds so far of the side's own stub over the trusted one (`own_overhead_ratio`)
+            side_rounds[i].append(now)
+            clock["own_overhead_ms"][i].append(now["own"])
+            ratio = own_overhead_ratio(clock["overhead_ms"], clock["own_overhead_ms"][i])
+            clock["ratio"][i] = ratio
+            subtracted = [ratio * t for t in clock["overhead_ms"]]
+            means[i + 1] = [attested_round_ms(m["wall"], o, count, m["idle"]) for m, o in zip(side_rounds[i], subtracted,
+                                                                                             strict=True)]
+            off = [unresolved(m["wall"], o) for m, o in zip(side_rounds[i], subtracted, strict=True)]
+            lost[i + 2] = [1.0 if u else lost_share(m["wall"], m["wait"]) for m, u in zip(side_rounds[i], off, strict=True)]
+            resolved = [a and not u for a, u in zip(resolved, off, strict=True)]
+        clock["resolved"] = [k for k, ok in enumerate(resolved) if ok]
+        round_ms = (time.monotonic() - round0) * 1000.0
         clock["walls_ms"].append(round_ms)
         if psi0 is not None and psi1 is not None:
             clock["psi_share"].append(min(1.0, (psi1 - psi0) / 1000.0 / max(1e-6, round_ms)))
@@ -187,6 +211,9 @@ def _tell_round(tell, measured: int, kept: int, max_rounds: int, est) -> None:
         figures = {"speedup": float(est.speedup), "lo": float(est.lo), "hi": float(est.hi)}
         text += f", {est.speedup:.2f}x [{est.lo:.2f}, {est.hi:.2f}] so far"
     tell("latency", "round", text, done=measured, total=max_rounds, kept=kept, **figures)
+
+
+OWN_CHEAPER = 0.9  # the candidate's own loop ran under this share of the trusted stub's cost: noted in the detail
 
 
 BLOCK_ELEMENTS = 16384  # one checked block of a GPU timed output
@@ -237,7 +264,9 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
 
     n = len(means[0])
     cand = means[side + 1]
-    overhead = clock["overhead_ms"]
+    own_ratio = float((clock.get("ratio") or [1.0] * (side + 1))[side])
+    overhead = [own_ratio * o for o in clock["overhead_ms"]]  # what was subtracted from this side's rounds
+    own = [o for o in (clock.get("own_overhead_ms") or [[]] * (side + 1))[side] if o is not None]
     round_ms = [c * count for c in cand]
     share = [o / (o + w) for o, w in zip(overhead, round_ms, strict=False) if o + w > 0]
     reported = clock["reported_ms"][side]
@@ -251,6 +280,12 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         "warmup_rounds": clock.get("warmup_rounds"),
         "overhead_share": _median(share),
         "overhead_ms": _median(overhead),
+        # the trusted stub (reference worker) and the candidate's own stub round (its harness, its process);
+        # the share of the trusted one subtracted (`verifier.clock.stats.own_overhead_ratio`)
+        "trusted_overhead_ms": _median(clock["overhead_ms"]),
+        "own_overhead_ms": _median(own),
+        "own_overhead_ratio": own_ratio,
+        "own_overhead_cheaper": bool(own) and own_ratio < OWN_CHEAPER,
         "reported_times_ms": reported[:200],
         "reported_vs_attested": ratio,
         "idle_cpu_ms": idle[:200],

@@ -15,10 +15,12 @@ compared from files by the parent):
   magnitude-relative tolerance of `compare.compare_tensor(magnitude=True)`; where the reference itself
   is not finite (or raises) the probe is skipped and the verdict says so.
 * **Held-out shapes** (`VerifyConfig.shape_probe`): up to three variants of the recipe's sizes chosen to
-  leave tails (`shape_variants`): every size above 4 made a smaller prime (no power-of-two block divides
-  it), and the leading size of each tensor alone made a smaller prime (models with fixed feature sizes
-  still take it). Sizes stay small (`SHAPE_BUDGET` elements a tensor). The third is drawn per verification
-  from the probe's secret seed (`_drawn_size_class`): the task's own size class with prime sizes, grown
+  leave tails (`shape_variants`), all drawn per verification from the probe trial's secret seed: every
+  size above 4 made a smaller odd size, a multiple of 64 plus a small prime tail (no power-of-two block
+  divides it, and it is prime only by chance), and the leading size of each tensor alone made one
+  (models with fixed feature sizes still take it), each within an
+  element budget drawn log-uniform from `DRAWN_FLOOR` up to the task's own size; and
+  (`_drawn_size_class`) the task's own size class with prime sizes, grown
   past 2^20 elements when the task is smaller (a fast path's tail bug lives above such thresholds). The reference runs a variant first;
   where it raises, or returns outputs of another count, rank or dtype than on the task's shapes, the
   variant is skipped. A candidate that raises on a variant is not refused (an honest kernel may
@@ -127,23 +129,77 @@ def shapes_label(recipe: list[dict]) -> str:
     return ", ".join("x".join(str(s) for s in e["shape"]) or "scalar" for e in _tensors(recipe))
 
 
-def _every_size(recipe: list[dict]) -> list[dict] | None:
-    """Every size >= KEEP_BELOW made a smaller prime, equal sizes alike (a matmul's shared K stays shared),
-    shrunk until every tensor is within SHAPE_BUDGET elements."""
-    sizes = sorted({int(s) for e in _tensors(recipe) for s in e["shape"] if int(s) >= KEEP_BELOW})
+DRAWN_FLOOR = 1 << 12  # the smallest element budget drawn for held-out shapes #1 and #2
+
+
+def _drawn_budget(rng, own: int) -> int:
+    """An element budget for held-out shapes #1 and #2, log-uniform from DRAWN_FLOOR up to the task's own
+    largest tensor (`own`, never past LARGE_BUDGET): small shapes and the task's own size class alike."""
+    hi = max(DRAWN_FLOOR, min(int(own), max(LARGE_BUDGET, SHAPE_BUDGET)))
+    return int(math.exp(rng.uniform(math.log(DRAWN_FLOOR), math.log(hi))))
+
+
+TAIL_BLOCK = 64  # a drawn held-out size is a multiple of this plus a small odd prime tail
+TAIL_PRIMES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
+
+
+def _tailed(rng, lo: int, hi: int) -> int:
+    """An odd size drawn in [lo, hi] (lo when the range is empty): above TAIL_BLOCK a multiple of it plus a
+    prime tail from TAIL_PRIMES, so no power-of-two block divides it and it is prime only by chance (a
+    kernel cannot take "a prime size" for "a probe"); below, any odd size."""
+    lo, hi = max(1, int(lo)), max(1, int(hi))
+    if hi <= lo:
+        return lo
+    u = rng.randint(lo, hi)
+    if u > TAIL_BLOCK:
+        size = u - u % TAIL_BLOCK + rng.choice(TAIL_PRIMES)
+        while size > hi and size - TAIL_BLOCK >= lo:
+            size -= TAIL_BLOCK
+        if lo <= size <= hi:
+            return size
+    if u % 2:
+        return u
+    return u + 1 if u + 1 <= hi else u - 1 if u - 1 >= lo else u
+
+
+def _size_below(rng, v: int, taken=(), floor: int = 2) -> int:
+    """A size drawn within 1/32 below `v` (`_tailed`; `floor` at least where `v` leaves room), one not in
+    `taken` where there is one."""
+    m = floor
+    for _ in range(32):
+        m = _tailed(rng, max(floor, v - max(2, v // 32)), max(floor, v - 1))
+        if m not in taken:
+            break
+    return m
+
+
+def _every_size(recipe: list[dict], rng) -> list[dict] | None:
+    """Every size >= KEEP_BELOW made an odd size drawn from `rng` (`_tailed`; equal sizes alike, a matmul's
+    shared K stays shared), just below the task's size at first, then the largest shrunk (drawn, sizes that
+    differed kept different where they can be) until every tensor is within a budget drawn from `rng`
+    (`_drawn_budget`: from a few thousand elements up to the task's own size class)."""
+    tensors = _tensors(recipe)
+    sizes = sorted({int(s) for e in tensors for s in e["shape"] if int(s) >= KEEP_BELOW})
     if not sizes:
         return None
-    mapping = {v: prev_prime(min(v - 1, 1021)) for v in sizes}
+    own = max((math.prod(int(s) for s in e["shape"]) for e in tensors), default=0)
+    budget = _drawn_budget(rng, own)
+    mapping: dict[int, int] = {}
+    for v in sizes:
+        mapping[v] = _size_below(rng, v, set(mapping.values()), floor=3)
 
     def numels() -> int:
-        return max((math.prod(mapping.get(int(s), int(s)) for s in e["shape"]) for e in _tensors(recipe)), default=0)
+        return max((math.prod(mapping.get(int(s), int(s)) for s in e["shape"]) for e in tensors), default=0)
 
-    while numels() > SHAPE_BUDGET:
+    while numels() > budget:
         top = max(mapping.values())
-        smaller = prev_prime(top // 2)
-        while smaller in mapping.values() and smaller > KEEP_BELOW:  # sizes that differed stay different
-            smaller = prev_prime(smaller - 1)
-        if smaller >= top or smaller < KEEP_BELOW:
+        others = {m for m in mapping.values() if m != top}
+        smaller = 2
+        for _ in range(32):
+            smaller = _tailed(rng, max(3, top // 3), max(3, top // 2))
+            if smaller not in others:
+                break
+        if smaller >= top:
             return None
         mapping = {v: (smaller if m == top else m) for v, m in mapping.items()}
     return _apply(recipe, lambda shape: [mapping.get(int(s), int(s)) for s in shape])
@@ -200,34 +256,45 @@ def _drawn_size_class(recipe: list[dict], seed: int) -> list[dict] | None:
     return _apply(recipe, lambda shape: [mapping.get(int(s), int(s)) for s in shape])
 
 
-def _leading_size(recipe: list[dict]) -> list[dict] | None:
-    """The first size of every tensor of rank >= 2 made a smaller prime (equal leading sizes alike), the
-    rest kept: a batch of another size, which models with fixed feature sizes still take."""
+def _leading_size(recipe: list[dict], rng) -> list[dict] | None:
+    """The first size of every tensor of rank >= 2 made an odd size drawn from `rng` (equal leading sizes
+    alike), the rest kept: a batch of another size, which models with fixed feature sizes still take. The
+    batch is as large as a budget drawn from `rng` allows (`_drawn_budget`), never the task's own."""
     lead = [e for e in _tensors(recipe) if len(e["shape"]) >= 2]
     if not lead:
         return None
     rest = max(math.prod(int(s) for s in e["shape"][1:]) for e in lead)
-    mapping = {}
+    own = max(math.prod(int(s) for s in e["shape"]) for e in _tensors(recipe))
+    budget = _drawn_budget(rng, own)
+    mapping: dict[int, int] = {}
     for v in sorted({int(e["shape"][0]) for e in lead}):
         if v < 3:
             return None
-        mapping[v] = prev_prime(max(2, min(v - 1, SHAPE_BUDGET // max(1, rest))))
+        hi = max(3, min(v - 1, budget // max(1, rest)))
+        mapping[v] = _size_below(rng, hi + 1, set(mapping.values()), floor=3)
     return _apply(recipe, lambda shape: ([mapping.get(int(shape[0]), int(shape[0])), *shape[1:]]
                                          if len(shape) >= 2 else list(shape)))
 
 
 def shape_variants(recipe: list[dict] | None, seed: int = 0) -> list[dict]:
     """The held-out shapes of a recipe, in order: {"recipe", "label"} or {"skip": why}. Deterministic for a
-    `seed` (the trusted reference worker passes the probe trial's secret seed, which the third variant,
-    `_drawn_size_class`, is drawn from; the first two do not depend on it)."""
+    `seed` (the trusted reference worker passes the probe trial's secret seed, which every variant is
+    drawn from: #1 `_every_size` and #2 `_leading_size` over budgets from a few thousand elements to the
+    task's own size class, #3 `_drawn_size_class` in that class and past 2^20 elements)."""
     if recipe is None:
         return [{"skip": "the task's inputs are not drawn from a recipe (get_inputs() transforms them), so "
                          "their sizes cannot be changed"}] * SHAPE_VARIANTS
     original = shapes_label(recipe)
     out: list[dict] = []
     seen = {original}
-    for make, what in ((_every_size, "no size of 5 or more to change"),
-                       (_leading_size, "no tensor of rank 2 or more with a leading size of 3 or more"),
+    import random
+
+    # each variant from its own stream of the seed: #1 and #2 drawn too (issue 37: fixed small primes let a
+    # kernel recognise a probe); #3 keeps `random.Random(seed)`
+    for make, what in ((lambda r: _every_size(r, random.Random(f"every-size:{int(seed)}")),
+                        "no size of 5 or more to change"),
+                       (lambda r: _leading_size(r, random.Random(f"leading-size:{int(seed)}")),
+                        "no tensor of rank 2 or more with a leading size of 3 or more"),
                        (lambda r: _drawn_size_class(r, seed), "no size of 5 or more to change, or too large")):
         variant = make(recipe)
         if variant is None:

@@ -31,6 +31,14 @@ NO_FIGURE_RATIOS = ("speedup", "lo", "hi", "halfwidth", "ref_ms", "cand_ms", "re
                     "speedup_vs_compile")
 
 
+def own_stub_enabled(device: str, config) -> bool:
+    """Whether the candidate's harness runs its own stub round after each CPU round (`own_stub`;
+    `VerifyConfig.extra["own_stub"]`: "off" for an experiment). Not on the GPU yet: there the kept
+    outputs leave the harness with `save`, and its round loop is being restructured."""
+    mode = str((config.extra or {}).get("own_stub", "auto"))
+    return mode == "on" or (mode == "auto" and device == "cpu")
+
+
 class TimedCalls:
     """The timing side of a run (`_Run`): the latency gate and each timed round's checks."""
 
@@ -118,6 +126,12 @@ class TimedCalls:
         if self.be.device == "cpu":
             checked = self.check_frozen(cmark, rdir, ref_mark, count, r)
             self.record_round(wall_ms, pre, post)
+            if checked and own_stub_enabled(self.be.device, self.config):
+                own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
+                if own is None:
+                    self._drop_held(d)
+                    return None
+                self.round_facts[-1].update(own)
             self._drop_held(d)
             return times if checked else None
         # device memory cannot be read from /proc: blocks drawn after the round, saved by both sides
@@ -125,6 +139,30 @@ class TimedCalls:
         self.record_round(wall_ms, pre, post)
         self._drop_held(d)
         return times if ok else None
+
+    def own_stub(self, d: HeldDir, count: int, detach_inputs: bool, seeds: list[int] | None) -> dict | None:
+        """The overhead of a round in the candidate's own process: its harness runs the round loop again on
+        the same sets (`seeds`, or the files still in `d`) with a model whose calls return the outputs it
+        just returned, clocked by the parent from the command to `timing_end` exactly as its round was.
+        Run after the round's outputs were read and checked, so the sets are spent: nothing done in this
+        window can work ahead. {"own_stub_ms": wall ms, "own_stub_lost": share lost waiting for a CPU}, or
+        None (with the report taken) when the harness failed in it: the round fails as a failed round does."""
+        assert self.job is not None
+        pre = self.sandbox_cpu()
+        wall0 = time.monotonic()
+        self.job.send({"cmd": "stub_round", "dir": d.name, "count": count, "detach_inputs": detach_inputs,
+                       **({"seeds": seeds} if seeds is not None else {})})
+        mark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
+        wall_ms = (time.monotonic() - wall0) * 1000.0
+        post = self.sandbox_cpu()
+        if mark is None or mark.get("phase") == "report":
+            self._take_report(mark)
+            return None
+        wait = None if pre is None or post is None else (
+            post.wait_ns - pre.wait_ns + post.parent_wait_ns - pre.parent_wait_ns) / 1e6
+        from verifier.clock.stats import lost_share
+
+        return {"own_stub_ms": wall_ms, "own_stub_lost": lost_share(wall_ms, wait)}
 
     def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """The GPU's check of a timed round: for every call and output, blocks chosen here after the round

@@ -207,6 +207,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         load_args,
         load_sets,
         plain_outputs,
+        ready_model,
         save_args,
         save_blocks,
         save_tensor,
@@ -300,7 +301,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             if kind == "finish":
                 break
             report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
-                               "round": "latency"}.get(kind, kind)
+                               "round": "latency", "stub_round": "latency"}.get(kind, kind)
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
@@ -376,6 +377,22 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                       if device == "cpu" else None)
                 channel.mark("timing_end", times_ms=times, kernel_calls=per_call,
                              **({"outputs_at": at} if at is not None else {}))
+            elif kind == "stub_round":
+                # This process's own round loop with a model whose calls return the round's outputs again: the
+                # overhead of a round *here*, in the candidate's allocator and page state, on the round's own
+                # sets (already checked, so nothing can be worked ahead). The parent subtracts no more than
+                # this (verifier.clock.stats.own_overhead_ratio): what the candidate sets in its process to
+                # make its loop cheaper makes this round cheaper too.
+                if recipe is not None and "seeds" in cmd:
+                    sets = draw_sets(torch, recipe, cmd["seeds"], device)
+                else:
+                    sets = load_sets(torch, np, _subdir(job_dir, cmd["dir"]), int(cmd["count"]), device)
+                channel.mark("timing_start")
+                times, _ = time_round(torch, ready_model(kept), sets, device,
+                                      detach_inputs=cmd.get("detach_inputs") is not False, by_reference=device == "cpu")
+                # `sets` stays until the next command replaces it, as a real round's does: freeing it here
+                # would put a cost in this window that the real round has only in the next one
+                channel.mark("timing_end", times_ms=times)
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 kept = []

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifier.backends import Backend, get_backend
+from verifier.build.locks import keep_locks_outside
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.keys import content_key
@@ -196,6 +197,7 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
     job_dir = run / "job"
     job_dir.mkdir(mode=0o700)
     (config.root() / "shared").mkdir(parents=True, exist_ok=True)
+    keep_locks_outside(config.root() / "shared")  # the trusted builders' locks, out of the sandbox's sight
     spec = _sandbox_spec(job_dir, config, be) if isolated else None
     argv = [sys.executable, "-m", "verifier.workers.harness", str(job_dir), *(["--wait"] if wait else []),
             *(["--warm-cuda"] if wait and be.device == "cuda" else [])]

@@ -465,15 +465,14 @@ class Worker:
         (`draw_sets` or `load_sets`, then `time_round` with the same `detach_inputs`) over the same input
         sets, with a model whose calls return the reference's ready outputs. Everything in that window but the
         calls themselves."""
-        from verifier.clock.paired_calls import time_round
+        from verifier.clock.paired_calls import ready_model, time_round
 
         torch = self.torch
         kept = getattr(self, "kept", None) or []
         sets = self._round_sets(cmd)
         self.channel.mark("timing_start")
-        ready = iter(kept)
         with torch.no_grad():
-            times, _ = time_round(torch, lambda *args: next(ready), sets, self.device,
+            times, _ = time_round(torch, ready_model(kept), sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
         self.kept = None
