@@ -297,9 +297,11 @@ class LiveJob:
         env = {**env, "EVK_PROGRESS_FD": str(progress_w), "EVK_CONTROL_FD": str(control_r)}
         # descriptors cross on a Unix socket of their own (device memory shared by descriptor:
         # verifier/correctness/shared_device_memory.py), never on the JSON pipes
-        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) if fd_socket else (None, None)
-        if child_socket is not None:
-            lim["pass_fds"].append(child_socket.fileno())
+        self._fd_socket: socket.socket | None = None
+        child_socket: socket.socket | None = None
+        if fd_socket:
+            self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            lim["pass_fds"] = [progress_w, control_r, child_socket.fileno()]
             env["EVK_FD_SOCKET"] = str(child_socket.fileno())
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
