@@ -472,14 +472,16 @@ def test_mallopt_in_the_candidates_process_no_longer_shrinks_its_round_below_the
     honest, hostile = _mallopt_pair(task_source, make_config, "relu", "relu_mallopt.py")
     print({k: (honest.get(k), hostile.get(k)) for k in ("speedup", "trusted_overhead_ms", "own_overhead_ms",
                                                          "overhead_ms", "own_overhead_ratio", "noisy", "no_figure")})
-    # the attack is real: its own loop costs clearly less than the trusted stub ...
+    # the attack is real, and measured: its own loop costs clearly less than the trusted stub
     assert hostile["own_overhead_ms"] < 0.9 * hostile["trusted_overhead_ms"], hostile
-    assert hostile["own_overhead_ratio"] < 0.95
-    # ... and what came off its rounds is its own loop's cost (and its noise), not the trusted stub's
-    assert hostile["overhead_ms"] < 1.25 * hostile["own_overhead_ms"], hostile
-    # an honest candidate's own stub is the trusted one within the noise: nearly all of it is subtracted
+    assert hostile["overhead_ms"] <= 1.0001 * hostile["trusted_overhead_ms"]  # never more than the trusted stub
+    # an honest candidate's own stub is the trusted one within the noise: all of it is subtracted
     assert honest["own_overhead_ratio"] > 0.9 and not honest["own_overhead_cheaper"], honest
-    if not honest.get("no_figure"):  # relu: a figure again, not every round below the stub
+    if not hostile.get("busy"):
+        # on a machine quiet enough for a claim: what came off its rounds is its own loop's cost (and its
+        # noise), not the trusted stub's, and relu has a figure again. (On a busy one the median's noise
+        # can reach 1 — the trusted stub, as before — and the verdict is noisy.)
+        assert hostile["own_overhead_ratio"] < 0.95 and hostile["overhead_ms"] < 1.25 * hostile["own_overhead_ms"]
         assert not hostile.get("no_figure"), hostile
 
 
