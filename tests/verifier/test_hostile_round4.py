@@ -438,7 +438,7 @@ def test_the_overhead_subtracted_is_never_more_than_the_trusted_stub_nor_the_can
     assert own_overhead_ratio(trusted, [t * f for t, f in zip(trusted, (0.97, 1.02, 0.99, 1.01, 0.98), strict=True)]) == 1.0
     # an own loop made cheaper (mallopt): only what its own loop costs comes off its rounds
     cheap = own_overhead_ratio(trusted, [24.0, 25.0, 23.5, 24.5, 24.0])
-    assert 0.6 < cheap < 0.64  # the median (0.6), raised by its noise
+    assert 0.59 < cheap < 0.61  # its own median: nothing of the difference is left to it
     # an own stub made slow on purpose buys nothing beyond the trusted stub
     assert own_overhead_ratio(trusted, [400.0] * 5) == 1.0
     # one wild round moves the median of the ratios by one round's worth, no more

@@ -258,13 +258,13 @@ def attested_round_ms(wall_ms: float, overhead_ms: float, count: int, idle_cpu_m
     return max(1e-3, (float(wall_ms) - max(0.0, float(overhead_ms)) + extra) / max(1, int(count)))
 
 
-OWN_OVERHEAD_MARGIN = 0.02  # the least the median own/trusted ratio is raised by (its noise, at least)
+OWN_OVERHEAD_MARGIN = 0.02  # an own stub at least this much cheaper than the trusted one before it counts
 
 
 def own_overhead_ratio(trusted_ms: Sequence[float], own_ms: Sequence[float | None]) -> float:
     """How much of the trusted stub a candidate's figures may subtract, in (0, 1]: the median over rounds
     of its own stub round (`stub_round` run by its harness, in its process) over the trusted stub of the same
-    round raised by its noise, never above 1 (1 when no own stub was measured).
+    round where that is clearly below 1, else 1 (and 1 when no own stub was measured).
 
     Why this holds. A candidate's round is clocked in its own process, so whatever it sets there (glibc's
     `mallopt(M_MMAP_MAX, 0)`, trim and mmap thresholds, thread counts, page state) changes the cost of the
@@ -280,14 +280,15 @@ def own_overhead_ratio(trusted_ms: Sequence[float], own_ms: Sequence[float | Non
       is subtracted. Code that runs only inside `forward` can leave a costly state behind its round's
       last call, but no forward runs between the stub and the next round's draw: the next round starts
       in that same state, so only the refills after a round's first call could differ.
-    - is the median of the per-round ratios raised by its standard error (a robust one, from their median
-      absolute deviation), and by at least `OWN_OVERHEAD_MARGIN`: an honest candidate's own stub is the
-      trusted one give or take noise, and a bare median below 1 by noise alone subtracted a few percent
-      less of a stub that is three quarters of a relu round (its figure ~8% slower; measured honest
-      medians 0.97-1.0). A loop that is really cheaper (mallopt: medians 0.54-0.70 on a quiet enough
-      machine) gets all but that margin taken off; what a candidate can keep is a loop cheaper by its
-      rounds' noise (more on a busy machine, where the verdict is noisy anyway). One disturbed round
-      moves a median by one round.
+    - is the median of the per-round ratios where that is clearly below 1 (by more than twice its robust
+      standard error, from the median absolute deviation, and by at least `OWN_OVERHEAD_MARGIN`), else 1.
+      An honest candidate's own stub is the trusted one give or take noise: a bare median below 1 by
+      noise alone subtracted a few percent less of a stub that is three quarters of a relu round (its
+      figure ~8-10% slower; measured honest medians 0.97-1.0). A loop that is really cheaper (mallopt:
+      medians 0.54-0.74) is subtracted at its own median, not raised towards the trusted stub: a relu
+      whose calls are 3% of its round read 7.7x when 4% too much was subtracted. On a machine so busy
+      that the median is not clearly below 1 the trusted stub is subtracted, as before, and the verdict
+      is noisy. One disturbed round moves a median by one round.
     What it does not cover: code that runs beside the harness (a thread, a signal handler, an allocator
     it patched) and makes only the stub round slow. That brings the subtraction back up to the trusted
     stub's, no further: the gap between the trusted stub and its own loop, as before this bound."""
@@ -299,7 +300,7 @@ def own_overhead_ratio(trusted_ms: Sequence[float], own_ms: Sequence[float | Non
     median = float(np.median(r))
     spread = 1.4826 * float(np.median(np.abs(r - median)))  # a robust standard deviation of one round's ratio
     stderr = 1.2533 * spread / math.sqrt(r.size)  # ... and of their median
-    return float(min(1.0, median + max(stderr, OWN_OVERHEAD_MARGIN)))
+    return median if median < 1.0 - max(2.0 * stderr, OWN_OVERHEAD_MARGIN) else 1.0
 
 
 def select_rounds(lost: Sequence[Sequence[float]], limit: float = DISTURBED_SHARE) -> list[int]:
