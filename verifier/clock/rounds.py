@@ -125,7 +125,7 @@ def _timed_rounds(owner, sides: list, estimate):
         if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
-        (replay_ms, replay_lost), (stub_ms, stub_lost) = replay, stub
+        (replay_ms, replay_lost, replay_inner), (stub_ms, stub_lost, stub_inner) = replay, stub
         ref_figure = attested_round_ms(replay_ms, stub_ms, count)
         ref_ok = not unresolved(replay_ms, stub_ms)
         ref_lost = max(ref_lost, replay_lost if ref_ok else 1.0)
@@ -160,6 +160,10 @@ def _timed_rounds(owner, sides: list, estimate):
         means[0].append(ref_figure)
         clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
         clock["overhead_ms"].append(stub_ms)
+        # where the trusted side's clocked windows went (diagnostics: the parent's wall of the replay, and
+        # the worker's own split of each window into drawing the sets and the timed loop)
+        clock.setdefault("replay_walls_ms", []).append(replay_ms)
+        clock.setdefault("reference_inner_ms", []).append({"replay": replay_inner, "stub": stub_inner})
         ref_resolved.append(ref_ok)
         lost[0].append(ref_lost)
         lost[1].append(stub_lost)
@@ -239,11 +243,12 @@ def choose_blocks(rng: random.Random, numels: list[list[int]]) -> dict[str, list
 
 
 def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
-                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float] | None:
+                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float, list] | None:
     """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
     round's input sets (drawn from `seeds` for a task with a recipe, as the harness does, else read from
     the round's files), clocked by the parent from sending it to `timing_end`, as a candidate's round is;
-    (wall ms, the share of it lost waiting for a CPU), or None when the worker failed."""
+    (wall ms, the share of it lost waiting for a CPU, the worker's own [sets ms, loop ms] split), or None
+    when the worker failed."""
     from verifier.clock import cpu_accounting as acct
     from verifier.clock.stats import lost_share
 
@@ -255,7 +260,9 @@ def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bo
     if done is None or done.get("phase") != "timing_end":
         return None
     wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
-    return wall, lost_share(wall, (wait1 - wait0) / 1e6)
+    inner = done.get("inner_ms")
+    split = [float(x) for x in inner[:2]] if isinstance(inner, list) and all(isinstance(x, (int, float)) for x in inner[:2]) else []
+    return wall, lost_share(wall, (wait1 - wait0) / 1e6), split
 
 
 def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int = 0) -> dict:
@@ -283,6 +290,9 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         # the trusted stub (reference worker) and the candidate's own stub round (its harness, its process);
         # the share of the trusted one subtracted (`verifier.clock.stats.own_overhead_ratio`)
         "trusted_overhead_ms": _median(clock["overhead_ms"]),
+        "stub_walls_ms": [round(x, 4) for x in clock["overhead_ms"][:60]],
+        "replay_walls_ms": [round(x, 4) for x in (clock.get("replay_walls_ms") or [])[:60]],
+        "reference_inner_ms": (clock.get("reference_inner_ms") or [])[:20],
         "own_overhead_ms": _median(own),
         "own_overhead_ratio": own_ratio,
         "own_overhead_cheaper": bool(own) and own_ratio < OWN_CHEAPER,

@@ -469,14 +469,16 @@ class Worker:
 
         torch = self.torch
         kept = getattr(self, "kept", None) or []
+        t0 = time.perf_counter()
         sets = self._round_sets(cmd)
+        t_sets = time.perf_counter()
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, ready_model(kept), sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
         self.kept = None
-        return {"times_ms": times}
+        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3]}
 
     def replay(self, cmd: dict) -> dict:
         """The reference's own figure on the parent's clock: the candidate side's loop (`_round_sets`, then
@@ -487,13 +489,15 @@ class Worker:
         from verifier.clock.paired_calls import time_round
 
         torch = self.torch
+        t0 = time.perf_counter()
         sets = self._round_sets(cmd)
+        t_sets = time.perf_counter()
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, self.model, sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
-        return {"times_ms": times}
+        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3]}
 
 
 def _forward_names(task) -> list[str] | None:
