@@ -32,13 +32,32 @@ def test_in_process_runs_now_and_keeps_exceptions():
         bad.result()
 
 
+FINAL = [("anti_hacking", "pass"), ("compile", "pass"), ("correctness", "fail"), ("latency", "skip"), ("profile", "skip")]
+
+
 def test_executor_verify_reports_gates_in_order():
+    """In the caller's process the verifier's own callbacks stream (a gate's `running` before its verdict);
+    the verdicts still arrive in gate order."""
     seen = []
     verify = executor_verify(InProcessExecutor(), fake_verify)
     res = verify(REF, kernel("incorrect"), backend="cpu", config=None, on_gate=lambda n, s: seen.append((n, s)))
     assert res.outcome == "incorrect"
-    assert seen == [("anti_hacking", "pass"), ("compile", "pass"), ("correctness", "fail"), ("latency", "skip"),
-                    ("profile", "skip")]
+    assert [x for x in seen if x[1] != "running"] == FINAL
+    for name, state in FINAL:
+        if ("running") in {s for n, s in seen if n == name}:
+            assert seen.index((name, "running")) < seen.index((name, state))
+
+
+def test_executor_verify_replays_gates_when_it_cannot_stream():
+    """A job that takes no callback (as from another process): the gates are told once the result is in."""
+    seen = []
+
+    def job(reference_source, candidate_source, backend="cpu", config=None):
+        return fake_verify(reference_source, candidate_source, backend=backend, config=config)
+
+    verify = executor_verify(InProcessExecutor(), job)
+    verify(REF, kernel("incorrect"), backend="cpu", config=None, on_gate=lambda n, s: seen.append((n, s)))
+    assert seen == FINAL
 
 
 def test_pool_overlaps_jobs_in_two_processes():
