@@ -164,7 +164,7 @@ class Worker:
         trials = self.trial_records = []
         task_outs = None
         written: list[Path] = []
-        trial_bytes = 0
+        trial_bytes = task_out_bytes = 0
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
@@ -197,6 +197,13 @@ class Worker:
                     metas.append(meta)
                 after = (None if self.device_compare else
                          [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs])
+                if self.device_compare and trial_bytes >= WINDOW_MIN_BYTES:
+                    # recomputed when compared (`examine`): freed now, and the card's cache with them, so the
+                    # candidate's gigabyte calls have room beside this worker
+                    if not trial.get("probe"):
+                        task_out_bytes = trial_bytes
+                    inputs = outs = task_outs = None
+                    torch.cuda.empty_cache()
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
                                "after_digests": after, **extra})
                 self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
@@ -207,8 +214,11 @@ class Worker:
                 model(*inputs)
                 sync(torch, self.device)
             profile = top_ops(prof)
+        if self.device_compare:
+            torch.cuda.empty_cache()
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        out_bytes = sum(o.numel() * o.element_size() for o in (task_outs if task_outs is not None else outs))
+        kept = task_outs if task_outs is not None else outs
+        out_bytes = (sum(o.numel() * o.element_size() for o in kept) if kept is not None else task_out_bytes)
         result = {"trials": trials, "profile": profile, "recipe": self.recipe,
                   "input_distribution": input_recipe.describe(self.recipe, self.input_names),
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
@@ -574,6 +584,8 @@ def main() -> int:
                 channel.mark("blocks_saved", **worker.save_blocks(cmd))
             elif kind == "examine":
                 channel.mark("examined", **worker.examine(cmd))
+                if worker.device == "cuda":  # the recomputed call's tensors back to the driver (room for the candidate)
+                    worker.torch.cuda.empty_cache()
             elif kind == "release":
                 worker.release()
             else:
