@@ -19,7 +19,7 @@ def started(monkeypatch, tmp_path):
     argvs = []
 
     class Recorder:
-        def __init__(self, argv, job_dir, limits, env, spec=None):
+        def __init__(self, argv, job_dir, limits, env, spec=None, fd_socket=False):
             argvs.append(argv)
 
     monkeypatch.setattr(workers, "LiveJob", Recorder)

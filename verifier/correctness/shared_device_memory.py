@@ -245,7 +245,9 @@ class Stager:
         """Copy `outputs` and the tensor `inputs` in; {"staging": {"tag", "nbytes"}, "outputs": [...],
         "after": [...]}, each region {"offset", "shape", "dtype"} (None for an input that is no tensor)."""
         torch = self.torch
-        from verifier.clock.paired_calls import dtype_name
+
+        def dtype_name(_torch, dtype) -> str:  # as `paired_calls.dtype_name` names it (the clock is a layer above)
+            return str(dtype).replace("torch.", "")
 
         tensors = [o.detach() for o in outputs] + [x.detach() for x in inputs if isinstance(x, torch.Tensor)]
         offsets, total = layout([t.numel() * t.element_size() for t in tensors])
