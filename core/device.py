@@ -56,6 +56,20 @@ def gpu_info() -> tuple[str, str]:
     return (name.strip(), cap.strip()) if name else (first.strip(), "")
 
 
+def gpu_free_bytes() -> tuple[str, int] | None:
+    """(name, free bytes) of the first GPU nvidia-smi lists, read now (free memory changes); None without one."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.free", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=False).stdout
+        name, _, free = out.strip().splitlines()[0].rpartition(",")
+        return name.strip(), int(float(free)) * 1024**2
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+
+
 def gpu_class(name: str, capability: str) -> str:
     return f"{name} (sm_{capability.replace('.', '')})" if capability else name
 

@@ -558,6 +558,46 @@ def memory_refusal(task_name: str, estimate: MemoryEstimate, limit_gb: float, fl
             "problem size")
 
 
+#: per process on the card beyond its tensors: a CUDA context and the verifier's 1 GiB L2 flush buffer
+DEVICE_OVERHEAD_BYTES = 3 * 1024**3 // 2
+
+
+def device_memory_plan(estimate: MemoryEstimate) -> dict[str, int]:
+    """What one verification holds on the card at its peak, per process, from the meta-device estimate:
+    the trusted reference worker runs the reference once (weights, inputs, forward's peak); the candidate's
+    process as much again, plus the call's results staged for the device-side comparison (its outputs and
+    its inputs as forward left them: `verifier/correctness/shared_device_memory.py`); each with a context
+    and the flush buffer. Timing rounds are sized afterwards from what the card has free."""
+    staged = estimate.inputs_bytes + estimate.outputs_bytes
+    plan = {"reference": estimate.bytes + DEVICE_OVERHEAD_BYTES,
+            "candidate": estimate.bytes + staged + DEVICE_OVERHEAD_BYTES}
+    plan["total"] = plan["reference"] + plan["candidate"]
+    return plan
+
+
+def device_memory_refusal(task_name: str, estimate: MemoryEstimate, card: str, free_bytes: int) -> str | None:
+    """One line refusing, before anything runs, a GPU verification whose plan (`device_memory_plan`) exceeds
+    what the card has free, naming the estimate and the card; None when it fits."""
+    plan = device_memory_plan(estimate)
+    if plan["total"] <= free_bytes:
+        return None
+    return (f"task {task_name} needs about {fmt_bytes(plan['total'])} of device memory for one verification "
+            f"(the reference {fmt_bytes(plan['reference'])}, the candidate with its staged results "
+            f"{fmt_bytes(plan['candidate'])}) and {card or 'the GPU'} has {fmt_bytes(free_bytes)} free: "
+            "free the card (nvidia-smi shows what holds it) or use a smaller problem size")
+
+
+def check_device_memory(task: Task, estimate: MemoryEstimate | None) -> None:
+    """Refuse (TaskError, one line) a GPU verification the card cannot hold now (nvidia-smi's free memory)."""
+    from core.device import gpu_free_bytes
+
+    found = gpu_free_bytes() if estimate is not None else None
+    if found is not None and estimate is not None:
+        refusal = device_memory_refusal(task.name, estimate, found[0], found[1])
+        if refusal:
+            raise TaskError(refusal)
+
+
 def check_task_memory(task: Task, limit_gb: float, flag: str = "--memory-gb", timeout_s: float = 60) -> MemoryEstimate | None:
     """Refuse (TaskError, one line) a task whose reference would not fit in `limit_gb`, before anything runs."""
     estimate = estimate_task_memory(task, timeout_s=timeout_s)

@@ -19,6 +19,7 @@ from core.tasks import (
     Degeneracy,
     Task,
     TaskError,
+    check_device_memory,
     check_task_memory,
     is_builtin,
     load_task,
@@ -69,7 +70,9 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
         return Degeneracy([], [])
     say = say or (lambda text: None)
     say("checking the task: memory estimate")
-    check_task_memory(task, memory_gb)
+    estimate = check_task_memory(task, memory_gb)
+    if backend in ("cuda", "triton"):
+        check_device_memory(task, estimate)  # the card's free memory, before the GPU is touched
     found = None
     if check_degenerate:
         device = probe_device(backend)
