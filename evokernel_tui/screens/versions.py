@@ -5,12 +5,14 @@ Enter shows a version's source and its diff against the best; x saves the best f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from rich.cells import cell_len
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -18,6 +20,11 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 COLUMNS = ("v", "author", "stage", "outcome", "ms", "IQR ms", "runs", "speedup", "status")
+#: what a narrow table gives up, in order, once the statuses are short: these two are in the title of the
+#: version's own view (enter), so nothing is lost; the figures and the decision always stay whole
+DROPPABLE = ("stage", "runs")
+#: the table's cell padding (DataTable's default: one cell each side of every column)
+CELL_PADDING = 1
 
 
 @dataclass
@@ -35,13 +42,57 @@ class VersionRow:
     #: the paired measurement's interval stayed too wide to claim a speed (shown as ≈)
     noisy: bool = False
 
-    def cells(self) -> tuple[str, ...]:
+    def cells(self, short: bool = False) -> tuple[str, ...]:
+        """The row's cells in `COLUMNS` order; `short` writes the status with ✓/✗ (`best ✓ loop`)."""
         def ms(value: float | None) -> str:
             return f"{value:.4g}" if value is not None else "-"
 
         return (f"v{self.version}", self.author, self.stage, self.outcome, ms(self.median_ms), ms(self.spread_ms),
                 str(self.runs) if self.runs else "-",
-                f"{'≈' if self.noisy else ''}{self.speedup:.2f}×" if self.speedup else "-", self.status)
+                f"{'≈' if self.noisy else ''}{self.speedup:.2f}×" if self.speedup else "-",
+                short_status(self.status) if short else self.status)
+
+    def heading(self) -> str:
+        """The title of the version's own view: every column a narrow table may leave out is here."""
+        runs = f" · {self.runs} runs" if self.runs else ""
+        return f"v{self.version} · {self.author} · {self.stage} · {self.outcome}{runs}"
+
+
+def short_status(status: str) -> str:
+    """`best · accepted (loop)` → `best ✓ loop`, `rejected (person)` → `✗ person`: the decision in a few cells."""
+    def mark(match: re.Match[str]) -> str:
+        sign = "✓" if match.group(1) == "accepted" else "✗"
+        return f"{sign} {match.group(2)}" if match.group(2) else sign
+
+    return re.sub(r"(accepted|rejected)(?: \((\w+)\))?", mark, status.replace(" · ", " "))
+
+
+@dataclass
+class TableFit:
+    """The columns and cells that fit a width, and the columns left out (shown by enter instead)."""
+
+    columns: tuple[str, ...]
+    cells: list[tuple[str, ...]]
+    short: bool
+    dropped: tuple[str, ...]
+
+
+def fit_table(rows: list[VersionRow], width: int) -> TableFit:
+    """The widest layout whose columns fit `width` cells whole: every column as written; then short
+    statuses (✓/✗); then without `DROPPABLE`, one at a time. The last one when nothing fits."""
+    layouts = [(False, ())] + [(True, DROPPABLE[:n]) for n in range(len(DROPPABLE) + 1)]
+    fit = None
+    for short, dropped in layouts:
+        keep = [i for i, name in enumerate(COLUMNS) if name not in dropped]
+        cells = [tuple(row.cells(short)[i] for i in keep) for row in rows]
+        columns = tuple(COLUMNS[i] for i in keep)
+        fit = TableFit(columns, cells, short, tuple(dropped))
+        need = sum(max([cell_len(name)] + [cell_len(c[j]) for c in cells]) + 2 * CELL_PADDING
+                   for j, name in enumerate(columns))
+        if need <= width:
+            return fit
+    assert fit is not None
+    return fit
 
 
 def decisions(events: list[dict[str, Any]]) -> dict[int, str]:
@@ -82,7 +133,13 @@ def version_rows(session: Any, events: list[dict[str, Any]]) -> list[VersionRow]
 
 
 class VersionsScreen(ModalScreen[None]):
-    """The versions table; escape or h closes it."""
+    """The versions table; escape or h closes it. Its columns fit the screen whole (`fit_table`): at 80
+    columns the statuses are short and stage and runs move to the version's own view (enter)."""
+
+    DEFAULT_CSS = """
+    VersionsScreen .modal-title { width: 100%; }
+    VersionsScreen #versions-table { scrollbar-size-vertical: 1; }
+    """
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
@@ -102,6 +159,7 @@ class VersionsScreen(ModalScreen[None]):
         self._compare = compare
         self.marked: VersionRow | None = None
         self.comparison: dict | None = None
+        self.fit: TableFit | None = None
 
     def _highlighted(self) -> VersionRow | None:
         table = self.query_one(DataTable)
@@ -141,18 +199,48 @@ class VersionsScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal"):
-            yield Label(f"Versions ({len(self.rows)}) · enter: source and diff vs best · m then p: compare two · "
-                        "x: save the best · esc: close", classes="modal-title")
-            yield DataTable(id="versions-table", cursor_type="row", zebra_stripes=True)
+            yield Label(self._title(()), classes="modal-title")
+            yield DataTable(id="versions-table", cursor_type="row", zebra_stripes=True, cell_padding=CELL_PADDING)
+
+    def _title(self, dropped: tuple[str, ...]) -> str:
+        shown = "source, diff vs best" + "".join(f", {name}" for name in dropped)
+        return (f"Versions ({len(self.rows)}) · enter: {shown} · m then p: compare two · x: save the best · "
+                "esc: close")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
-        for row in self.rows:
-            table.add_row(*row.cells(), key=str(row.version))
+        # the first fill from the screen's width (the modal's CSS: 80%, at least 76, border and padding 4,
+        # and a cell for the scrollbar); `on_resize` refits to the table's own width once it is laid out
+        width = self.app.size.width
+        self._fill(min(width, max(76, width * 4 // 5)) - 5)
         if self.rows:
-            table.move_cursor(row=len(self.rows) - 1)
-        table.focus()
+            self.query_one(DataTable).move_cursor(row=len(self.rows) - 1)
+        self.query_one(DataTable).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._refit)
+
+    def _refit(self) -> None:
+        table = self.query_one(DataTable)
+        if table.content_region.width:
+            self._fill(table.content_region.width - table.styles.scrollbar_size_vertical)
+
+    def _fill(self, width: int) -> None:
+        """The columns that fit `width` whole (`fit_table`); the table is rebuilt only when that changes."""
+        fit = fit_table(self.rows, width)
+        if fit == self.fit:
+            return
+        self.fit = fit
+        table = self.query_one(DataTable)
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*fit.columns)
+        for row, cells in zip(self.rows, fit.cells, strict=True):
+            table.add_row(*cells, key=str(row.version))
+        if self.rows and cursor:
+            table.move_cursor(row=min(cursor, len(self.rows) - 1))
+        title = self.query_one(".modal-title", Label)
+        if self.comparison is None:
+            title.update(self._title(fit.dropped))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         from evokernel_tui.screens.detail import TextModal
@@ -162,7 +250,7 @@ class VersionsScreen(ModalScreen[None]):
         body = row.source
         if self.best_source is not None and row.source != self.best_source:
             body += "\n\n── diff against the best ──\n" + unified_diff(self.best_source, row.source, "best", f"v{row.version}")
-        self.app.push_screen(TextModal(f"v{row.version} · {row.author} · {row.outcome}", body))
+        self.app.push_screen(TextModal(row.heading(), body))
 
     def action_export_best(self) -> None:
         self.dismiss(None)

@@ -42,10 +42,16 @@ def eager_series(points: list[LatencyPoint], reference_ms: float | None) -> tupl
     return xs, ys
 
 
+def value_label(point: LatencyPoint) -> str:
+    """The marker of a lone point with its value beside it: `● 1.25 ms` (`x 3.5 ms` when it failed)."""
+    return f"{'●' if point.feasible else 'x'} {point.latency_ms:.4g} ms"
+
+
 def ms_ticks(lo: float, hi: float, count: int = 4) -> tuple[list[float], list[str]]:
     """Y ticks labelled with their unit (`12.5 ms`), so the axis says what it measures."""
-    if hi <= lo:
-        lo, hi = lo * 0.9, (hi * 1.1) or 1.0
+    if hi <= lo:  # one value: it is the middle tick, ±10% around it
+        value = lo or 1.0
+        return [value * 0.9, value, value * 1.1], [f"{v:.3g} ms" for v in (value * 0.9, value, value * 1.1)]
     step = (hi - lo) / (count - 1)
     values = [lo + i * step for i in range(count)]
     return values, [f"{v:.3g} ms" for v in values]
@@ -96,13 +102,8 @@ class LatencyPlot(PlotextPlot):
         steps = [p.step for p in points]
         lo, hi = min(steps), max(steps)
         span = [lo, hi] if hi > lo else [lo - 0.5, hi + 0.5]
-        plt.plot(steps, [p.latency_ms for p in points], marker="dot")
-        feasible = [p for p in points if p.feasible]
-        if feasible:
-            plt.scatter([p.step for p in feasible], [p.latency_ms for p in feasible], marker="●", color="green")
-        infeasible = [p for p in points if not p.feasible]
-        if infeasible:
-            plt.scatter([p.step for p in infeasible], [p.latency_ms for p in infeasible], marker="x", color="red")
+        # the reference lines first, the kernel's points last: in a pane a few rows high they share rows,
+        # and a line drawn after a point would hide it (at 80×24 the only point vanished under them)
         xs, ys = eager_series(points, reference_ms)
         if len(xs) == 1:
             xs, ys = span, ys * 2
@@ -110,9 +111,25 @@ class LatencyPlot(PlotextPlot):
             plt.plot(xs, ys, color="blue", marker="braille")
         if compiled_ms:
             plt.plot(span, [compiled_ms, compiled_ms], color="magenta", marker="braille")
+        if hi > lo:
+            plt.plot(steps, [p.latency_ms for p in points], marker="dot")
+        feasible = [p for p in points if p.feasible]
+        if feasible:
+            plt.scatter([p.step for p in feasible], [p.latency_ms for p in feasible], marker="●", color="green")
+        infeasible = [p for p in points if not p.feasible]
+        if infeasible:
+            plt.scatter([p.step for p in infeasible], [p.latency_ms for p in infeasible], marker="x", color="red")
+        if hi == lo:
+            # one step verified: no line to read it from, so its marker says its value
+            last = points[-1]
+            plt.text(value_label(last), x=last.step, y=last.latency_ms, alignment="left",
+                     color="green" if last.feasible else "red")
         values = [p.latency_ms for p in points] + ys + ([compiled_ms] if compiled_ms else [])
         # as many labelled ticks as the plot has rows for (plotext would otherwise pick among them)
-        plt.yticks(*ms_ticks(min(values), max(values), max(2, min(4, self.size.height - 5))))
+        ticks, labels = ms_ticks(min(values), max(values), max(2, min(4, self.size.height - 5)))
+        plt.yticks(ticks, labels)
+        if min(values) == max(values):
+            plt.ylim(ticks[0], ticks[-1])  # plotext would span the lone value alone
         plt.xticks(_step_ticks(lo, hi))
         plt.xlabel("step")
         self.refresh()

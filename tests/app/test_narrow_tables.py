@@ -56,3 +56,59 @@ def test_memory_list_at_80_columns_is_one_line_an_item(tmp_path):
     assert len(rows) == 8 and max(len(line) for line in _lines(res.output)) <= 80
     assert all(row.split()[0] in ids for row in rows)  # ids whole: `memory show ID` takes them as printed
     assert any("…" in row for row in rows)  # long titles are cut, not wrapped over lines
+
+
+# ----- the app's versions (latency history) table at 80×24 ------------------------------------------------
+
+def _history_rows():
+    from evokernel_tui.screens.versions import VersionRow
+
+    return [VersionRow(1, "model", "draft", "verifier_error", None, None, None, None, "", "a"),
+            VersionRow(2, "model", "draft", "feasible", 1.25, 0.03125, 412, 1.6, "best · accepted (person)", "b",
+                       noisy=True),
+            VersionRow(3, "person", "refine", "feasible", 1.3125, 0.05, 398, 1.53, "rejected (person)", "c"),
+            VersionRow(4, "model", "refine", "feasible", 0.9844, 0.02, 1455, 2.04, "accepted (loop)", "d")]
+
+
+def _table_lines(table) -> list[str]:
+    return [table.render_line(y).text for y in range(table.row_count + 1)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_history_table_keeps_every_figure_and_decision_whole(tmp_path, size):
+    from support import StaticSession
+    from textual.widgets import DataTable, Label
+
+    from evokernel_tui.app import EvoKernelApp
+    from evokernel_tui.screens.detail import TextModal
+    from evokernel_tui.screens.versions import VersionsScreen
+
+    rows = _history_rows()
+    app = EvoKernelApp(StaticSession(tmp_path / "session"), theme_name="dark", watch_file=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await app.push_screen(VersionsScreen(rows, "b"))
+        await pilot.pause(0.1)
+        table = app.screen.query_one(DataTable)
+        lines = _table_lines(table)
+        header, body = lines[0], lines[1:]
+        assert all(len(line.rstrip()) <= table.content_region.width for line in lines)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert " ".join(header.split()) == " ".join(labels)  # every column on screen, none past the edge
+        for row, line in zip(rows, body, strict=True):
+            cells = dict(zip((str(c.label) for c in table.columns.values()), (str(c) for c in table.get_row_at(rows.index(row))), strict=True))
+            for name in ("v", "author", "outcome", "ms", "IQR ms", "speedup", "status"):
+                assert cells[name] in line, (name, cells[name], line)  # every cell whole on screen
+        status = [str(table.get_row_at(i)[-1]) for i in range(len(rows))]
+        if size == (80, 24):
+            assert status == ["", "best ✓ person", "✗ person", "✓ loop"]
+            assert "≈1.60×" in body[1] and "0.03125" in body[1] and "1.312" in body[2]
+            title = str(app.screen.query_one(".modal-title", Label).render())
+            assert "enter: source, diff vs best, stage, runs" in title and title.rstrip().endswith("esc: close")
+            table.move_cursor(row=1)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert isinstance(app.screen, TextModal)
+            assert str(app.screen.query_one(".modal-title", Label).render()) == "v2 · model · draft · feasible · 412 runs"
+        else:
+            assert "stage" in header and "runs" in header
