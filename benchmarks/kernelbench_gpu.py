@@ -32,6 +32,13 @@ PROBLEMS = [
     ("L1/1_matmul_head", HEAD / "1_Square_matrix_multiplication_.py", CAND / "cuda" / "matmul.py", "cuda"),
     ("L1/19_ReLU_head", KB / "level1" / "100_Huge_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
     ("L1/40_LayerNorm_head", HEAD / "40_LayerNorm.py", CAND / "kernelbench_gpu" / "layernorm_head.py", "cuda"),
+    # written in session 12 without a GPU: first run in the next session with device time
+    ("L1/21_Sigmoid_head", HEAD / "21_Sigmoid.py", CAND / "kernelbench_gpu" / "sigmoid_head.py", "cuda"),
+    ("L1/22_Tanh_head", HEAD / "22_Tanh.py", CAND / "kernelbench_gpu" / "tanh_head.py", "cuda"),
+    ("L1/23_Softmax_head", HEAD / "23_Softmax.py", CAND / "kernelbench_gpu" / "softmax_head.py", "cuda"),
+    ("L1/26_GELU_head", HEAD / "26_GELU_.py", CAND / "kernelbench_gpu" / "gelu_head.py", "cuda"),
+    ("L1/47_Sum_dim1_head", HEAD / "47_Sum_reduction_over_a_dimension.py", CAND / "kernelbench_gpu" / "sum_dim1_head.py",
+     "cuda"),
     ("L1/19_ReLU_v0", KB / "level1" / "19_ReLU.py", CAND / "cuda" / "relu.py", "cuda"),
     ("L1/19_ReLU_v0_triton", KB / "level1" / "19_ReLU.py", CAND / "triton" / "relu.py", "triton"),
 ]
