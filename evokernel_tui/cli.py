@@ -139,18 +139,20 @@ def check_task(task: str | None, kernelbench: str | None = None, level: int | No
         raise click.ClickException(one_line(exc)) from None
 
 
-def check_task_size(task: Any, memory_gb: float | None, flag: str = "--memory-gb") -> None:
+def check_task_size(task: Any, memory_gb: float | None, flag: str = "--memory-gb", backend: str = "cpu") -> None:
     """Refuse, in one line naming the estimate, the limit and `flag`, a problem whose reference would not
-    fit in the verifier's memory limit; estimated on torch's meta device (nothing allocated) before any
-    work starts. Built-in tasks are small (a test checks) and cost nothing here."""
-    from core.tasks import TaskError, check_task_memory, is_builtin
+    fit in the verifier's memory limit (and, on a GPU backend, one the card cannot hold now); estimated on
+    torch's meta device (nothing allocated) before any work starts. Built-in tasks are small (a test checks) and cost nothing here."""
+    from core.tasks import TaskError, check_device_memory, check_task_memory, is_builtin
 
     if is_builtin(task):
         return
     from evokernel_tui.options import DEFAULT_MEMORY_GB
 
     try:
-        check_task_memory(task, memory_gb or DEFAULT_MEMORY_GB, flag)
+        estimate = check_task_memory(task, memory_gb or DEFAULT_MEMORY_GB, flag)
+        if backend in ("cuda", "triton"):
+            check_device_memory(task, estimate)  # the card's free memory, before any model call
     except TaskError as exc:
         raise click.ClickException(one_line(exc)) from None
 

@@ -264,7 +264,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
         the_policy = resolve_policy(policy, allow_rules)
     with one_line_errors(TaskError, SessionError, ModelError, ConfigError):
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
-        check_task_size(the_task, memory_gb)
+        check_task_size(the_task, memory_gb, backend=backend)
         cfg = model_or_exit(model, api_base, timeout, as_json)  # a bad model is one line before the task runs
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
                                                               threads=threads, policy=the_policy.preset,

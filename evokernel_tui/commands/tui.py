@@ -78,7 +78,7 @@ def task_checks(memory_gb: float | None = None, flag: str = "--memory-gb"):
         first = [TaskCheck("backend", lambda: _backend_check(backend))] if backend != "cpu" else []
         if is_builtin(task):
             return first
-        return [*first, TaskCheck("memory estimate", lambda: _memory_check(task, memory_gb, flag)),
+        return [*first, TaskCheck("memory estimate", lambda: _memory_check(task, memory_gb, flag, backend)),
                 TaskCheck("task probe", lambda: _probe_check(session))]
 
     return checks
@@ -100,14 +100,16 @@ def _backend_check(backend: str) -> str:
     return f"the {backend} backend can run here"
 
 
-def _memory_check(task: Any, memory_gb: float | None, flag: str) -> str:
-    from core.tasks import check_task_memory
+def _memory_check(task: Any, memory_gb: float | None, flag: str, backend: str = "cpu") -> str:
+    from core.tasks import check_device_memory, check_task_memory
     from evokernel_tui.options import DEFAULT_MEMORY_GB
 
     limit = memory_gb or DEFAULT_MEMORY_GB
     estimate = check_task_memory(task, limit, flag)  # TaskError: one line naming the estimate, limit and flag
     if estimate is None:
         return "no estimate from the shapes alone (the probe runs it under the limit)"
+    if backend in ("cuda", "triton"):
+        check_device_memory(task, estimate)  # TaskError: the card cannot hold one verification now
     return f"fits the {limit:g} GiB memory limit: {estimate.describe()}"
 
 

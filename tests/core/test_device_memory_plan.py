@@ -52,3 +52,26 @@ def test_the_check_reads_the_card_now_and_raises_one_line(monkeypatch, tmp_path)
         check_device_memory(task, _relu_head())
     monkeypatch.setattr(core.device, "gpu_free_bytes", lambda: None)  # no nvidia-smi: nothing to say here
     check_device_memory(task, _relu_head())
+
+
+def test_draft_and_the_app_refuse_a_card_without_room_before_anything_is_spent(monkeypatch, tmp_path):
+    """`draft` (check_task_size) and the app's memory check refuse on a GPU backend in one line; the CPU
+    backend never asks the card."""
+    import click
+
+    from evokernel_tui.cli import check_task_size
+    from evokernel_tui.commands.tui import _memory_check
+
+    task_file = tmp_path / "wide.py"
+    task_file.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+                         "def get_inputs():\n    return [torch.rand(4096, 4096)]\ndef get_init_inputs():\n    return []\n")
+    task = load_task(str(task_file))
+    asked = []
+    monkeypatch.setattr(core.device, "gpu_free_bytes", lambda: asked.append(1) or ("NVIDIA H100", 64 * 1024**2))
+    with pytest.raises(click.ClickException, match="NVIDIA H100 has 64.0 MiB free"):
+        check_task_size(task, 8, backend="cuda")
+    with pytest.raises(TaskError, match="device memory"):
+        _memory_check(task, 8, "--memory-gb", "triton")
+    asked.clear()
+    check_task_size(task, 8, backend="cpu")
+    assert "fits" in _memory_check(task, 8, "--memory-gb", "cpu") and not asked
