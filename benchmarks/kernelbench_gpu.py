@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import time
@@ -119,11 +120,15 @@ def main() -> None:
     ap.add_argument("--tag", default="head")
     ap.add_argument("--memory-gb", type=float, default=96)
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--flush-mb", type=float, default=None,
+                    help="the verifier's L2 flush before each timed GPU call (EVOKERNEL_L2_FLUSH_MB; default 1024)")
     ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kb_time:
         print(json.dumps(kernelbench_timing(*args.kb_time)))
         return
+    if args.flush_mb:  # the verify subprocesses inherit it (verifier.clock.paired_calls.flush_bytes_of)
+        os.environ["EVOKERNEL_L2_FLUSH_MB"] = f"{args.flush_mb:g}"
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

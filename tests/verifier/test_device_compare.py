@@ -96,3 +96,29 @@ def test_digest_sees_any_changed_byte_and_depends_on_the_key():
     assert device_compare.digest(torch, swapped, key=12345) != base  # the same sum, another order
     assert device_compare.digest(torch, t, key=999) != base
     assert device_compare.digest(torch, t.view(torch.int32), key=12345) != base  # the dtype is part of it
+
+
+def test_the_flush_size_is_the_trusted_sides_choice(monkeypatch):
+    """`l2_flush_mb` (or the person's EVOKERNEL_L2_FLUSH_MB) sets the flush both processes allocate; a bad
+    value is the default, never an error."""
+    from types import SimpleNamespace
+
+    from verifier.clock import paired_calls
+
+    monkeypatch.delenv("EVOKERNEL_L2_FLUSH_MB", raising=False)
+    assert paired_calls.flush_bytes_of(SimpleNamespace(extra={})) is None
+    assert paired_calls.flush_bytes_of(SimpleNamespace(extra={"l2_flush_mb": 128})) == 128 * 1024**2
+    monkeypatch.setenv("EVOKERNEL_L2_FLUSH_MB", "96")
+    assert paired_calls.flush_bytes_of(SimpleNamespace(extra=None)) == 96 * 1024**2
+    monkeypatch.setenv("EVOKERNEL_L2_FLUSH_MB", "lots")
+    assert paired_calls.flush_bytes_of(SimpleNamespace(extra=None)) is None
+    saved = dict(paired_calls._CUDA)
+    try:
+        paired_calls._CUDA["flush"] = object()
+        paired_calls.set_flush_bytes(64 * 1024**2)
+        assert paired_calls._CUDA["flush_bytes"] == 64 * 1024**2 and "flush" not in paired_calls._CUDA
+        paired_calls.set_flush_bytes(10)  # never below a MiB
+        assert paired_calls._CUDA["flush_bytes"] == 1 << 20
+    finally:
+        paired_calls._CUDA.clear()
+        paired_calls._CUDA.update(saved)

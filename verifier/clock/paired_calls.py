@@ -25,6 +25,26 @@ HIDDEN_RATIO = 1.25  # host-seen time beyond the events' by this factor (plus HI
 HIDDEN_SLACK_MS = 0.015
 
 
+def set_flush_bytes(nbytes: int | None) -> None:
+    """The size of the L2 flush queued before every timed GPU call (default `L2_FLUSH_BYTES`, 1 GiB): set by
+    the trusted side for both processes of a verification from `l2_flush_bytes` (`flush_bytes_of`), before
+    any candidate code runs, so the two sides flush alike. Smaller flushes cost a round less overhead
+    (µs kernels); the flush must still be long enough to hide a call's launch."""
+    if nbytes:
+        _CUDA["flush_bytes"] = max(1 << 20, int(nbytes))
+        _CUDA.pop("flush", None)
+
+
+def flush_bytes_of(config) -> int | None:
+    """A verification's flush size: `VerifyConfig.extra["l2_flush_mb"]`, else `EVOKERNEL_L2_FLUSH_MB` (the
+    person's environment, for measuring), else None (the default)."""
+    mb = (getattr(config, "extra", None) or {}).get("l2_flush_mb") or os.environ.get("EVOKERNEL_L2_FLUSH_MB")
+    try:
+        return int(float(mb) * 1024**2) if mb else None
+    except ValueError:
+        return None
+
+
 def dtype_name(torch, dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -246,7 +266,8 @@ def _cuda_refs(torch) -> dict:
     """The CUDA entry points (taken once, as early as possible) and a 256 MB buffer to flush the L2."""
     _take_cuda_refs(torch)
     if "flush" not in _CUDA:
-        _CUDA["flush"] = torch.empty(max(1, L2_FLUSH_BYTES // 4), dtype=torch.int32, device="cuda")
+        _CUDA["flush"] = torch.empty(max(1, int(_CUDA.get("flush_bytes", L2_FLUSH_BYTES)) // 4), dtype=torch.int32,
+                                     device="cuda")
     return _CUDA
 
 

@@ -5,6 +5,7 @@ they arrive, with the input recipe it claims checked for shape. A mixin of `veri
 
 from __future__ import annotations
 
+from verifier.clock.paired_calls import flush_bytes_of
 from verifier.errors import VerifierError
 from verifier.workers.pools import _REFERENCE, _threads
 
@@ -49,7 +50,8 @@ class ReferenceSide:
                # seeded inputs (issue 22): off only to measure or test the file path
                "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False,
                # outputs compared on the device (the GPU data path): off only to measure or test files
-               "device_compare": (self.config.extra or {}).get("device_compare", True) is not False}
+               "device_compare": (self.config.extra or {}).get("device_compare", True) is not False,
+               "l2_flush_bytes": flush_bytes_of(self.config)}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
         self.prepare_pending = True

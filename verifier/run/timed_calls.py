@@ -67,6 +67,11 @@ class TimedCalls:
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
                       checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200],
                       reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
+        if self.be.device == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
+            from verifier.clock.gpu_timing import L2_FLUSH_BYTES
+            from verifier.clock.paired_calls import flush_bytes_of
+
+            detail["l2_flush_mb"] = (flush_bytes_of(self.config) or L2_FLUSH_BYTES) / 1024**2
         moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9

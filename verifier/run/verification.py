@@ -22,6 +22,7 @@ from pathlib import Path
 
 from verifier.backends import Backend
 from verifier.cache.verdict_key import GateCallback, Notify
+from verifier.clock.paired_calls import flush_bytes_of
 from verifier.config import VerifyConfig
 from verifier.gates.evidence import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, ProfileGate
 from verifier.gates.findings import _merge_passes, _with_findings
@@ -183,7 +184,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                "installer": self.be.installer, "build_root": str(self.job_dir / "build"),
                "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
                "threads": _threads(self.config), "init_seed": self.init_seed,
-               "gpu_memory_fraction": self.config.gpu_memory_fraction, **self.be.job_fields()}
+               "gpu_memory_fraction": self.config.gpu_memory_fraction, "l2_flush_bytes": flush_bytes_of(self.config),
+               **self.be.job_fields()}
         (self.job_dir / "job.json").write_text(json.dumps(job))
 
     def build_candidate(self) -> dict | None:
