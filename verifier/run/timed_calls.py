@@ -67,7 +67,7 @@ class TimedCalls:
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
                       checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200],
                       reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
-        if self.be.device == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
+        if getattr(getattr(self, "be", None), "device", "") == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
             from verifier.clock.gpu_timing import L2_FLUSH_BYTES
             from verifier.clock.paired_calls import flush_bytes_of
 
