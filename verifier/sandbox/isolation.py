@@ -172,11 +172,50 @@ def default_hidden() -> list[Path]:
     return hidden
 
 
+def synthetic_etc_fds(uid: int | None = None, gid: int | None = None) -> dict[str, int]:
+    """The synthetic passwd, group and hosts as memory files, one set per sandbox start (the caller passes
+    them to bubblewrap and closes them). Bound with `--ro-bind-data`, a file has no host path: bound from
+    the private scratch, its host location stood in the sandbox's `/proc/self/mountinfo` (issue 37)."""
+    fds: dict[str, int] = {}
+    try:
+        for name, text in synthetic_etc(uid, gid).items():
+            fd = os.memfd_create(f"evk-{name}")
+            fds[name] = fd
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data):]
+            os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
+
+
+def sandbox_command(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = None) -> tuple[list[str], list[int]]:
+    """The bubblewrap command line as the verifier starts it (syscall filter, synthetic `/etc` files from
+    memory) and the descriptors the caller passes to it and closes once it started."""
+    from verifier.sandbox.syscall_filter import filter_fd
+
+    seccomp_fd = filter_fd()
+    fds = [] if seccomp_fd is None else [seccomp_fd]
+    try:
+        etc_fds = synthetic_etc_fds()
+        fds += etc_fds.values()
+        return bwrap_argv(spec, argv, trees, seccomp_fd=seccomp_fd, etc_fds=etc_fds), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
 def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = None,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, etc_fds: dict[str, int] | None = None) -> list[str]:
     """The bubblewrap command line for `argv` under `spec` (mount order matters: later mounts win);
     `trees` replaces the default read-only view (`visible_trees()`); `seccomp_fd` (from
-    `syscall_filter.filter_fd()`, passed to bubblewrap by the caller) installs the syscall filter."""
+    `syscall_filter.filter_fd()`, passed to bubblewrap by the caller) installs the syscall filter;
+    `etc_fds` (`synthetic_etc_fds()`, passed by the caller) gives the synthetic `/etc` files from memory,
+    else they are bound from `spec.etc_dir` (whose host path then shows in the sandbox's mount table)."""
     binary = bwrap_binary()
     if binary is None:
         raise IsolationUnavailable(unavailable_reason() or "bubblewrap is not installed")
@@ -195,9 +234,13 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
             host = Path("/etc") / entry
             if host.exists():
                 args += ["--ro-bind", str(host), str(host)]
-    etc = spec.etc_dir or write_synthetic_etc()
-    for name in ("passwd", "group", "hosts"):
-        args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    if etc_fds is not None and spec.etc_dir is None:
+        for name in ("passwd", "group", "hosts"):
+            args += ["--perms", "0644", "--ro-bind-data", str(etc_fds[name]), f"/etc/{name}"]
+    else:
+        etc = spec.etc_dir or write_synthetic_etc()
+        for name in ("passwd", "group", "hosts"):
+            args += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     for hid in spec.hidden:
         hid = hid.resolve() if hid.exists() else hid
         if hid.is_dir() and any(hid == t or t in hid.parents for t in trees):

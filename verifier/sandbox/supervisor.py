@@ -307,13 +307,11 @@ class LiveJob:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         self.status_path = workdir / "sandbox_status.json" if spec is None else None
-        seccomp_fd = None
+        sandbox_fds: list[int] = []  # the syscall filter and the synthetic /etc files, closed once started
         if spec is not None:
-            from verifier.sandbox.isolation import bwrap_argv
-            from verifier.sandbox.syscall_filter import filter_fd
+            from verifier.sandbox.isolation import sandbox_command
 
-            seccomp_fd = filter_fd()
-            full = bwrap_argv(spec, argv, seccomp_fd=seccomp_fd)
+            full, sandbox_fds = sandbox_command(spec, argv)
             preexec = lambda: _apply_limits(lim)  # noqa: E731
         else:
             full = [sys.executable, "-m", "verifier.sandbox.supervisor", json.dumps(lim), str(workdir / "sandbox_status.json"),
@@ -323,15 +321,15 @@ class LiveJob:
         # the job ends): a job printing without end must not fill the parent's disk or memory
         out_r, out_w = os.pipe()
         self.overflowed = False
-        passed = ((progress_w, control_r) + ((seccomp_fd,) if seccomp_fd is not None else ())
+        passed = ((progress_w, control_r) + tuple(sandbox_fds)
                   + ((child_socket.fileno(),) if child_socket is not None else ()))
         try:
             self.proc = launch(full, cwd=workdir, env=env, stdout=out_w, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True,
                                pass_fds=passed, preexec_fn=preexec)
         finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
+            for fd in sandbox_fds:
+                os.close(fd)
             os.close(progress_w)
             os.close(control_r)
             os.close(out_w)
