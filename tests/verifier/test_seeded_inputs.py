@@ -234,7 +234,10 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
     # the timed-output checks themselves: skipping the kernel on a cached call is its own rule, allowed here
     res = verify(RELU_TASK, head + "\n" + HOSTILE[trick], config=make_config(
         static_scan=False, allow=["custom-kernel-skipped"], magnitude_probe=False, shape_probe=False,
-        extra={"timing_sets": sets}))
+        # several calls per round even on a loaded machine: with one call per round (a 7 ms call against the
+        # 5 ms target) the buffers are new each round, the memo never hits, and the kernel is honestly
+        # computing every call (seen once in a loaded full-suite run: feasible, 7x slower than eager)
+        round_target_ms=400.0, extra={"timing_sets": sets}))
     assert not res.feasible, (trick, res.feedback())
     assert res.failed_gate.name in ("anti_hacking", "correctness"), res.feedback()
     # right on every trial (fresh buffers, the harness's own draw): the timed calls' checks see it, whatever
