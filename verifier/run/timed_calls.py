@@ -76,6 +76,7 @@ class TimedCalls:
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
             detail["reference_gbps"] = moved / (est.ref_ms / 1000.0) / 1e9
+        detail.update(self.speed_of_light(moved, detail.get("gbps"), detail.get("reference_gbps")))
         comp = self.reference.get("compiled_times_ms")
         if comp:
             comp_med = _median(comp)
@@ -89,9 +90,34 @@ class TimedCalls:
             # ...and no ratio either: the interval of those rounds is as meaningless as their median (a
             # relu whose every round came out below the stub read 19984-65828 in `timing.lo/hi`)
             detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None,
+                          bandwidth_fraction=None, reference_bandwidth_fraction=None, bound=None,
                           **dict.fromkeys(NO_FIGURE_RATIOS))
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
+
+    def speed_of_light(self, moved: int, gbps: float | None, reference_gbps: float | None) -> dict:
+        """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`): the
+        peak the reference worker measured or read from its cache (`VerifyConfig.extra["bandwidth_peak_gbps"]`
+        gives one instead), the fractions of it, the bound, and a flag above 1."""
+        from verifier.clock.bandwidth import speed_of_light
+
+        extra = self.config.extra or {}
+        if extra.get("speed_of_light", True) is False:
+            return {}
+        peak = self.reference.get("bandwidth_peak") or {}
+        given = extra.get("bandwidth_peak_gbps")
+        peak_gbps = float(given) if given is not None else peak.get("gbps")
+        out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, self.reference.get("flops"))
+        if given is not None:
+            out["bandwidth_peak_source"] = "given"
+        elif peak.get("gbps"):
+            out["bandwidth_peak_source"] = (f"{peak.get('method', 'measured')}, "
+                                            f"{'cached' if peak.get('cached') else 'measured now'} ({peak.get('key', '')})")
+        elif peak.get("error"):
+            out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
+        if self.be.device == "cuda":
+            out["bandwidth_peak_note"] = "GPU peak: device copy with CUDA events, not yet measured on a card"
+        return out
 
     def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int],
                     seeds: list[int] | None = None) -> list[float] | None:
