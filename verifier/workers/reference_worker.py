@@ -239,8 +239,10 @@ class Worker:
         elementwise ops and reductions) and the machine's bandwidth peak (`verifier.clock.bandwidth`, cached
         per CPU model and thread count, or per GPU). Neither is ever a reason to fail a verification."""
         from verifier.clock import bandwidth
+        from verifier.clock.paired_calls import sync
 
-        torch, out: dict = self.torch, {}
+        torch = self.torch
+        out: dict = {}
         if inputs is not None:
             try:
                 from torch.utils.flop_counter import FlopCounterMode
