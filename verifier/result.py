@@ -182,12 +182,13 @@ class VerificationResult:
     def gate(self, name: str) -> GateResult | None:
         return next((g for g in self.gates if g.name == name), None)
 
-    def bandwidth_text(self) -> str:
+    def bandwidth_text(self, even_noisy: bool = False) -> str:
         """`61% of memory bandwidth, memory-bound` from the verdict's timing (issue 35), with a flag when the
-        kernel reads above the machine's peak; "" without a fraction (no peak, no figure, or a noisy verdict)."""
+        kernel reads above the machine's peak; "" without a fraction (no peak, no figure, or a noisy verdict
+        unless `even_noisy`: the gate table shows a noisy round's figures as such)."""
         t = self.timing or {}
         f = t.get("bandwidth_fraction")
-        if f is None or self.noisy:
+        if f is None or (self.noisy and not even_noisy):
             return ""
         text = f"{100 * f:.0f}% of memory bandwidth"
         if t.get("bound"):
