@@ -20,6 +20,9 @@ import types
 from pathlib import Path
 
 DISTRIBUTIONS = ("task", "normal", "uniform", "heavy")
+#: the FLOP count takes one more forward: not for a task whose call moves more than this (a gigabyte ReLU's
+#: second output would take the room the candidate needs on the card); its FLOPs are then unknown
+FLOP_COUNT_MAX_BYTES = 1 << 30
 
 
 def _load_task(path: str):
@@ -231,7 +234,8 @@ class Worker:
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         if cmd.get("speed_of_light", True):
-            result.update(self._speed_of_light(model, inputs, cmd))
+            result.update(self._speed_of_light(model, inputs if in_bytes + out_bytes <= FLOP_COUNT_MAX_BYTES else None,
+                                               cmd))
         return result
 
     def _speed_of_light(self, model, inputs: list | None, cmd: dict) -> dict:
@@ -243,7 +247,9 @@ class Worker:
 
         torch = self.torch
         out: dict = {}
-        if inputs is not None:
+        if inputs is None:
+            out["flops_error"] = "not counted: no inputs at hand, or a call moves more than FLOP_COUNT_MAX_BYTES"
+        else:
             try:
                 from torch.utils.flop_counter import FlopCounterMode
 
@@ -251,6 +257,8 @@ class Worker:
                     model(*inputs)
                 sync(torch, self.device)
                 out["flops"] = int(counter.get_total_flops())
+                if self.device == "cuda":
+                    torch.cuda.empty_cache()
             except Exception as exc:  # noqa: BLE001 - an op the counter cannot trace: FLOPs unknown
                 out["flops_error"] = f"{type(exc).__name__}: {exc}"[:200]
         try:
