@@ -207,3 +207,13 @@ def test_verify_reads_the_cached_peak(tmp_path, build_root):
                            capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert table.returncode == 0, table.stderr[-2000:]
     assert "% of memory bandwidth, memory-bound" in table.stdout and "peak 1000.0 GB/s" in table.stdout
+
+
+def test_refine_prompt_carries_the_fraction():
+    """The refine prompt's "What the verifier said" is the verdict's feedback (core/session/stepping.py)."""
+    from core.prompting import render_previous
+
+    prompt = render_previous("class ModelNew: ...", _result(0.61).feedback())
+    assert "Speed of light: the kernel reaches 61% of memory bandwidth, memory-bound" in prompt
+    assert "the eager reference 61%" in prompt
+    assert "Speed of light" not in render_previous("x", _result(0.61, noisy=True).feedback())
