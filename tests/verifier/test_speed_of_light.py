@@ -217,3 +217,25 @@ def test_refine_prompt_carries_the_fraction():
     assert "Speed of light: the kernel reaches 61% of memory bandwidth, memory-bound" in prompt
     assert "the eager reference 61%" in prompt
     assert "Speed of light" not in render_previous("x", _result(0.61, noisy=True).feedback())
+
+
+def test_latency_detail_from_a_given_or_measured_peak():
+    """The latency gate's keys (`verifier.run.timed_calls.speed_of_light_detail`): a peak given in the config
+    wins over the worker's, the worker's source is said, above 1 is flagged, and it can be turned off."""
+    from types import SimpleNamespace
+
+    from verifier.config import VerifyConfig
+    from verifier.run.timed_calls import speed_of_light_detail
+
+    worker = {"flops": 0, "bandwidth_peak": {"gbps": 40.0, "method": "triad", "cached": True, "key": "k"}}
+    measured = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference=worker), 1000, 10.0, 5.0)
+    assert measured["bandwidth_fraction"] == pytest.approx(0.25) and measured["bound"] == "memory-bound"
+    assert measured["bandwidth_peak_source"] == "triad, cached (k)"
+    given = SimpleNamespace(config=VerifyConfig(extra={"bandwidth_peak_gbps": 8.0}), reference=worker)
+    over = speed_of_light_detail(given, 1000, 10.0, 5.0)
+    assert over["bandwidth_peak_gbps"] == 8.0 and over["bandwidth_fraction"] == pytest.approx(1.25)
+    assert over["bandwidth_over_peak"] == ["bandwidth_fraction"] and over["bandwidth_peak_source"] == "given"
+    off = SimpleNamespace(config=VerifyConfig(extra={"speed_of_light": False}), reference=worker)
+    assert speed_of_light_detail(off, 1000, 10.0, 5.0) == {}
+    unknown = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference={}), 1000, 10.0, 5.0)
+    assert unknown["bandwidth_fraction"] is None and unknown["bound"] is None

@@ -39,6 +39,31 @@ def own_stub_enabled(device: str, config) -> bool:
     return mode == "on" or (mode == "auto" and device == "cpu")
 
 
+def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: float | None) -> dict:
+    """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`), for a run (`_Run`): the
+    peak the reference worker measured or read from its cache (`VerifyConfig.extra["bandwidth_peak_gbps"]`
+    gives one instead), the fractions of it, the bound, and a flag above 1."""
+    from verifier.clock.bandwidth import speed_of_light
+
+    extra = run.config.extra or {}
+    if extra.get("speed_of_light", True) is False:
+        return {}
+    peak = run.reference.get("bandwidth_peak") or {}
+    given = extra.get("bandwidth_peak_gbps")
+    peak_gbps = float(given) if given is not None else peak.get("gbps")
+    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"))
+    if given is not None:
+        out["bandwidth_peak_source"] = "given"
+    elif peak.get("gbps"):
+        out["bandwidth_peak_source"] = (f"{peak.get('method', 'measured')}, "
+                                        f"{'cached' if peak.get('cached') else 'measured now'} ({peak.get('key', '')})")
+    elif peak.get("error"):
+        out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
+    if getattr(getattr(run, "be", None), "device", "") == "cuda":
+        out["bandwidth_peak_note"] = "GPU peak: device copy with CUDA events, not yet measured on a card"
+    return out
+
+
 class TimedCalls:
     """The timing side of a run (`_Run`): the latency gate and each timed round's checks."""
 
@@ -67,7 +92,7 @@ class TimedCalls:
                       calls_per_round=count, rounds=len(means[1]), threads=_threads(self.config),
                       checked_calls=checked, sampled_checks=checked, times_ms=means[1][:200],
                       reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
-        if self.be.device == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
+        if getattr(getattr(self, "be", None), "device", "") == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
             from verifier.clock.gpu_timing import L2_FLUSH_BYTES
             from verifier.clock.paired_calls import flush_bytes_of
 
@@ -76,7 +101,7 @@ class TimedCalls:
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
             detail["reference_gbps"] = moved / (est.ref_ms / 1000.0) / 1e9
-        detail.update(self.speed_of_light(moved, detail.get("gbps"), detail.get("reference_gbps")))
+        detail.update(speed_of_light_detail(self, moved, detail.get("gbps"), detail.get("reference_gbps")))
         comp = self.reference.get("compiled_times_ms")
         if comp:
             comp_med = _median(comp)
@@ -94,30 +119,6 @@ class TimedCalls:
                           **dict.fromkeys(NO_FIGURE_RATIOS))
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
-
-    def speed_of_light(self, moved: int, gbps: float | None, reference_gbps: float | None) -> dict:
-        """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`): the
-        peak the reference worker measured or read from its cache (`VerifyConfig.extra["bandwidth_peak_gbps"]`
-        gives one instead), the fractions of it, the bound, and a flag above 1."""
-        from verifier.clock.bandwidth import speed_of_light
-
-        extra = self.config.extra or {}
-        if extra.get("speed_of_light", True) is False:
-            return {}
-        peak = self.reference.get("bandwidth_peak") or {}
-        given = extra.get("bandwidth_peak_gbps")
-        peak_gbps = float(given) if given is not None else peak.get("gbps")
-        out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, self.reference.get("flops"))
-        if given is not None:
-            out["bandwidth_peak_source"] = "given"
-        elif peak.get("gbps"):
-            out["bandwidth_peak_source"] = (f"{peak.get('method', 'measured')}, "
-                                            f"{'cached' if peak.get('cached') else 'measured now'} ({peak.get('key', '')})")
-        elif peak.get("error"):
-            out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
-        if self.be.device == "cuda":
-            out["bandwidth_peak_note"] = "GPU peak: device copy with CUDA events, not yet measured on a card"
-        return out
 
     def timed_round(self, rdir: Path, ref_mark: dict, count: int, r: int, sample: list[int],
                     seeds: list[int] | None = None) -> list[float] | None:
