@@ -45,6 +45,8 @@ ISOLATED = {
     "EVOKERNEL_SESSIONS": str(SUITE_ROOT / "sessions"),
     "XDG_DATA_HOME": str(SUITE_ROOT / "xdg-data"),
     "XDG_CONFIG_HOME": str(SUITE_ROOT / "xdg-config"),
+    # the machine's bandwidth peak (verifier.clock.bandwidth): measured once per suite, never the person's cache
+    "EVOKERNEL_PEAKS_CACHE": str(SUITE_ROOT / "peaks.json"),
 }
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):

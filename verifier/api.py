@@ -68,7 +68,8 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------------
 # one verification
 TIMING_KEYS = ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round", "threads", "halfwidth", "gbps",
-               "reference_gbps")
+               "reference_gbps", "bandwidth_peak_gbps", "bandwidth_fraction", "reference_bandwidth_fraction",
+               "bound", "bandwidth_over_peak")
 NO_FIGURE_KEEPS = ("rounds", "calls_per_round", "threads")
 
 

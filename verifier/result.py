@@ -182,6 +182,21 @@ class VerificationResult:
     def gate(self, name: str) -> GateResult | None:
         return next((g for g in self.gates if g.name == name), None)
 
+    def bandwidth_text(self, even_noisy: bool = False) -> str:
+        """`61% of memory bandwidth, memory-bound` from the verdict's timing (issue 35), with a flag when the
+        kernel reads above the machine's peak; "" without a fraction (no peak, no figure, or a noisy verdict
+        unless `even_noisy`: the gate table shows a noisy round's figures as such)."""
+        t = self.timing or {}
+        f = t.get("bandwidth_fraction")
+        if f is None or (self.noisy and not even_noisy):
+            return ""
+        text = f"{100 * f:.0f}% of memory bandwidth"
+        if t.get("bound"):
+            text += f", {t['bound']}"
+        if "bandwidth_fraction" in (t.get("bandwidth_over_peak") or ()):
+            text += " (above the measured peak: the figure or the model of its work is wrong)"
+        return text
+
     def feedback(self) -> str:
         """Plain text for the next prompt: what failed and why, or the timing and profile."""
         failed = self.failed_gate
@@ -196,6 +211,13 @@ class VerificationResult:
         lines = ["The kernel is correct."]
         if self.latency_ms is not None:
             lines.append(f"Latency: {self.latency_ms:.4f} ms (eager reference {self.reference_ms or 0:.4f} ms).")
+        sol = self.bandwidth_text()
+        if sol:
+            t = self.timing
+            ref = t.get("reference_bandwidth_fraction")
+            lines.append(f"Speed of light: the kernel reaches {sol} ({t.get('gbps') or 0:.1f} of "
+                         f"{t.get('bandwidth_peak_gbps') or 0:.1f} GB/s measured on this machine"
+                         + (f"; the eager reference {100 * ref:.0f}%" if ref is not None else "") + ").")
         if self.profile:
             lines.append("Top ops by self time:")
             for row in self.profile[:8]:

@@ -50,6 +50,9 @@ def gate_table(result: VerificationResult, title: str | None = None) -> Table:
             reason = latency_figures(g.detail)
             if g.detail.get("speedup_vs_compile"):
                 reason += f", {g.detail['speedup_vs_compile']:.2f}× vs torch.compile"
+            if result.bandwidth_text(even_noisy=True):
+                reason += "\n" + result.bandwidth_text(even_noisy=True) + (
+                    f" (peak {g.detail['bandwidth_peak_gbps']:.1f} GB/s)" if g.detail.get("bandwidth_peak_gbps") else "")
         elif g.status == "pass" and g.name == "correctness":
             reason = f"{g.detail.get('trials')} trials, max abs err {g.detail.get('max_abs', 0):.2e}"
         elif g.status == "pass" and g.name == "compile":
@@ -88,6 +91,8 @@ def speed_text(result: VerificationResult) -> str:
         parts.append(f"{t['threads']} threads")
     if t.get("gbps"):
         parts.append(f"{t['gbps']:.1f} GB/s")
+    if result.bandwidth_text():
+        parts.append(result.bandwidth_text())
     text = ", ".join(parts)
     return text + (f" ({label})" if label else "")
 

@@ -51,7 +51,10 @@ class ReferenceSide:
                "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False,
                # outputs compared on the device (the GPU data path): off only to measure or test files
                "device_compare": (self.config.extra or {}).get("device_compare", True) is not False,
-               "l2_flush_bytes": flush_bytes_of(self.config)}
+               "l2_flush_bytes": flush_bytes_of(self.config),
+               # the task's FLOPs and the machine's bandwidth peak (issue 35): measured once per machine, cached
+               "speed_of_light": (self.config.extra or {}).get("speed_of_light", True) is not False,
+               "measure_peak": (self.config.extra or {}).get("bandwidth_peak_gbps") is None}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
         self.prepare_pending = True

@@ -39,6 +39,31 @@ def own_stub_enabled(device: str, config) -> bool:
     return mode == "on" or (mode == "auto" and device == "cpu")
 
 
+def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: float | None) -> dict:
+    """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`), for a run (`_Run`): the
+    peak the reference worker measured or read from its cache (`VerifyConfig.extra["bandwidth_peak_gbps"]`
+    gives one instead), the fractions of it, the bound, and a flag above 1."""
+    from verifier.clock.bandwidth import speed_of_light
+
+    extra = run.config.extra or {}
+    if extra.get("speed_of_light", True) is False:
+        return {}
+    peak = run.reference.get("bandwidth_peak") or {}
+    given = extra.get("bandwidth_peak_gbps")
+    peak_gbps = float(given) if given is not None else peak.get("gbps")
+    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"))
+    if given is not None:
+        out["bandwidth_peak_source"] = "given"
+    elif peak.get("gbps"):
+        out["bandwidth_peak_source"] = (f"{peak.get('method', 'measured')}, "
+                                        f"{'cached' if peak.get('cached') else 'measured now'} ({peak.get('key', '')})")
+    elif peak.get("error"):
+        out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
+    if getattr(getattr(run, "be", None), "device", "") == "cuda":
+        out["bandwidth_peak_note"] = "GPU peak: device copy with CUDA events, not yet measured on a card"
+    return out
+
+
 class TimedCalls:
     """The timing side of a run (`_Run`): the latency gate and each timed round's checks."""
 
@@ -76,6 +101,7 @@ class TimedCalls:
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
             detail["reference_gbps"] = moved / (est.ref_ms / 1000.0) / 1e9
+        detail.update(speed_of_light_detail(self, moved, detail.get("gbps"), detail.get("reference_gbps")))
         comp = self.reference.get("compiled_times_ms")
         if comp:
             comp_med = _median(comp)
@@ -89,6 +115,7 @@ class TimedCalls:
             # ...and no ratio either: the interval of those rounds is as meaningless as their median (a
             # relu whose every round came out below the stub read 19984-65828 in `timing.lo/hi`)
             detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None,
+                          bandwidth_fraction=None, reference_bandwidth_fraction=None, bound=None,
                           **dict.fromkeys(NO_FIGURE_RATIOS))
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)

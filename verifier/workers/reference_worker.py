@@ -20,6 +20,9 @@ import types
 from pathlib import Path
 
 DISTRIBUTIONS = ("task", "normal", "uniform", "heavy")
+#: the FLOP count takes one more forward: not for a task whose call moves more than this (a gigabyte ReLU's
+#: second output would take the room the candidate needs on the card); its FLOPs are then unknown
+FLOP_COUNT_MAX_BYTES = 1 << 30
 
 
 def _load_task(path: str):
@@ -230,7 +233,41 @@ class Worker:
             result["device_free_bytes"] = int(torch.cuda.mem_get_info()[0])
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
+        if cmd.get("speed_of_light", True):
+            result.update(self._speed_of_light(model, inputs if in_bytes + out_bytes <= FLOP_COUNT_MAX_BYTES else None,
+                                               cmd))
         return result
+
+    def _speed_of_light(self, model, inputs: list | None, cmd: dict) -> dict:
+        """The task's FLOPs per call (torch's FLOP counter: matmuls, convolutions, attention; 0 for a task of
+        elementwise ops and reductions) and the machine's bandwidth peak (`verifier.clock.bandwidth`, cached
+        per CPU model and thread count, or per GPU). Neither is ever a reason to fail a verification."""
+        from verifier.clock import bandwidth
+        from verifier.clock.paired_calls import sync
+
+        torch = self.torch
+        out: dict = {}
+        if inputs is None:
+            out["flops_error"] = "not counted: no inputs at hand, or a call moves more than FLOP_COUNT_MAX_BYTES"
+        else:
+            try:
+                from torch.utils.flop_counter import FlopCounterMode
+
+                with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                    model(*inputs)
+                sync(torch, self.device)
+                out["flops"] = int(counter.get_total_flops())
+                if self.device == "cuda":
+                    torch.cuda.empty_cache()
+            except Exception as exc:  # noqa: BLE001 - an op the counter cannot trace: FLOPs unknown
+                out["flops_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        try:
+            out["bandwidth_peak"] = bandwidth.peak_bandwidth(
+                torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
+                measure=bool(cmd.get("measure_peak", True)))
+        except Exception as exc:  # noqa: BLE001 - no peak: the verdict says only GB/s
+            out["bandwidth_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        return out
 
     def release(self) -> None:
         """Unmap the candidate's shared buffer (its memory is freed once no process holds it)."""

@@ -1,0 +1,241 @@
+"""Speed of light in every verdict (issue 35): the machine's bandwidth peak (measured by the trusted side,
+cached per machine), each verdict's fraction of it, the bound, the flag above 1, and where it is shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from verifier.clock import bandwidth
+from verifier.clock.bandwidth import OVER_PEAK_NOTE, machine_key, peak_bandwidth, speed_of_light
+from verifier.result import GateResult, VerificationResult
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the fractions, the bound and the flag
+
+
+def test_fraction_from_a_given_peak():
+    out = speed_of_light(8_000_000, gbps=12.2, reference_gbps=6.1, peak_gbps=20.0, flops=0)
+    assert out["bandwidth_peak_gbps"] == 20.0
+    assert out["bandwidth_fraction"] == pytest.approx(0.61)
+    assert out["reference_bandwidth_fraction"] == pytest.approx(0.305)
+    assert out["arithmetic_intensity"] == 0.0 and out["bound"] == "memory-bound"
+    assert "bandwidth_over_peak" not in out and "bandwidth_note" not in out
+
+
+def test_bound_needs_flops_and_a_low_intensity():
+    unknown = speed_of_light(1000, 1.0, 1.0, 10.0, flops=None)
+    assert unknown["bound"] is None and unknown["arithmetic_intensity"] is None
+    assert unknown["bandwidth_fraction"] == pytest.approx(0.1)  # only the bandwidth fraction is said
+    gemm = speed_of_light(3 * 4 * 512 * 512, 1.0, 1.0, 10.0, flops=2 * 512**3)  # ~85 FLOP/B: not memory-bound
+    assert gemm["bound"] is None and gemm["arithmetic_intensity"] > 50
+
+
+def test_no_peak_no_fraction():
+    out = speed_of_light(1000, 5.0, 5.0, None, flops=0)
+    assert out["bandwidth_peak_gbps"] is None and out["bandwidth_fraction"] is None
+    assert out["reference_bandwidth_fraction"] is None
+
+
+def test_fraction_over_one_is_flagged():
+    out = speed_of_light(1000, gbps=25.0, reference_gbps=9.0, peak_gbps=20.0, flops=0)
+    assert out["bandwidth_fraction"] == pytest.approx(1.25)
+    assert out["bandwidth_over_peak"] == ["bandwidth_fraction"]
+    assert out["bandwidth_note"] == OVER_PEAK_NOTE
+    both = speed_of_light(1000, gbps=25.0, reference_gbps=21.0, peak_gbps=20.0)
+    assert both["bandwidth_over_peak"] == ["bandwidth_fraction", "reference_bandwidth_fraction"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the peak: measured once, cached per CPU model and thread count
+
+
+def test_peak_is_cached_by_cpu_model_and_threads(tmp_path, monkeypatch):
+    calls: list[int] = []
+
+    def fake_triad(torch, threads, total_bytes=None, runs=6):
+        calls.append(threads)
+        return 10.0 * threads
+
+    monkeypatch.setattr(bandwidth, "cpu_triad_gbps", fake_triad)
+    monkeypatch.setattr(bandwidth, "cpu_model", lambda: "Test CPU 9000")
+    monkeypatch.setattr(bandwidth, "PEAK_SAMPLES", 1)
+    path = tmp_path / "peaks.json"
+    first = peak_bandwidth(None, "cpu", 2, path=path)
+    assert first is not None and first["gbps"] == 20.0 and first["cached"] is False
+    again = peak_bandwidth(None, "cpu", 2, path=path)
+    assert again is not None and again["gbps"] == 20.0 and again["cached"] is True
+    assert calls == [2]  # reused, not measured again
+    other = peak_bandwidth(None, "cpu", 1, path=path)  # another thread count: its own key
+    assert other is not None and other["gbps"] == 10.0 and calls == [2, 1]
+    stored = json.loads(path.read_text())
+    assert set(stored) == {machine_key("cpu", 2), machine_key("cpu", 1)}
+    assert all("Test CPU 9000" in k for k in stored)
+    monkeypatch.setattr(bandwidth, "cpu_model", lambda: "Another CPU")  # another machine: measured again
+    assert peak_bandwidth(None, "cpu", 2, path=path)["cached"] is False and calls == [2, 1, 2]
+    assert peak_bandwidth(None, "cpu", 4, path=path, measure=False) is None  # no key, no measuring: none
+
+
+def test_peak_is_the_best_of_a_few_occasions(tmp_path, monkeypatch):
+    """One measurement on a busy machine does not stay the peak: a key is measured on PEAK_SAMPLES occasions
+    (separate workers), the best kept, then reused; a peak written by hand (no samples) is used as is."""
+    figures = iter([9.0, 19.0, 17.0, 99.0])
+    monkeypatch.setattr(bandwidth, "cpu_triad_gbps", lambda torch, threads, total_bytes=None: next(figures))
+    monkeypatch.setattr(bandwidth, "PEAK_SAMPLES", 3)
+    path = tmp_path / "peaks.json"
+    got = [peak_bandwidth(None, "cpu", 1, path=path) for _ in range(4)]
+    assert [g["gbps"] for g in got if g] == [9.0, 19.0, 19.0, 19.0]
+    assert [g["cached"] for g in got if g] == [False, False, False, True]
+    assert json.loads(path.read_text())[machine_key("cpu", 1)]["samples"] == [9.0, 19.0, 17.0]
+    path.write_text(json.dumps({machine_key("cpu", 1): {"gbps": 42.0}}))
+    pinned = peak_bandwidth(None, "cpu", 1, path=path)
+    assert pinned is not None and pinned["gbps"] == 42.0 and pinned["cached"] is True
+
+
+def test_gpu_key_is_the_device_name():
+    assert machine_key("cuda", 8, "NVIDIA H100 80GB HBM3") == machine_key("cuda", 1, "NVIDIA H100 80GB HBM3")
+    assert machine_key("cuda", 1, "NVIDIA H100 80GB HBM3") != machine_key("cuda", 1, "NVIDIA H200")
+
+
+def test_real_triad_is_fast_and_positive():
+    torch = pytest.importorskip("torch")
+    gbps = bandwidth.cpu_triad_gbps(torch, 1, total_bytes=48 * 1024**2, runs=3)
+    assert 0.1 < gbps < 10_000
+
+
+@pytest.mark.gpu
+def test_cuda_copy_peak():  # written, not yet measured on a card (issue 35)
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    gbps = bandwidth.cuda_copy_gbps(torch, nbytes=256 * 1024**2, runs=3)
+    assert 50 < gbps < 20_000
+
+
+# ----------------------------------------------------------------------------------------------------------
+# where it is shown: verify's verdict line and gate table, the feedback for the next prompt
+
+
+def _result(fraction: float, noisy: bool = False) -> VerificationResult:
+    timing = {"speedup": 1.0, "lo": 0.97, "hi": 1.03, "noisy": noisy, "threads": 1, "rounds": 9,
+              "gbps": 20.0 * fraction, "reference_gbps": 20.0 * fraction, "bandwidth_peak_gbps": 20.0,
+              "bandwidth_fraction": fraction, "reference_bandwidth_fraction": fraction, "bound": "memory-bound",
+              "bandwidth_over_peak": ["bandwidth_fraction", "reference_bandwidth_fraction"] if fraction > 1 else None}
+    latency = {"median_ms": 1.0, "reference_ms": 1.0, "speedup": 1.0, "lo": 0.97, "hi": 1.03, "rounds": 9,
+               "calls_per_round": 3, "noisy": noisy, **timing}
+    gates = [GateResult(n, "pass") for n in ("anti_hacking", "compile", "correctness")]
+    gates += [GateResult("latency", "pass", detail=latency), GateResult("profile", "pass")]
+    return VerificationResult(backend="cpu", gates=gates, latency_ms=1.0, reference_ms=1.0, timing=timing)
+
+
+def _printed(*renderables) -> str:
+    console = Console(width=400, no_color=True, record=True)
+    for r in renderables:
+        console.print(r)
+    return console.export_text()
+
+
+def test_verify_output_shows_the_fraction():
+    from evokernel_tui.commands.render import gate_table, verdict_line
+
+    res = _result(0.61)
+    text = _printed(gate_table(res), verdict_line(res))
+    assert "61% of memory bandwidth, memory-bound" in text
+    assert "peak 20.0 GB/s" in text
+    assert "reaches 61% of memory bandwidth, memory-bound (12.2 of 20.0 GB/s" in res.feedback()
+
+
+def test_verify_output_flags_above_the_peak():
+    from evokernel_tui.commands.render import verdict_line
+
+    res = _result(1.4)
+    assert "140% of memory bandwidth" in res.bandwidth_text()
+    assert "figure or the model of its work is wrong" in _printed(verdict_line(res))
+
+
+def test_noisy_verdict_states_no_fraction_in_the_claim():
+    from evokernel_tui.commands.render import gate_table, verdict_line
+
+    res = _result(0.5, noisy=True)
+    assert res.bandwidth_text() == "" and "Speed of light" not in res.feedback()
+    assert "memory bandwidth" not in _printed(verdict_line(res))
+    assert "50% of memory bandwidth" in _printed(gate_table(res))  # the gate's own (noisy) figures
+
+
+# ----------------------------------------------------------------------------------------------------------
+# end to end: `evokernel verify` on the built-in relu, the peak read from a cache written beforehand
+
+
+@pytest.mark.slow
+def test_verify_reads_the_cached_peak(tmp_path, build_root):
+    from verifier.config import VerifyConfig
+    from verifier.workers.pools import _threads
+
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({machine_key("cpu", _threads(VerifyConfig())): {
+        "gbps": 1000.0, "method": "given by the test", "measured_at": 0.0}}))
+    env = {**os.environ, "EVOKERNEL_BUILD_DIR": str(build_root), "EVOKERNEL_PEAKS_CACHE": str(peaks),
+           "NO_COLOR": "1", "COLUMNS": "160"}
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "evokernel_tui.cli", "verify", "relu",
+                           str(CANDIDATES / "cpu" / "relu.py"), "--json", "--trials", "2", "--no-cache"],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    detail = next(g for g in data["gates"] if g["name"] == "latency")["detail"]
+    if detail.get("no_figure"):
+        pytest.skip("the busy machine left no figure")
+    assert detail["bandwidth_peak_gbps"] == 1000.0  # the cached peak, not a fresh measurement
+    assert "cached" in detail["bandwidth_peak_source"]
+    assert detail["bandwidth_fraction"] == pytest.approx(detail["gbps"] / 1000.0)
+    assert detail["reference_bandwidth_fraction"] == pytest.approx(detail["reference_gbps"] / 1000.0)
+    assert detail["arithmetic_intensity"] == 0.0 and detail["bound"] == "memory-bound"  # relu: no FLOPs counted
+    assert data["timing"]["bandwidth_fraction"] == pytest.approx(detail["bandwidth_fraction"])
+    assert list(json.loads(peaks.read_text())) == [machine_key("cpu", _threads(VerifyConfig()))]  # nothing new
+
+    table = subprocess.run([sys.executable, "-m", "evokernel_tui.cli", "verify", "relu",
+                            str(CANDIDATES / "cpu" / "relu.py"), "--trials", "2"],
+                           capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "% of memory bandwidth, memory-bound" in table.stdout and "peak 1000.0 GB/s" in table.stdout
+
+
+def test_refine_prompt_carries_the_fraction():
+    """The refine prompt's "What the verifier said" is the verdict's feedback (core/session/stepping.py)."""
+    from core.prompting import render_previous
+
+    prompt = render_previous("class ModelNew: ...", _result(0.61).feedback())
+    assert "Speed of light: the kernel reaches 61% of memory bandwidth, memory-bound" in prompt
+    assert "the eager reference 61%" in prompt
+    assert "Speed of light" not in render_previous("x", _result(0.61, noisy=True).feedback())
+
+
+def test_latency_detail_from_a_given_or_measured_peak():
+    """The latency gate's keys (`verifier.run.timed_calls.speed_of_light_detail`): a peak given in the config
+    wins over the worker's, the worker's source is said, above 1 is flagged, and it can be turned off."""
+    from types import SimpleNamespace
+
+    from verifier.config import VerifyConfig
+    from verifier.run.timed_calls import speed_of_light_detail
+
+    worker = {"flops": 0, "bandwidth_peak": {"gbps": 40.0, "method": "triad", "cached": True, "key": "k"}}
+    measured = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference=worker), 1000, 10.0, 5.0)
+    assert measured["bandwidth_fraction"] == pytest.approx(0.25) and measured["bound"] == "memory-bound"
+    assert measured["bandwidth_peak_source"] == "triad, cached (k)"
+    given = SimpleNamespace(config=VerifyConfig(extra={"bandwidth_peak_gbps": 8.0}), reference=worker)
+    over = speed_of_light_detail(given, 1000, 10.0, 5.0)
+    assert over["bandwidth_peak_gbps"] == 8.0 and over["bandwidth_fraction"] == pytest.approx(1.25)
+    assert over["bandwidth_over_peak"] == ["bandwidth_fraction"] and over["bandwidth_peak_source"] == "given"
+    off = SimpleNamespace(config=VerifyConfig(extra={"speed_of_light": False}), reference=worker)
+    assert speed_of_light_detail(off, 1000, 10.0, 5.0) == {}
+    unknown = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference={}), 1000, 10.0, 5.0)
+    assert unknown["bandwidth_fraction"] is None and unknown["bound"] is None
