@@ -190,7 +190,7 @@ def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps
     """The latency detail's speed-of-light keys from the bytes a call moves, the kernel's and the reference's
     achieved GB/s, the machine's peak and (when known) the task's FLOPs per call:
     `bandwidth_peak_gbps`, `bandwidth_fraction`, `reference_bandwidth_fraction`, `arithmetic_intensity`,
-    `bound` ("memory-bound", or None when FLOPs are unknown or the intensity is high and no FLOP peak is
+    `bound` (memory-bound, or None when FLOPs are unknown or the intensity is high and no FLOP peak is
     known: then only the bandwidth fraction is said), and `bandwidth_over_peak`/`bandwidth_note` when a
     fraction is above 1."""
     def frac(x: float | None) -> float | None:
