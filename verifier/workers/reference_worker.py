@@ -338,7 +338,6 @@ class Worker:
                     return {"fail": f"{label}: {cmp.reason}", "mismatch": cmp.mismatch, "max_abs": cmp.max_abs,
                             "max_rel": cmp.max_rel}
             after = cmd.get("after")
-            tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
             if not isinstance(after, list) or len(after) != len(inputs):
                 return {"fail": f"{label}: forward was given {len(inputs)} inputs, the report has "
                                 f"{len(after) if isinstance(after, list) else 0}"}
@@ -348,7 +347,6 @@ class Worker:
                 got = self._region(region, x, f"input {j}")
                 if isinstance(got, str) or not device_compare.same_bits(torch, got, x):
                     return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
-            del tensors
             result.update(max_abs=worst_abs, max_rel=worst_rel)
         key = cmd.get("digest_key")
         if isinstance(key, int):
@@ -377,10 +375,9 @@ class Worker:
                 return f"{what} has dtype {dtype}, expected {dtype_name(torch, like.dtype)}"
             torch_dtype = like.dtype
         else:
-            torch_dtype = _DTYPES.get(dtype)
-            if torch_dtype is None:
+            if dtype not in _DTYPES:
                 return f"{what} has an unknown dtype"
-            torch_dtype = getattr(torch, torch_dtype)
+            torch_dtype = getattr(torch, dtype)
         try:
             return self.staging.view(torch, region["offset"], shape, torch_dtype)
         except (ValueError, RuntimeError) as exc:
@@ -559,9 +556,8 @@ def _forward_names(task) -> list[str] | None:
         return None
 
 
-_DTYPES = {name: name for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                                     "uint8", "bool", "complex64", "complex128")}
 READABLE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+_DTYPES = frozenset(READABLE_DTYPES) | {"complex64", "complex128"}  # what a staged region may claim to be
 
 
 def _readable_outputs(torch, kept: list) -> list | None:
