@@ -92,10 +92,14 @@ def test_counted_model_counts_each_call():
 
 
 def test_plan_never_replays_the_trial_just_before():
+    """Five clean trials and the fresh probe in six ordinary slots: the replay goes after a clean trial and
+    repeats an earlier clean one, never the fresh probe's slot."""
     for seed in range(50):
         p = plan(random.Random(seed), 5)
-        assert 0 <= p["of"] < p["after"] <= 4
-    assert plan(random.Random(0), 1) == {"after": 0, "of": 0}
+        assert 0 <= p["of"] < p["after"] <= 5 and p["fresh"] not in (p["of"], p["after"]) and 0 <= p["fresh"] <= 5
+    for seed in range(10):
+        p = plan(random.Random(seed), 1)  # one clean trial: the replay repeats it, right after it
+        assert p["after"] == p["of"] == 1 - p["fresh"]
 
 
 def test_findings():

@@ -6,23 +6,32 @@ Two rules, both read by the dynamic anti-hacking gate (`kernel_findings`):
   profiled call, a timed call) called no custom kernel function, while others did. The harness counts
   calls into the built extension per forward call (`CountingModule`, Triton's launch hook); timed calls
   are counted by a wrapper around the model (`counted_model`: one dict read and a list append per call).
-* `decoy-kernel` — the kernel ran beside torch and its result was thrown away. One extra forward, the
-  probe, replays the inputs of an earlier correctness trial (chosen by the parent, never the trial just
-  before it) after correctness and outside the timed path. In it the harness's wrapper around every
-  custom-kernel call (`Probe.call`) replaces what the call returned, and every tensor argument the call
-  wrote in place (found by comparing the arguments' bits before and after the call), with garbage of the
-  same shape and dtype: the call's own values rolled by a random offset (so ranges, sums and histograms
-  stay plausible and integer indices stay in range), noise where a roll changes nothing. The offsets
-  come from `os.urandom`, drawn at the probe. The parent reads the probe's outputs and the earlier
-  trial's (both from their held directories) and compares them bit for bit (`trials.Trials.output_digests`): unchanged means
-  no kernel result reached the output, and the verdict is refused. An output that changes is fine, and
-  so is a forward that raises on the garbage (the result reached the control flow).
+* `decoy-kernel` — the kernel ran beside torch and its result was thrown away. Two checked forwards,
+  placed among the correctness trials by the parent's secret generator (`plan`), run with the harness's
+  wrapper around every custom-kernel call (`Probe.call`) replacing what the call returned, and every
+  tensor argument the call wrote in place (found by comparing the arguments' bits before and after the
+  call), with garbage of the same shape and dtype: the call's own values rolled by a random offset (so
+  ranges, sums and histograms stay plausible and integer indices stay in range), noise where a roll
+  changes nothing. The offsets come from `os.urandom`, drawn at the probe.
+  - The *replay* repeats the inputs of an earlier correctness trial (never the trial just before it);
+    the parent compares its outputs with that trial's bit for bit (`trials.Trials.output_digests`):
+    unchanged means no kernel result reached the output.
+  - The *fresh probe* takes the place of one ordinary trial: inputs drawn like every trial's, which the
+    candidate has never seen; its outputs are compared with the reference's for those inputs, and still
+    right (within the task's tolerance) means no kernel result reached the output. Before it (issue 37)
+    the only checked forward was a repeat, so a kernel that computed on a repeated input and handed
+    torch's answer back on every fresh one was feasible.
+  Either finding refuses the verdict. An output that changes (or goes wrong) is fine, and so is a
+  forward that raises on the garbage (the result reached the control flow).
+* `copy-kernel` (kernelbench policy) — in either checked forward every tensor the kernel produced was one
+  of its own inputs handed back (`passed_through`) while torch computed (`copy_only`).
 
-What the candidate sees of the probe: a forward on inputs it has seen before, with the same tensors,
-shapes and devices; no flag (the probe state sits in the counting wrapper's closure, not on an attribute,
-and the command is a local of the harness). What it could still do — see docs/ARCHITECTURE.md, "Decoy
-kernels": fingerprint inputs and behave honestly on a repeat; count forwards; check its kernel's result
-against its own torch computation of a few elements; stitch a tiny kernel result into a torch output.
+What the candidate sees of the probes: the replay, a forward on inputs it has seen before, with the same
+tensors, shapes and devices; the fresh probe, a forward like every trial's; no flag (the probe state sits
+in the counting wrapper's closure, not on an attribute, and the command is a local of the harness). What
+it could still do — see docs/ARCHITECTURE.md, "Decoy kernels": count forwards; check its kernel's result
+against its own computation of a few elements (or ask its own C++ whether the result it holds is the one
+it returned) and raise when it differs; stitch a tiny kernel result into a torch output.
 """
 
 from __future__ import annotations
@@ -268,12 +277,26 @@ def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, di
 
 # --- the trusted side ---------------------------------------------------------------------------------
 def plan(rng, trials: int) -> dict:
-    """Where the probe goes: after trial `after`, replaying trial `of` (< `after` when there are two or
-    more trials, so a buffer the candidate keeps holds another trial's values when the probe runs)."""
-    if trials < 2:
-        return {"after": 0, "of": 0}
-    after = rng.randrange(1, trials)
-    return {"after": after, "of": rng.randrange(0, after)}
+    """Where the two checked forwards go among the `trials` + 1 ordinary trials the reference prepares
+    (`ordinary_slots`), drawn from the run's secret generator: slot `fresh` is run as the fresh probe (its
+    own inputs, seen once, like any trial's: its garbled outputs are judged against the reference's), and
+    the replay goes after trial `after`, replaying trial `of` (both among the other slots; `of` < `after`
+    when there are two or more of them, so a buffer the candidate keeps holds another trial's values when
+    the replay runs). A kernel that behaves on a repeat and cheats on inputs it has not seen meets the
+    fresh probe; one that tells the fresh probe by its inputs would have to tell it from every trial."""
+    slots = ordinary_slots(trials)
+    fresh = rng.randrange(0, slots)
+    clean = [k for k in range(slots) if k != fresh]
+    if len(clean) < 2:
+        return {"after": clean[0], "of": clean[0], "fresh": fresh}
+    at = rng.randrange(1, len(clean))
+    return {"after": clean[at], "of": clean[rng.randrange(0, at)], "fresh": fresh}
+
+
+def ordinary_slots(trials: int) -> int:
+    """The ordinary (task-distribution) trials the reference prepares for `trials` correctness trials: one
+    more, run as the fresh probe (`plan`)."""
+    return max(1, trials) + 1
 
 
 def verdict(record: dict) -> str | None:
@@ -285,6 +308,13 @@ def verdict(record: dict) -> str | None:
                 "noise: none of its work can reach the output; compute the output with the kernel")
     if not record or record.get("error") or not record.get("kernel_calls"):
         return None
+    if record.get("fresh"):  # inputs the candidate had not seen: its garbled outputs against the reference's
+        if record.get("right") is not True:
+            return None
+        what = (f"{record.get('replaced', 0)} tensor(s) the custom kernel returned or wrote" if record.get("replaced")
+                else "the custom kernel returned and wrote no tensor, and")
+        return (f"{what} were replaced by garbage in one checked forward on fresh inputs and its outputs were "
+                "still right: the kernel's result never reaches the output; compute the output with the kernel")
     trial, probe = record.get("trial_digests"), record.get("probe_digests")
     if not trial or trial != probe:
         return None
@@ -294,18 +324,37 @@ def verdict(record: dict) -> str | None:
             "the kernel's result never reaches the output; compute the output with the kernel")
 
 
+def probe_records(cand: dict) -> list[dict]:
+    """The checked forwards' records: the replay of a trial (`decoy_probe`) and the fresh probe
+    (`fresh_probe`), those the run has."""
+    return [r for r in (cand.get("decoy_probe"), cand.get("fresh_probe")) if isinstance(r, dict) and r]
+
+
+def work_record(cand: dict) -> dict | None:
+    """The probe record that says what the kernel's results were (`evidence.kernel_work_ms`): one that saw
+    every result be an input handed back when either did, else the first."""
+    records = probe_records(cand)
+    for r in records:
+        results, copies = r.get("results"), r.get("copies")
+        if isinstance(results, int) and isinstance(copies, int) and results > 0 and copies == results:
+            return r
+    return records[0] if records else None
+
+
 def kernel_findings(cand: dict) -> list[tuple[str, str]]:
-    """(rule, message) for forwards that called no custom kernel while others did, and for a decoy."""
+    """(rule, message) for forwards that called no custom kernel while others did, and for a decoy (in
+    either checked forward: the replay of a trial or the fresh probe)."""
     found: list[tuple[str, str]] = []
     trials = [c for c in cand.get("kernel_calls", []) if isinstance(c, int)]
     if not any(trials):
         return found  # no forward called it: custom-kernel-unused, the gate's own rule
-    probe = cand.get("decoy_probe") if isinstance(cand.get("decoy_probe"), dict) else {}
+    records = probe_records(cand)
     skipped = []
     if any(c == 0 for c in trials):
         skipped.append(f"{sum(c == 0 for c in trials)} of {len(trials)} correctness trials")
-    if probe and not probe.get("error") and probe.get("kernel_calls") == 0:
-        skipped.append("the checked replay of a trial")
+    for probe in records:
+        if not probe.get("error") and probe.get("kernel_calls") == 0:
+            skipped.append("the checked call on fresh inputs" if probe.get("fresh") else "the checked replay of a trial")
     if cand.get("profile_kernel_calls") == 0:
         skipped.append("the profiled call")
     timed = cand.get("timed_forwards")
@@ -314,10 +363,10 @@ def kernel_findings(cand: dict) -> list[tuple[str, str]]:
     if skipped:
         found.append(("custom-kernel-skipped", "forward did not call the custom kernel on " + ", ".join(skipped)
                       + "; every forward must run it"))
-    decoy = verdict(probe)
+    decoy = next((d for d in map(verdict, records) if d), None)
     if decoy:
         found.append(("decoy-kernel", decoy))
-    copying = copy_only(probe, cand.get("work_split"))
+    copying = next((c for c in (copy_only(r, cand.get("work_split")) for r in records) if c), None)
     if copying:
         found.append(("copy-kernel", copying))
     return found

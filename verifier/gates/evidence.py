@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.correctness.compare import compare_tensor, output_spread
-from verifier.correctness.decoy import kernel_findings
+from verifier.correctness.decoy import kernel_findings, work_record
 from verifier.policy.rules import Policy
 from verifier.policy.static_scan import RULES, Violation, scan
 from verifier.result import FAIL, PASS, SKIP, GateResult
@@ -127,7 +127,7 @@ class AntiHackingGate(Gate):
             found.append(Violation("reference-op-at-runtime", 0,
                                    f"{ran[0]} ran inside ModelNew.forward; the reference's {families[op_family(ran[0])]} must be replaced by the custom kernel"))
         found += _scan_built_sources(ev.marks)
-        probe = cand.get("decoy_probe") if isinstance(cand.get("decoy_probe"), dict) else None
+        probe = work_record(cand)  # the checked forward that says what the kernel's results were
         outside = _torch_outside_kernel(cand.get("work_split"), copies_are_work=_copy_task(ev.reference.get("profile", [])),
                                         probe=probe)
         if outside:

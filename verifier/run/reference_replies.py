@@ -28,7 +28,10 @@ class ReferenceSide:
             (self.trusted_dir / sub).mkdir()
         dists = [d for d in self.config.input_distributions if d] or ["task"]
         trials = []
-        for i in range(max(1, self.config.trials)):
+        from verifier.correctness.decoy import ordinary_slots
+
+        # one ordinary trial more than the clean ones: the fresh probe takes its place (`decoy.plan`)
+        for i in range(ordinary_slots(self.config.trials)):
             d = self.trusted_dir / f"trial{i}"
             d.mkdir()
             trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})

@@ -43,15 +43,19 @@ class Trials:
                 logged.append((at, probes.record(rt, status, reason)))
             return [r for _, r in sorted(logged, key=lambda x: x[0])]
 
-        probe_plan = decoy.plan(self.rng, max(1, self.config.trials))  # the decoy probe (verifier/correctness/decoy.py)
+        # the two checked forwards (verifier/correctness/decoy.py): the replay of a trial, and the fresh probe
+        # in the place of ordinary trial `fresh` (the reference prepares one more than `config.trials`)
+        probe_plan = decoy.plan(self.rng, max(1, self.config.trials))
 
         def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
+            # the fresh probe's command differs only inside the harness (a local there): same folder, inputs
+            kind = "probe" if self._fresh_probe(i, rt, probe_plan) else "trial"
             if self.reference.get("recipe") is None:
                 self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
-                self.job.send({"cmd": "trial", "dir": d.name, "index": i})
+                self.job.send({"cmd": kind, "dir": d.name, "index": i})
             else:  # the harness draws the trial's inputs from its seed, revealed now
-                cmd = {"cmd": "trial", "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task")}
+                cmd = {"cmd": kind, "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task")}
                 if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
                     cmd.update(recipe=rt["recipe"], may_refuse=True)
                 self.job.send(cmd)
@@ -92,6 +96,11 @@ class Trials:
                     gate.detail["probes"] = log(i, rt, "fail", gate.reason)
                     gate.reason = f"{label_of(rt)}: {gate.reason}"
                 return gate
+            if self._fresh_probe(i, rt, probe_plan):  # judged for the anti-hacking gate, not as a trial
+                self.judge_fresh_probe(i, rt, mark, d)
+                i, rt = next_trial(i + 1)
+                d = send_trial(i, rt) if rt is not None else d
+                continue
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
             probe = mark.get("gpu_probe")
             if isinstance(probe, dict):  # the GPU side-stream probe (verifier.clock.gpu_timing.gpu_findings reads it)
@@ -145,6 +154,32 @@ class Trials:
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
                            "probes": log(i, None, ""), **self.inputs_detail()})
 
+    @staticmethod
+    def _fresh_probe(i: int, rt: dict, probe_plan: dict) -> bool:
+        """Whether reference trial `i` is the one the fresh probe takes the place of (an ordinary trial)."""
+        return i == probe_plan.get("fresh") and not rt.get("probe")
+
+    def judge_fresh_probe(self, i: int, rt: dict, mark: dict, d: HeldDir) -> None:
+        """The fresh probe's result (`decoy.verdict` reads it): its garbled outputs against the reference's
+        for trial `i`, outputs only (the harness saves no inputs-after for a probe). `right`: they passed,
+        so no kernel result reached them. Recorded as `fresh_probe`; its files are dropped."""
+        assert self.trusted_dir is not None
+        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        record = {"trial": i, "fresh": True, **_probe_counts(found), "error": str(found.get("error") or "")[:300]}
+        if not record["error"]:
+            label = "the checked call on fresh inputs"
+            if self.device_compare:
+                verdict = self.examine(i, mark, label, outputs_only=True)
+            else:
+                self._check_held(d, self.trusted_dir / rt["dir"])
+                verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
+                                        self.config.atol, self.config.rtol, self.config, label=label)
+            record["right"] = not verdict.get("fail")
+            if record["right"]:
+                record["max_abs"], record["max_rel"] = verdict.get("max_abs"), verdict.get("max_rel")
+        self.candidate["fresh_probe"] = record
+        drop_outputs(d, None if self.shares_inputs else self.trusted_dir / rt["dir"])
+
     def send_probe(self, rt: dict, index: int) -> HeldDir:
         """The decoy probe (`verifier/correctness/decoy.py`): the inputs of reference trial `rt` again, every
         custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
@@ -174,12 +209,7 @@ class Trials:
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
             return False
         found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
-        def count(v) -> int:  # a claim of the candidate's process: anything but a plain count is none
-            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
-
-        record = {"trial": probe_plan["of"], "kernel_calls": count(found.get("kernel_calls")),
-                  "replaced": count(found.get("replaced")), "results": count(found.get("results")),
-                  "copies": count(found.get("copies")), "error": str(found.get("error") or "")[:300],
+        record = {"trial": probe_plan["of"], **_probe_counts(found), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
             record["probe_digests"] = (self.examine(None, mark, "the decoy probe", digest=True).get("digests")
@@ -205,7 +235,7 @@ class Trials:
                              after_digests=rt.get("after_digests"), magnitude=magnitude)
 
     def examine(self, index: int | None, mark: dict, label: str, *, magnitude: bool = False,
-                digest: bool = False) -> dict:
+                digest: bool = False, outputs_only: bool = False) -> dict:
         """A call's results checked by the trusted reference worker on the device (`Worker.examine`):
         trial `index` recomputed there and compared in full with what the candidate put in its shared
         buffer (index None: nothing compared), and with `digest` a keyed digest of its outputs. A buffer
@@ -222,7 +252,8 @@ class Trials:
         cmd: dict = {"cmd": "examine", "index": index, "compare": index is not None, "outputs": mark.get("outputs"),
                      "after": mark.get("after"), "atol": self.config.atol, "rtol": self.config.rtol,
                      "magnitude": magnitude, "degenerate": bool((self.config.extra or {}).get("degenerate")),
-                     "label": label, "digest_key": self.digest_key if digest else None}
+                     "label": label, "digest_key": self.digest_key if digest else None,
+                     "outputs_only": outputs_only}
         if staging["tag"] != self.staging_tag:
             got = self.job.receive_fd(10.0)
             if got is None or got[0] != staging["tag"]:
@@ -264,6 +295,15 @@ class Trials:
         return {"input_distribution": self.reference.get("input_distribution", ""),
                 "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
                 else "files (drawn on the CPU by the trusted side)"}
+
+
+def _probe_counts(found: dict) -> dict:
+    """The counts of a probe's record (`decoy.probe_forward`), a claim of the candidate's process: anything
+    but a plain count is none."""
+    def count(v) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+    return {k: count(found.get(k)) for k in ("kernel_calls", "replaced", "results", "copies", "reruns")}
 
 
 def _output_digests(held, outputs, config) -> list[str]:

@@ -1,0 +1,99 @@
+"""The rest of the fourth held-out hostile round (issue 37): checks a kernel could tell from trials, the
+no-op kernel under the default policy, an allocator setting in the candidate's process, and caps.
+
+* Decoy and copy checks on fresh inputs: the only checked forward used to be a replay of an earlier
+  trial's inputs, so a kernel that computes on a repeated input and hands torch's answer back on every
+  fresh one was feasible under `kernelbench`. A second checked forward, the fresh probe, now takes the
+  place of one ordinary trial at a slot drawn from the run's secret generator (`decoy.plan`).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from verifier import verify
+
+ROUND4 = Path(__file__).resolve().parents[1] / "candidates" / "hostile_round4"
+
+
+# ---------------------------------------------------------------------------------------------------
+# decoy and copy checks on fresh inputs as well as repeats
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_fresh_probe_slot_is_drawn_among_the_ordinary_trials():
+    """Every ordinary slot can be the fresh probe (the first trial the candidate sees, the last, any other),
+    and the replay never repeats it."""
+    from verifier.correctness.decoy import ordinary_slots, plan
+
+    assert ordinary_slots(5) == 6 and ordinary_slots(0) == 2
+    seen = set()
+    for seed in range(200):
+        p = plan(random.Random(seed), 3)
+        seen.add(p["fresh"])
+        assert p["fresh"] not in (p["of"], p["after"]) and p["of"] < p["after"]
+    assert seen == {0, 1, 2, 3}
+
+
+def _fresh(**kw) -> dict:
+    return {"trial": 1, "fresh": True, "kernel_calls": 1, "replaced": 1, "results": 1, "copies": 0, "reruns": 0,
+            "error": "", **kw}
+
+
+def test_a_garbled_fresh_call_whose_outputs_stay_right_is_a_decoy():
+    from verifier.correctness.decoy import kernel_findings, verdict, work_record
+
+    replay = {"trial": 0, "kernel_calls": 1, "replaced": 1, "results": 1, "copies": 0, "error": "",
+              "trial_digests": ["a"], "probe_digests": ["b"]}  # the replay: the kernel's result reached it
+    split = {"kernel_ms": 1.0, "torch_ms": 2.0, "torch_ops": [("aten::clamp_min", 2.0)]}
+    base = {"kernel_calls": [1, 1], "decoy_probe": replay, "work_split": split}
+    assert kernel_findings(base) == []
+    assert kernel_findings({**base, "fresh_probe": _fresh(right=False)}) == []  # garbage reached the outputs
+    assert kernel_findings({**base, "fresh_probe": _fresh(right=False, error="ValueError: x")}) == []
+    rules = kernel_findings({**base, "fresh_probe": _fresh(right=True)})
+    assert [r for r, _ in rules] == ["decoy-kernel"] and "fresh inputs" in rules[0][1]
+    assert verdict(_fresh(right=True, error="RuntimeError: y")) is None  # raised on garbage: it reached forward
+    # the copy check reads the fresh probe too, and so does the library share
+    copying = _fresh(right=False, copies=1)
+    assert [r for r, _ in kernel_findings({**base, "fresh_probe": copying})] == ["copy-kernel"]
+    assert work_record({**base, "fresh_probe": copying}) is copying
+    assert work_record(base) is replay
+    skipped = kernel_findings({**base, "fresh_probe": _fresh(kernel_calls=0, results=0, replaced=0)})
+    assert [r for r, _ in skipped] == ["custom-kernel-skipped"] and "fresh inputs" in skipped[0][1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, rule, seeded", [("decoy_on_fresh_inputs", "decoy-kernel", True),
+                                                ("decoy_on_fresh_inputs", "decoy-kernel", False),
+                                                ("copy_on_fresh_inputs", "copy-kernel", True)],
+                         ids=["decoy-seeded", "decoy-files", "copy-seeded"])
+def test_a_kernel_honest_only_on_repeated_inputs_is_refused(task_source, make_config, name, rule, seeded):
+    """Before: feasible under the default policy, static scan on (torch's relu in forward only reported),
+    on seeded inputs and on files alike: the replay found the kernel's result in the output and no copy,
+    and every fresh trial was torch's answer. Now the fresh probe, a trial like the others, finds it."""
+    source = (ROUND4 / f"{name}.py").read_text()
+    res = verify(task_source("relu"), source,
+                 config=make_config(time_kernels=False, extra={"seeded_inputs": seeded}))
+    gate = res.gates[0]
+    assert not res.feasible and gate.detail.get("rule") == rule, res.feedback()[:2000]
+    assert gate.detail["policy"]["preset"] == "kernelbench"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the first held-out round's no-op kernel under the default policy
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("static_scan", [True, False], ids=["scan", "no-scan"])
+def test_the_first_rounds_noop_kernel_is_refused_under_kernelbench(task_source, make_config, static_scan):
+    """Its custom function hands its input back and torch's relu does the work: feasible under the default
+    `kernelbench` policy before issue 37's copy check; refused by it now, with the static scan or without."""
+    source = (ROUND4 / "noop_identity_relu.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=static_scan, time_kernels=False))
+    gate = res.gates[0]
+    assert not res.feasible and gate.detail.get("rule") == "copy-kernel", res.feedback()[:2000]
+    assert gate.detail["policy"]["preset"] == "kernelbench"
