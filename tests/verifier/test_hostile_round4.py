@@ -510,14 +510,15 @@ def test_relu_that_spots_prime_probe_shapes_is_refused(task_source, make_config,
     """Before: the relu that drops its `numel % 4096` tail unless a size is prime passed all three held-out
     shapes (509x509, 61x4096, and the drawn #3, all prime) and was feasible. With #1 and #2 drawn, a
     verification whose draw has no prime size refuses it (the secret seed is fixed here, and a few are
-    tried, so the test does not hang on which seeds the trial loop draws first)."""
+    tried, so the test does not hang on which seeds the trial loop draws first; a draw refused by #3 alone,
+    whose sizes are not all prime in most seeds, shows nothing of #1 and #2 and the next is tried)."""
     import random
 
     from verifier.run import verification
 
     source = (ROUND4 / "relu_spots_prime_shapes.py").read_text()
     seen = []
-    for k in (3, 4, 5, 6):
+    for k in range(3, 11):
         monkeypatch.setattr(verification.secrets, "randbits", lambda b, k=k: random.Random(k).getrandbits(b))
         res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
         correctness = next(g for g in res.gates if g.name == "correctness")
@@ -525,9 +526,9 @@ def test_relu_that_spots_prime_probe_shapes_is_refused(task_source, make_config,
         if not res.feasible:
             assert correctness.reason.startswith("held-out shapes "), correctness.reason
             failed = [v for n, v in seen[-1].items() if n in ("held-out shapes #1", "held-out shapes #2")]
-            assert any(status == "fail" for status, _label in failed), seen[-1]
-            return
-    pytest.fail(f"feasible under every draw tried: {seen}")
+            if any(status == "fail" for status, _label in failed):
+                return
+    pytest.fail(f"not refused by held-out shapes #1 or #2 under any draw tried: {seen}")
 
 
 # ---------------------------------------------------------------------------------------------------
