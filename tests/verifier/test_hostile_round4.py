@@ -464,25 +464,18 @@ def test_mallopt_in_the_candidates_process_no_longer_shrinks_its_round_below_the
     """Before: the stub ran only in the reference worker's process, so `mallopt(M_MMAP_MAX, 0)` in the
     candidate's module made its loop cheaper than the stub and the difference came off its calls (softmax
     2048x4096, `softmax_mallopt.py`: 1.46x and 5.95x against 0.78x and 0.58x; relu: every round below the
-    stub, no figure). Now its harness runs its own stub round after each round, and no more than that is
-    subtracted. (relu: its own loop came out at 0.61-0.70 of the trusted stub in every run on a loaded
-    2-core machine; softmax's is nearer the noise there.) What the line still buys is in the calls
-    themselves: their 32 MB outputs come from a heap that stays mapped, the reference's are mapped and
-    faulted in afresh (see the issue's notes)."""
+    stub, no figure). Then its harness ran its own stub round after each round, and no more than that was
+    subtracted (its own loop came out at 0.61-0.70 of the trusted stub). Now both processes time their
+    rounds under the same cheapest allocator settings (`paired_calls.steady_heap`), so the line changes
+    nothing: its own loop costs what the trusted stub costs, as an honest candidate's does. (What the line
+    still bought in the calls themselves is `test_hostile_round4_checks.py`'s paired comparison.)"""
     honest, hostile = _mallopt_pair(task_source, make_config, "relu", "relu_mallopt.py")
     print({k: (honest.get(k), hostile.get(k)) for k in ("speedup", "trusted_overhead_ms", "own_overhead_ms",
                                                          "overhead_ms", "own_overhead_ratio", "noisy", "no_figure")})
-    # the attack is real, and measured: its own loop costs clearly less than the trusted stub
-    assert hostile["own_overhead_ms"] < 0.9 * hostile["trusted_overhead_ms"], hostile
-    assert hostile["overhead_ms"] <= 1.0001 * hostile["trusted_overhead_ms"]  # never more than the trusted stub
-    # an honest candidate's own stub is the trusted one within the noise: all of it is subtracted
-    assert honest["own_overhead_ratio"] > 0.9 and not honest["own_overhead_cheaper"], honest
-    if not hostile.get("busy"):
-        # on a machine quiet enough for a claim: what came off its rounds is its own loop's cost (and its
-        # noise), not the trusted stub's, and relu has a figure again. (On a busy one the median's noise
-        # can reach 1 — the trusted stub, as before — and the verdict is noisy.)
-        assert hostile["own_overhead_ratio"] < 0.95 and hostile["overhead_ms"] < 1.25 * hostile["own_overhead_ms"]
-        assert not hostile.get("no_figure"), hostile
+    for side in (honest, hostile):
+        assert side["overhead_ms"] <= 1.0001 * side["trusted_overhead_ms"]  # never more than the trusted stub
+        # the candidate's own stub is the trusted one within the noise: all of it is subtracted
+        assert side["own_overhead_ratio"] > 0.9 and not side["own_overhead_cheaper"], side
 
 
 def test_held_out_shapes_one_and_two_are_drawn_and_prime_only_by_chance():

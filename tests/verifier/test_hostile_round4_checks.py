@@ -97,3 +97,86 @@ def test_the_first_rounds_noop_kernel_is_refused_under_kernelbench(task_source, 
     gate = res.gates[0]
     assert not res.feasible and gate.detail.get("rule") == "copy-kernel", res.feedback()[:2000]
     assert gate.detail["policy"]["preset"] == "kernelbench"
+
+
+# ---------------------------------------------------------------------------------------------------
+# an allocator setting in the candidate's process: both sides time under the cheapest one
+# ---------------------------------------------------------------------------------------------------
+
+HEAP_PROBE = r'''
+import ctypes, sys
+import torch
+
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+from verifier.clock import paired_calls
+
+def mapped_for(nbytes):
+    before = libc.mallinfo2().hblkhd
+    t = torch.empty(nbytes, dtype=torch.uint8)
+    grew = libc.mallinfo2().hblkhd - before
+    del t
+    return grew >= nbytes
+
+big = 64 << 20
+out = [mapped_for(big)]
+sets = [[torch.randn(4)] for _ in range(3)]
+paired_calls.time_round(torch, lambda x: x * 2, sets, "cpu")  # what both processes run for a timed round
+out.append(mapped_for(big))
+paired_calls.default_heap()  # the reference worker before its next verification
+out.append(mapped_for(big))
+print(" ".join(map(str, out)))
+'''
+
+
+def test_a_timed_round_takes_no_block_from_mmap_in_either_process():
+    """`time_round` (the harness's and the reference worker's loop, and `draw_sets` / `load_sets` before it)
+    sets the cheapest allocator settings, so a 64 MiB output comes from the heap there as it would for a
+    candidate that ran `mallopt(M_MMAP_MAX, 0)`; the reference worker goes back to the environment's
+    settings (`default_heap`) before its next verification."""
+    import ctypes
+    import subprocess
+    import sys
+
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("no glibc mallinfo2 here")
+    from verifier.backends.cpu import CpuBackend
+
+    env = {**__import__("os").environ, **CpuBackend().child_env()}
+    proc = subprocess.run([sys.executable, "-c", HEAP_PROBE], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=str(Path(__file__).resolve().parents[2]))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "False", "True"], proc.stdout
+
+
+MALLOPT_LINE = "ctypes.CDLL(None).mallopt(M_MMAP_MAX, 0)"
+
+
+@pytest.mark.slow
+def test_the_mallopt_line_buys_nothing_over_the_same_kernel_without_it(task_source, make_config):
+    """The relu with `mallopt(M_MMAP_MAX, 0)` against the identical kernel without the line, re-timed in
+    paired rounds (`verifier.api.compare`) in both orders, so the order's own bias cancels: the geometric
+    mean of mallopt/honest. Before (landed own-stub bound, default allocator in both processes): 12.4x and
+    24.9x on the loaded 2-core machine (softmax 2048x4096: 3.4x and 1.3x), its 32 MiB outputs from reused
+    heap pages against mmapped pages faulted in afresh each call. Now the trusted timing code sets the
+    cheapest settings in both processes (`paired_calls.steady_heap`): 0.66-1.66 per order, about 1 a pair."""
+    import math
+
+    from verifier.api import compare
+
+    hostile = (ROUND4 / "relu_mallopt.py").read_text()
+    honest = hostile.replace(MALLOPT_LINE, "pass  # the same kernel without the line")
+    assert honest != hostile
+    config = make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6)
+    ratios = []
+    for first, second in ((honest, hostile), (hostile, honest)):
+        res = compare(task_source("relu"), first, second, config=config)
+        assert "error" not in res and res.get("speedup"), res
+        ratios.append(res["speedup"] if first is honest else 1.0 / res["speedup"])  # mallopt over honest
+    gain = math.sqrt(ratios[0] * ratios[1])
+    print({"mallopt_over_honest": ratios, "geometric_mean": gain})
+    assert gain < 2.0, ratios

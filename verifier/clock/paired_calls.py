@@ -45,6 +45,62 @@ def flush_bytes_of(config) -> int | None:
         return None
 
 
+# glibc's mallopt parameters (malloc.h) and its defaults where the environment sets nothing
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_DEFAULT_MMAP_MAX, _DEFAULT_TRIM_THRESHOLD = 65536, 128 * 1024
+_LIBC: dict = {}  # the C library's handle, filled in place (the harness's identity snapshot of this module)
+
+
+def _libc():
+    if "lib" not in _LIBC:
+        import ctypes
+
+        try:
+            lib = ctypes.CDLL(None)
+            _LIBC["lib"] = lib if hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim") else None
+        except OSError:
+            _LIBC["lib"] = None
+    return _LIBC["lib"]
+
+
+def steady_heap(device: str) -> bool:
+    """On the CPU, the allocator settings under which a timed round's allocations cost least, set by the
+    trusted code of both processes before every round (`draw_sets`, `load_sets`, `time_round`): no block
+    is mmapped (`M_MMAP_MAX` 0) and the heap is never trimmed (`M_TRIM_THRESHOLD` the largest), so a
+    round's sets and outputs reuse pages the previous round faulted in. Before (issue 37) one
+    `mallopt(M_MMAP_MAX, 0)` line in a candidate's module gave its 32 MiB outputs reused heap pages while
+    the reference's were mmapped and faulted in afresh every call: an honest relu with that line read
+    2-6x the same kernel without it. With both sides at the cheapest setting, nothing a candidate sets
+    in its own allocator makes its calls cheaper than the reference's. The reference worker goes back to
+    `default_heap` before the next verification. False where there is no glibc `mallopt` (nothing set)."""
+    if device != "cpu":
+        return False
+    lib = _libc()
+    if lib is None:
+        return False
+    lib.mallopt(_M_MMAP_MAX, 0)
+    lib.mallopt(_M_TRIM_THRESHOLD, -1)  # (size_t)-1: never trim
+    return True
+
+
+def default_heap() -> None:
+    """The process's allocator back as the environment set it (`CpuBackend.child_env`), and the free heap
+    given back to the system (`malloc_trim`): the long-lived reference worker after its timed rounds."""
+    lib = _libc()
+    if lib is None:
+        return
+
+    def env_int(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    lib.mallopt(_M_MMAP_MAX, env_int("MALLOC_MMAP_MAX_", _DEFAULT_MMAP_MAX))
+    lib.mallopt(_M_TRIM_THRESHOLD, min(env_int("MALLOC_TRIM_THRESHOLD_", _DEFAULT_TRIM_THRESHOLD), (1 << 31) - 1))
+    lib.malloc_trim(0)
+
+
 def dtype_name(torch, dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -214,6 +270,7 @@ def time_round(torch, model, sets: list[list], device: str, keep_outputs: bool =
     clocked window holds no copy per call."""
     if device == "cuda":
         return _time_round_cuda(torch, model, sets, keep_outputs, detach_inputs)
+    steady_heap(device)
 
     def timed_call(args: list):
         sync(torch, device)
@@ -332,6 +389,7 @@ def ready_model(outputs: list):
 
 def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]:
     """A timed round's input sets (mapped on the CPU: `refill` copies them into the persistent buffers)."""
+    steady_heap(device)
     return [load_args(torch, np, directory, device, prefix=f"s{k}_in", mmap=device == "cpu") for k in range(count)]
 
 
@@ -339,6 +397,7 @@ def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "
     """A round's input sets drawn on `device` from the seeds the parent revealed with the command
     (`verifier.correctness.input_recipe.draw`): what `load_sets` reads from files, for a task with a recipe. Both
     sides of the clock (the harness's round, the reference worker's replay and stub) call this."""
+    steady_heap(device)
     return [_draw(torch, recipe, int(seed), dist, device) for seed in seeds]
 
 
