@@ -211,6 +211,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         run_a.prepare_reference()
         run_b.start_candidate()
         run_b.reference, run_b.init_seed = run_a.reference, run_a.init_seed
+        run_b.decoy_plan = run_a.decoy_plan  # the fresh probe's slot in the trials both runs share
         shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
         run_b.trusted_dir = run_a.trusted_dir
         run_a.shares_inputs = True

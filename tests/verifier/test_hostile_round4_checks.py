@@ -180,3 +180,34 @@ def test_the_mallopt_line_buys_nothing_over_the_same_kernel_without_it(task_sour
     gain = math.sqrt(ratios[0] * ratios[1])
     print({"mallopt_over_honest": ratios, "geometric_mean": gain})
     assert gain < 2.0, ratios
+
+
+def test_a_forward_queued_behind_a_failed_trial_is_waited_for_before_the_report():
+    """The harness runs the next forward while the parent compares the last one; when that comparison
+    fails, the report comes only after the queued forward. Waited for 10 s alone, a slow queued forward
+    (the fresh probe of a Triton kernel under the interpreter on a loaded machine) lost the report and its
+    builds, and the verdict read `no-custom-kernel` instead of the failed trial."""
+    from types import SimpleNamespace
+
+    from verifier.config import VerifyConfig
+    from verifier.run.verification import _Run
+
+    waits = []
+
+    class Job:
+        def send(self, cmd):
+            return True
+
+        def expect(self, phases, timeout):
+            waits.append(timeout)
+            return None
+
+        def finish(self, timeout):
+            return SimpleNamespace(exit_code=0, timed_out=False)
+
+    run = _Run.__new__(_Run)
+    run.job, run.config, run.candidate = Job(), VerifyConfig(run_timeout_s=60.0), {}
+    for queued, wait in ((1, 70.0), (0, 10.0)):
+        run.forwards_queued = queued
+        run.finish_candidate()
+        assert waits[-1] == wait

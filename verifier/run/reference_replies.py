@@ -28,13 +28,14 @@ class ReferenceSide:
             (self.trusted_dir / sub).mkdir()
         dists = [d for d in self.config.input_distributions if d] or ["task"]
         trials = []
-        from verifier.correctness.decoy import ordinary_slots
+        from verifier.correctness.decoy import ordinary_slots, plan
 
         # one ordinary trial more than the clean ones: the fresh probe takes its place (`decoy.plan`)
-        for i in range(ordinary_slots(self.config.trials)):
+        slots = ordinary_slots(self.config.trials)
+        for i in range(slots):
             d = self.trusted_dir / f"trial{i}"
             d.mkdir()
-            trials.append({"seed": self.seed(), "dir": str(d), "dist": dists[i % len(dists)]})
+            trials.append({"seed": self.seed(), "dir": str(d)})
         from verifier.correctness.probes import probe_trials
 
         for spec in probe_trials(self.config, self.rng):  # the numerics probes: more trials, after the ordinary ones
@@ -45,6 +46,18 @@ class ReferenceSide:
         (self.trusted_dir / "profile").mkdir()
         self.init_seed = self.seed()
         self.profile_seed = self.seed()
+        # Where the two checked forwards go (drawn last, as when the trial loop drew them): the clean trials
+        # keep the distributions in turn, as they did before there was a fresh probe, and the fresh probe
+        # gets one drawn from them. (With one distribution, the default, every ordinary trial looks alike;
+        # with several, a candidate that reads the distributions can narrow down which trial is the probe.)
+        self.decoy_plan = plan(self.rng, max(1, self.config.trials))
+        clean = 0
+        for k in range(slots):
+            if k == self.decoy_plan["fresh"]:
+                trials[k]["dist"] = self.rng.choice(dists)
+            else:
+                trials[k]["dist"] = dists[clean % len(dists)]
+                clean += 1
         cmd = {"cmd": "prepare", "task_path": str(task), "init_seed": self.init_seed, "trials": trials,
                "init_dir": str(self.trusted_dir / "init"), "weights_dir": str(self.trusted_dir / "weights"),
                "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.profile_seed,

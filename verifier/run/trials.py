@@ -45,7 +45,9 @@ class Trials:
 
         # the two checked forwards (verifier/correctness/decoy.py): the replay of a trial, and the fresh probe
         # in the place of ordinary trial `fresh` (the reference prepares one more than `config.trials`)
-        probe_plan = decoy.plan(self.rng, max(1, self.config.trials))
+        # (`ReferenceSide.send_prepare` drew it with the trials; a run without one draws it now)
+        drawn = getattr(self, "decoy_plan", None)
+        probe_plan = dict(drawn) if isinstance(drawn, dict) else decoy.plan(self.rng, max(1, self.config.trials))
 
         def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
@@ -59,6 +61,7 @@ class Trials:
                 if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
                     cmd.update(recipe=rt["recipe"], may_refuse=True)
                 self.job.send(cmd)
+            self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
             return d
 
         def next_trial(i: int) -> tuple[int, dict | None]:
@@ -88,6 +91,7 @@ class Trials:
         trials = 0
         while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+            self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
@@ -191,6 +195,7 @@ class Trials:
         else:
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
                            "dist": rt.get("dist", "task")})
+        self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
         return d
 
     def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
@@ -204,6 +209,7 @@ class Trials:
         `decoy_probe`; False when the harness died meanwhile."""
         assert self.job is not None
         mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
+        self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")

@@ -47,6 +47,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.be, self.config, self.isolated, self.notify = be, config, isolated, notify
         self.rng = random.Random(secrets.randbits(64))
         self.reference: dict = {}
+        self.decoy_plan: dict | None = None  # where the checked forwards go (`ReferenceSide.send_prepare`)
+        self.forwards_queued = 0  # correctness forwards sent to the harness and not yet answered
         self.candidate: dict = {"trials": [], "kernel_calls": []}
         self.clean_exit = False
         self.job: LiveJob | None = None
@@ -346,7 +348,12 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if self.job is None:
             return
         self.job.send({"cmd": "finish"})
-        mark = self.job.expect({"report"}, 10.0)
+        # A correctness failure can leave the next forward queued (the harness runs it while the parent
+        # compares): the report comes after it. Waited for, so that a slow forward (a Triton kernel under
+        # the interpreter, on a loaded machine) does not lose the report and its builds, which read as
+        # `no-custom-kernel`; a forward that already overran its deadline is not waited for again.
+        wait = 10.0 + (self.config.run_timeout_s if getattr(self, "forwards_queued", 0) > 0 else 0.0)
+        mark = self.job.expect({"report"}, wait)
         self._take_report(mark)
         outcome = self.job.finish(timeout=5)
         self.outcome = outcome
