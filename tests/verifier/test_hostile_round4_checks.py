@@ -5,6 +5,11 @@ no-op kernel under the default policy, an allocator setting in the candidate's p
   trial's inputs, so a kernel that computes on a repeated input and hands torch's answer back on every
   fresh one was feasible under `kernelbench`. A second checked forward, the fresh probe, now takes the
   place of one ordinary trial at a slot drawn from the run's secret generator (`decoy.plan`).
+* The first held-out round's no-op kernel (its function hands its input back, torch's relu does the
+  work) is refused under `kernelbench` by `copy-kernel` (it already was on main; now a test says so).
+* `mallopt(M_MMAP_MAX, 0)` in an honest kernel's module: the own-stub bound left its calls a gain (their
+  outputs from reused heap pages, the reference's mmapped afresh); both processes now time their rounds
+  under the cheapest allocator settings (`paired_calls.steady_heap`).
 """
 
 from __future__ import annotations
