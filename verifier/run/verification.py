@@ -151,7 +151,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             if latency is not None:
                 gates.append(latency)
             elif self.config.time_kernels:
-                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing")))
+                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing"), _no_result_detail(self)))
             gates.append(ProfileGate().evaluate(ev))
             if self.config.ncu:
                 self.ncu_profile = gates[-1]
@@ -396,6 +396,12 @@ def _no_result(run: _Run, when: str) -> str:
     from verifier.gates.evidence import _no_report_reason
 
     return _no_report_reason(run.evidence(), when)
+
+
+def _no_result_detail(run: _Run) -> dict:
+    from verifier.gates.evidence import no_report_detail
+
+    return no_report_detail(run.evidence())
 
 
 @functools.cache

@@ -456,6 +456,7 @@ class Worker:
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
+        self.kept = self.round_outputs = None  # the last round's, checked: freed before this round's are made
         sets = []
         for k, seed in enumerate(cmd["seeds"]):
             inputs = self.draw(int(seed), "task")
