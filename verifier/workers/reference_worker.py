@@ -610,6 +610,8 @@ def main() -> int:
         try:
             if kind == "prepare":
                 channel.mark("prepared", **worker.prepare(cmd))
+                if worker.device == "cuda":  # the profile call's sets freed with prepare's frame: back to the driver
+                    worker.torch.cuda.empty_cache()
             elif kind == "round":
                 channel.mark("round_done", **worker.round(cmd))
             elif kind == "stub_round":
