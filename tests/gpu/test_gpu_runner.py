@@ -146,3 +146,26 @@ def test_a_rounds_tail_stays_in_its_own_window():
         del sets, stub_sets, kept
     diff, event = sorted(diffs)[2], sorted(events)[2]
     assert diff == pytest.approx(event, rel=0.34), (diffs, events)
+
+
+@pytest.mark.gpu
+def test_a_huge_output_written_on_a_side_stream_after_forward_returns_is_still_seen():
+    """The side-stream probe samples an output larger than its flush buffer (64 MB here, 1 GiB of output):
+    forward returning while another stream still fills the output shows as changed or pending."""
+    import torch
+
+    from verifier.clock.gpu_timing import CudaClock
+
+    clock = CudaClock(torch, flush_bytes=64 << 20)
+    out = torch.zeros((1 << 30) // 4, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~tens of ms of spinning, then the write
+        out.fill_(1.0)
+    found = clock.probe([out])
+    assert found["changed"] or found["pending_ms"] > 5 * found["idle_ms"] + 1, found
+    honest = torch.ones((1 << 30) // 4, device="cuda")
+    torch.cuda.synchronize()
+    quiet = clock.probe([honest])
+    assert not quiet["changed"], quiet
