@@ -91,8 +91,11 @@ class RunRecord:
     timeout_s: float | None = None
     seconds: float = 0.0
     bench_seconds: float | None = None
+    #: the seconds its verdicts per minute are over (its limit when it was stopped there)
+    span_s: float = 0.0
     tasks: int = 0
     verdicts: int = 0
+    no_verdict: int = 0
     feasible: int = 0
     errors: int = 0
     verdicts_per_min: float | None = None
@@ -302,7 +305,10 @@ def read_run(record: RunRecord) -> RunRecord:
                        for o in outcomes]
     record.tasks = len(outcomes)
     record.errors = sum(1 for o in outcomes if o.get("error"))
-    record.verdicts = sum(int(o.get("kernels") or 0) for o in outcomes if not o.get("error"))
+    # a verdict is a kernel the verifier judged (a crashed verification has a kernel and no verdict, no card)
+    record.verdicts = sum(sum(1 for d in o.get("devices") or [] if d) if o.get("devices") is not None
+                          else int(o.get("kernels") or 0) for o in outcomes if not o.get("error"))
+    record.no_verdict = sum(int(o.get("kernels") or 0) for o in outcomes if not o.get("error")) - record.verdicts
     record.feasible = sum(1 for o in outcomes if o.get("feasible"))
     counts: dict[str, int] = {}
     for o in outcomes:
@@ -314,6 +320,7 @@ def read_run(record: RunRecord) -> RunRecord:
         record.bench_seconds = round(float(data["updated"]) - float(data["started"]), 1)
     # a run stopped at its limit is counted up to the limit (not the seconds it took to stop)
     span = min(record.seconds, record.timeout_s) if record.timed_out and record.timeout_s else record.seconds
+    record.span_s = span
     if span > 0:
         record.verdicts_per_min = round(record.verdicts / (span / 60.0), 2)
     return record
@@ -331,7 +338,7 @@ def throughput(records: list[RunRecord]) -> list[dict[str, Any]]:
         for r in measured:
             if r.gpus == 1 or one is None or not one.verdicts_per_min:
                 continue
-            ratio = r.verdicts_per_min / one.verdicts_per_min
+            ratio = (r.verdicts / r.span_s) / (one.verdicts / one.span_s)
             rows.append({"executor": ex, "gpus": r.gpus, "per_min": r.verdicts_per_min, "one_gpu_per_min": one.verdicts_per_min,
                          "ratio": round(ratio, 3), "target": THROUGHPUT_TARGET if r.gpus == 2 else None,
                          "met": ratio >= THROUGHPUT_TARGET if r.gpus == 2 else None,
@@ -376,12 +383,15 @@ def render(report: dict[str, Any]) -> str:
              f"{report['workers']} task threads on every run; GPUs {','.join(report['gpus'])}.", ""]
     lines += ["## Runs", "", "| run | exit | s | verdicts | feasible | errors | verdicts/min | verdicts per card |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lost = [f"{r['label']}: {r['no_verdict']} kernel(s) with no verdict (the verification crashed; see the log)"
+            for r in report["runs"] if r.get("no_verdict")]
     for r in report["runs"]:
         cards = ", ".join(f"{short(d)} ×{n}" for d, n in r["devices"].items()) or "-"
         code = "timeout" if r["timed_out"] else str(r["exit_code"])
         lines.append(f"| {r['label']} | {code} | {r['seconds']:.1f} | {r['verdicts']} | {r['feasible']} | {r['errors']} | "
                      f"{r['verdicts_per_min'] if r['verdicts_per_min'] is not None else '-'} | {cards} |")
-    lines += [""] + [f"- {n}" for n in report["notes"]] + ([""] if report["notes"] else [])
+    notes = report["notes"] + lost
+    lines += [""] + [f"- {n}" for n in notes] + ([""] if notes else [])
     lines += ["## Throughput (measured runs, not the cold pass)", ""]
     if report["throughput"]:
         lines += ["| executor | GPUs | verdicts/min | 1 GPU | ratio | target | met |", "| --- | --- | --- | --- | --- | --- | --- |"]
