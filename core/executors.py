@@ -400,7 +400,19 @@ def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu
     where the job runs in the caller's process (`InProcessExecutor`: a callback cannot be pickled)."""
     from verifier import verify
 
-    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    result = verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    return with_worker_card(result)
+
+
+def with_worker_card(result: VerificationResult) -> VerificationResult:
+    """A GPU verdict whose reference never reported its card (the kernel failed before the reference ran)
+    gets the card this worker was pinned to (its CUDA_VISIBLE_DEVICES entry, else GPU 0), so every verdict
+    says where it ran."""
+    if result.backend in GPU_BACKENDS and not result.device_id:
+        from verifier.result import device_label_id
+
+        result.device_id = device_label_id(os.environ.get("CUDA_VISIBLE_DEVICES"), 0)
+    return result
 
 
 def _takes_on_gate(job: Callable[..., Any]) -> bool:

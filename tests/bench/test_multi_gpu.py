@@ -247,3 +247,18 @@ def test_cpu_bench_says_cpu_for_every_verdict(tmp_path, monkeypatch):
     assert "A on 2 verdicts: cpu ×2" in shown.output
     relu = next(line for line in shown.output.splitlines() if line.strip("│ ").startswith("relu"))
     assert "cpu / cpu" in relu
+
+
+def test_a_verdict_that_never_reached_the_reference_gets_the_workers_card(monkeypatch):
+    """A kernel that fails to compile never meets the reference worker, which names the card: the worker's
+    own pinning names it then, so the verdict still counts as one, on its card."""
+    from core.executors import with_worker_card
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    failed = with_worker_card(_result("cuda", verdict="compile_fail"))
+    assert failed.device_id == "GPU 3" and verdict_device(failed) == "GPU 3" and short_device("GPU 3") == "GPU 3"
+    named = with_worker_card(_result("cuda", "H", "GPU 1 (GPU-ab)"))
+    assert named.device_id == "GPU 1 (GPU-ab)"                                    # the reference's word stands
+    assert with_worker_card(_result("cpu", "cpu (x86_64, 2 threads)", "")).device_id == ""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert with_worker_card(_result("triton", verdict="compile_fail")).device_id == "GPU 0"
