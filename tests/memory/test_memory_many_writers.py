@@ -87,7 +87,7 @@ def test_many_writer_processes_lose_and_fork_no_update(tmp_path):
     for i in IDS:
         item = final.get(i)
         per_device = item.device_values()
-        for stage, n_key, q_key in (("draft", "visits1", "q1"), ("refine", "visits2", "q2")):
+        for stage, n_key in (("draft", "visits1"), ("refine", "visits2")):
             chain = sorted((c for c in logged if c["item_id"] == i and c["stage"] == stage), key=lambda c: c["visits"])
             assert item.visits(stage) == len(chain), f"{i} {stage}: {item.visits(stage)} visits, {len(chain)} logged"
             assert [c["visits"] for c in chain] == list(range(1, len(chain) + 1))  # no update counted twice
