@@ -506,6 +506,9 @@ def main(argv: list[str] | None = None, *, detect: Callable[[], list[str]] | Non
             record = read_run(RunRecord(plan.label, plan.executor, plan.gpus, workers, shlex.join(cmd), str(out),
                                         plan.warmup, code, timed_out, round(limit, 1), round(seconds, 1)))
             records.append(record)
+            if plan.warmup and timed_out:
+                notes.append(f"{plan.label} was cut short: the runs after it may build kernels it did not reach "
+                             "(the 1-GPU run first, which favours the wider runs); raise --budget-s or lower --limit")
             print(f"multi_gpu_bench: {plan.label}: {record.verdicts} verdicts in {seconds:.1f} s "
                   f"({record.verdicts_per_min} per min){' — cut short' if timed_out else ''}", flush=True)
             flush()
