@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None, *, detect: Callable[[], list[str]] | Non
                      "verification are the same as with the 127.0.0.1 server")
     workers = args.threads_per_gpu * len(gpus)
     kernels = kernels_for(args.names)
-    ok, env = (cuda_ok or torch_cuda)()
+    _, env = (cuda_ok or torch_cuda)()
     records: list[RunRecord] = []
 
     def flush() -> dict[str, Any]:
