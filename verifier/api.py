@@ -145,6 +145,7 @@ def verify(
         run.lap("checks and close")
     result.phases = {k: round(v, 3) for k, v in run.phases.items()}
     result.device = run.reference.get("device_name", "")
+    result.device_id = str(run.reference.get("device_id") or "")
     result.compiled_ms = _median(run.reference.get("compiled_times_ms"))
     lat = next((g for g in gates if g.name == "latency" and g.passed), None)
     if lat is not None:

@@ -163,7 +163,7 @@ class Worker:
         from verifier.correctness import input_recipe
         # init and weights are written: the parent can construct the candidate (with the recipe) now, and
         # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
-        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
+        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(), device_id=self.device_id(),
                           input_distribution=input_recipe.describe(self.recipe, self.input_names),
                           device_compare=self.device_compare)
         trials = self.trial_records = []
@@ -229,6 +229,7 @@ class Worker:
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
                   "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
         result["device_name"] = self.device_name()
+        result["device_id"] = self.device_id()
         if self.device == "cuda":  # the room a timed round's sets and kept outputs may take on the card
             result["device_free_bytes"] = int(torch.cuda.mem_get_info()[0])
         if cmd.get("compare_compile"):
@@ -435,6 +436,17 @@ class Worker:
         import platform
 
         return f"cpu ({platform.machine()}, {self.torch.get_num_threads()} threads)"
+
+    def device_id(self) -> str:
+        """Which card this worker uses, as it sees it (`verifier.result.device_label_id`); "cpu" on the CPU."""
+        if self.device != "cuda":
+            return "cpu"
+        from verifier.result import device_label_id
+
+        torch = self.torch
+        index = int(torch.cuda.current_device())
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+        return device_label_id(os.environ.get("CUDA_VISIBLE_DEVICES"), index, uuid)
 
     def _compiled_times(self, inputs: list) -> list[float]:
         from verifier.clock.paired_calls import time_round
