@@ -287,7 +287,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                     shown.enter_context(Live(phases, console=console, refresh_per_second=8, transient=True))
                 data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB,
                                  shapes=task_shapes, on_progress=on_progress,
-                                 check=lambda task: reference_skip_reason(task, limit_gb),
+                                 check=lambda task: reference_skip_reason(task, limit_gb, backend=backend),
                                  on_event=None if as_json else phases.on_event)
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
