@@ -135,6 +135,9 @@ class VerificationResult:
     #: seconds spent in each phase of a fresh verification (start, build, reference wait, construct, ...):
     #: where a verdict's time goes, for the speed benchmarks (a cached verdict keeps its measuring run's)
     phases: dict[str, float] = field(default_factory=dict)
+    #: device memory each side held at its peak, GiB ({"reference": the trusted worker's allocator,
+    #: "candidate": its process's allocator and shared buffer, as that process reported it}); GPU only
+    device_peak_gb: dict[str, float] = field(default_factory=dict)
     #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
     policy: dict[str, Any] = field(default_factory=dict)
     #: the correctness gate's numerics probes (verifier/correctness/probes.py): {"probe", "name", "status" (pass, fail,
@@ -276,6 +279,7 @@ class VerificationResult:
             tolerance=d.get("tolerance", ""),
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
+            device_peak_gb=dict(d.get("device_peak_gb") or {}),
             policy=dict(d.get("policy") or {}),
             probes=list(d.get("probes") or []),
         )

@@ -131,6 +131,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             latency = None
         self.audit()
         self.finish_candidate()
+        self.read_reference_peak()
         self.lap("finish")
         ev = self.evidence()
         if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
@@ -267,6 +268,9 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                                            "builds", "threads_after_forward", "patched_after_forward")
                     if k in report}
             self.candidate.update(keep)
+            peak = report.get("device_peak_bytes")
+            if isinstance(peak, int) and not isinstance(peak, bool) and 0 < peak < 1 << 50:
+                self.candidate["device_peak_bytes"] = peak  # the process's own claim: shown, never relied on
 
     def profile(self) -> bool:
         assert self.job is not None and self.trusted_dir is not None
@@ -341,6 +345,17 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         for entry in found:
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
+
+    def read_reference_peak(self) -> None:
+        """The trusted worker's device-memory peak over this verification (GPU only; diagnostics: the
+        device-memory plan is an estimate, this is what one run took)."""
+        if self.be.device != "cuda" or self.ref_held is None or self.prepare_pending:
+            return
+        ref = self.ref_held[0]
+        if ref.send({"cmd": "peak"}):
+            mark = ref.expect({"peak", "error"}, 10.0)
+            if mark is not None and mark.get("phase") == "peak":
+                self.reference["device_peak_bytes"] = int(mark.get("device_peak_bytes") or 0)
 
     def finish_candidate(self) -> None:
         if self.job is None:

@@ -301,6 +301,10 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         while True:
             cmd = channel.recv()
             kind = cmd.get("cmd")
+            if device == "cuda":  # the card this process held so far: the allocator's peak and its shared buffer
+                staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
+                report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
+                                                  int(torch.cuda.max_memory_reserved()) + staged_bytes)
             if kind == "finish":
                 break
             report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",

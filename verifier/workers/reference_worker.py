@@ -620,7 +620,12 @@ def main() -> int:
         if kind == "finish":
             return 0
         try:
-            if kind == "prepare":
+            if kind == "prepare" and cmd.get("device") == "cuda":
+                worker.torch.cuda.reset_peak_memory_stats()  # this verification's peak (the worker is pooled)
+            if kind == "peak":
+                took = int(worker.torch.cuda.max_memory_reserved()) if worker.device == "cuda" else 0
+                channel.mark("peak", device_peak_bytes=took)
+            elif kind == "prepare":
                 channel.mark("prepared", **worker.prepare(cmd))
                 if worker.device == "cuda":  # the profile call's sets freed with prepare's frame: back to the driver
                     worker.torch.cuda.empty_cache()
