@@ -112,10 +112,28 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="evokernel-parent-watch", daemon=True).start()
 
 
-def _worker_init(parent: int, slots: Any = None) -> None:
+_PROGRESS: Any = None  # in a pool worker: the queue its jobs' gate progress goes back to the parent on
+
+
+def _worker_init(parent: int, slots: Any = None, progress: Any = None) -> None:
+    global _PROGRESS
     _watch_parent(parent)
     if slots is not None:
         _pin_gpu(slots)
+    _PROGRESS = progress
+
+
+def streamed_job(token: int, job: Callable[..., T], *args: Any) -> T:
+    """Pool worker: `job(*args, on_gate=...)` with each gate state and progress line (trial k/N, timing
+    round r) put on the pool's progress queue under `token`, so the parent shows them as they happen."""
+    queue = _PROGRESS
+
+    def on_gate(*event: Any) -> None:
+        if queue is not None:
+            with contextlib.suppress(Exception):  # progress is best effort; the verdict is the result
+                queue.put((token, event))
+
+    return job(*args, on_gate=on_gate)
 
 
 class ProcessPoolExecutor(_Base):
@@ -139,13 +157,43 @@ class ProcessPoolExecutor(_Base):
             for gpu in self.gpus:
                 slots.put(gpu)
         self.workers = workers
+        # gate progress from the workers' verifications, routed to whoever waits on each (`stream`)
+        self._progress = ctx.Queue()
+        self._listeners: dict[int, Callable[..., None]] = {}
+        self._tokens = iter(range(1, 1 << 62))
         self._pool = _StdPool(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                              initargs=(os.getpid(), slots))
+                              initargs=(os.getpid(), slots, self._progress))
+        import threading
+
+        threading.Thread(target=self._route_progress, name="evokernel-pool-progress", daemon=True).start()
         if self.gpus:
             # start every worker now, side by side (the pool starts one per job that finds none idle), so
             # every GPU's worker is ready when the first jobs come, not only the first one's
             for _ in range(workers):
                 self._pool.submit(os.getpid)
+
+    def _route_progress(self) -> None:
+        while True:
+            try:
+                item = self._progress.get()
+            except (EOFError, OSError, ValueError):
+                return
+            if item is None:
+                return
+            token, event = item
+            listener = self._listeners.get(token)
+            if listener is not None:
+                with contextlib.suppress(Exception):
+                    listener(*event)
+
+    def stream(self, job: Callable[..., T], args: tuple, on_gate: Callable[..., None]) -> T:
+        """Run `job(*args, on_gate=...)` on a worker and wait, `on_gate` called here as the worker reports."""
+        token = next(self._tokens)
+        self._listeners[token] = on_gate
+        try:
+            return self._pool.submit(streamed_job, token, job, *args).result()
+        finally:
+            self._listeners.pop(token, None)
 
     def describe(self) -> str:
         gpus = f", GPUs {','.join(self.gpus)}" if self.gpus else ""
@@ -156,6 +204,8 @@ class ProcessPoolExecutor(_Base):
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self._progress.put(None)
 
     def kill(self) -> None:
         """Stop at once: SIGKILL every worker (each one's sandboxes die with it), then shut the pool down."""
@@ -426,18 +476,23 @@ def executor_verify(executor: Executor,
                     job: Callable[..., VerificationResult] = verify_job) -> Callable[..., VerificationResult]:
     """A Session `verify_fn` that runs `job` on `executor` and waits for it.
 
-    Gate progress cannot stream back from another process, so the gates are reported to `on_gate`
-    once the result arrives, in order (the session's event log gets the same shape either way). In the
-    caller's own process (`InProcessExecutor`), with a job that takes it, `on_gate` goes to the verifier itself, so
-    states and progress (trial k/N, timing rounds) arrive as they happen.
+    In the caller's own process (`InProcessExecutor`), with a job that takes it, `on_gate` goes to the
+    verifier itself; on the local pool it comes back over the pool's progress queue (`streamed_job`); so
+    states and progress (trial k/N, timing rounds) arrive as they happen. From Ray they cannot stream
+    back: the gates are reported to `on_gate` once the result arrives, in order (the session's event log
+    gets the same shape either way).
     """
     streams = isinstance(executor, InProcessExecutor) and _takes_on_gate(job)
+    pooled = isinstance(executor, ProcessPoolExecutor) and _takes_on_gate(job)
 
     def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu",
                   config: VerifyConfig | None = None,
                   on_gate: Callable[..., None] | None = None) -> VerificationResult:
         if streams:
             return executor.submit(job, reference_source, candidate_source, backend, config, on_gate).result()
+        if pooled and on_gate is not None:
+            assert isinstance(executor, ProcessPoolExecutor)
+            return executor.stream(job, (reference_source, candidate_source, backend, config), on_gate)
         result = executor.submit(job, reference_source, candidate_source, backend, config).result()
         if on_gate is not None:
             for gate in result.gates:

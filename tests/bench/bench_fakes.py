@@ -26,6 +26,15 @@ def slow_verify(reference_source, candidate_source, backend="cpu", config=None):
     return fake_verify(reference_source, candidate_source, backend, config)
 
 
+def progressing_verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None):
+    """The fake verdict after three "trial k/3" progress reports 0.2 s apart (a verification's live lines)."""
+    for k in range(3):
+        if on_gate:
+            on_gate("correctness", "running", f"trial {k + 1}/3 (pid {os.getpid()})")
+        time.sleep(0.2)
+    return fake_verify(reference_source, candidate_source, backend, config, on_gate=on_gate)
+
+
 def where_slowly(_: object = None) -> int:
     """The worker's pid after a short wait, so a pool of two cannot serve every call from one worker."""
     import time
