@@ -133,7 +133,12 @@ def streamed_job(token: int, job: Callable[..., T], *args: Any) -> T:
             with contextlib.suppress(Exception):  # progress is best effort; the verdict is the result
                 queue.put((token, event))
 
-    return job(*args, on_gate=on_gate)
+    try:
+        return job(*args, on_gate=on_gate)
+    finally:
+        if queue is not None:  # the end of this job's reports: the caller waits for it before returning
+            with contextlib.suppress(Exception):
+                queue.put((token, None))
 
 
 class ProcessPoolExecutor(_Base):
@@ -159,7 +164,7 @@ class ProcessPoolExecutor(_Base):
         self.workers = workers
         # gate progress from the workers' verifications, routed to whoever waits on each (`stream`)
         self._progress = ctx.Queue()
-        self._listeners: dict[int, Callable[..., None]] = {}
+        self._listeners: dict[int, tuple[Callable[..., None], Any]] = {}
         self._tokens = iter(range(1, 1 << 62))
         self._pool = _StdPool(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                               initargs=(os.getpid(), slots, self._progress))
@@ -182,16 +187,25 @@ class ProcessPoolExecutor(_Base):
                 return
             token, event = item
             listener = self._listeners.get(token)
-            if listener is not None:
-                with contextlib.suppress(Exception):
-                    listener(*event)
+            if listener is None:
+                continue
+            if event is None:
+                listener[1].set()
+                continue
+            with contextlib.suppress(Exception):
+                listener[0](*event)
 
     def stream(self, job: Callable[..., T], args: tuple, on_gate: Callable[..., None]) -> T:
-        """Run `job(*args, on_gate=...)` on a worker and wait, `on_gate` called here as the worker reports."""
-        token = next(self._tokens)
-        self._listeners[token] = on_gate
+        """Run `job(*args, on_gate=...)` on a worker and wait, `on_gate` called here as the worker reports,
+        every report delivered before this returns (the queue may lag the result by a moment)."""
+        import threading
+
+        token, finished = next(self._tokens), threading.Event()
+        self._listeners[token] = (on_gate, finished)
         try:
-            return self._pool.submit(streamed_job, token, job, *args).result()
+            result = self._pool.submit(streamed_job, token, job, *args).result()
+            finished.wait(10.0)
+            return result
         finally:
             self._listeners.pop(token, None)
 
