@@ -18,6 +18,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -92,10 +93,21 @@ def verify(problem: Path, kernel: Path, backend: str, memory_gb: float, timeout_
     cmd = [sys.executable, "-m", "evokernel_tui.cli", "verify", "--backend", backend, str(problem), str(kernel),
            "--json", "--memory-gb", f"{memory_gb:g}", "--no-cache"]
     t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"seconds": round(time.monotonic() - t0, 1), "error": f"no verdict in {timeout_s:g} s"}
+    # its own session, killed as a group on timeout: `subprocess.run(timeout=)` kills only the command line,
+    # then waits forever on pipes its sandbox and reference worker still hold (a whole run lost that way)
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as run:
+        try:
+            out, err = run.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            try:
+                out, err = run.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+            return {"seconds": round(time.monotonic() - t0, 1), "error": f"no verdict in {timeout_s:g} s",
+                    "stderr_tail": (err or "")[-3000:]}
+    proc = subprocess.CompletedProcess(cmd, run.returncode, out, err)
     seconds = round(time.monotonic() - t0, 1)
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
     if line is None:

@@ -70,6 +70,22 @@ def gpu_free_bytes() -> tuple[str, int] | None:
         return None
 
 
+def gpu_total_bytes() -> tuple[str, int] | None:
+    """(name, total bytes) of the smallest GPU nvidia-smi lists (what any card of this machine could hold
+    with nothing else on it: `bench` spreads tasks over them); None without one."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=False).stdout
+        cards = [(name.strip(), int(float(total)) * 1024**2)
+                 for name, _, total in (line.rpartition(",") for line in out.strip().splitlines() if line.strip())]
+        return min(cards, key=lambda c: c[1]) if cards else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def gpu_class(name: str, capability: str) -> str:
     return f"{name} (sm_{capability.replace('.', '')})" if capability else name
 

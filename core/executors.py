@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import ProcessPoolExecutor as _StdPool
 from pathlib import Path
@@ -112,10 +112,33 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="evokernel-parent-watch", daemon=True).start()
 
 
-def _worker_init(parent: int, slots: Any = None) -> None:
+_PROGRESS: Any = None  # in a pool worker: the queue its jobs' gate progress goes back to the parent on
+
+
+def _worker_init(parent: int, slots: Any = None, progress: Any = None) -> None:
+    global _PROGRESS
     _watch_parent(parent)
     if slots is not None:
         _pin_gpu(slots)
+    _PROGRESS = progress
+
+
+def streamed_job(token: int, job: Callable[..., T], *args: Any) -> T:
+    """Pool worker: `job(*args, on_gate=...)` with each gate state and progress line (trial k/N, timing
+    round r) put on the pool's progress queue under `token`, so the parent shows them as they happen."""
+    queue = _PROGRESS
+
+    def on_gate(*event: Any) -> None:
+        if queue is not None:
+            with contextlib.suppress(Exception):  # progress is best effort; the verdict is the result
+                queue.put((token, event))
+
+    try:
+        return job(*args, on_gate=on_gate)
+    finally:
+        if queue is not None:  # the end of this job's reports: the caller waits for it before returning
+            with contextlib.suppress(Exception):
+                queue.put((token, None))
 
 
 class ProcessPoolExecutor(_Base):
@@ -131,19 +154,63 @@ class ProcessPoolExecutor(_Base):
         if workers < 1:
             raise ExecutorError("--workers must be 1 or more")
         ctx = multiprocessing.get_context("spawn")
-        self.gpus = list(gpus or [])
+        self.gpus = pool_plan(workers, list(gpus)) if gpus else []
         slots = None
         if self.gpus:
-            workers = min(workers, len(self.gpus))
+            workers = len(self.gpus)
             slots = ctx.Queue()
-            for gpu in self.gpus[:workers]:
+            for gpu in self.gpus:
                 slots.put(gpu)
         self.workers = workers
+        # gate progress from the workers' verifications, routed to whoever waits on each (`stream`)
+        self._progress = ctx.Queue()
+        self._listeners: dict[int, tuple[Callable[..., None], Any]] = {}
+        self._tokens = iter(range(1, 1 << 62))
         self._pool = _StdPool(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                              initargs=(os.getpid(), slots))
+                              initargs=(os.getpid(), slots, self._progress))
+        import threading
+
+        threading.Thread(target=self._route_progress, name="evokernel-pool-progress", daemon=True).start()
+        if self.gpus:
+            # start every worker now, side by side (the pool starts one per job that finds none idle), so
+            # every GPU's worker is ready when the first jobs come, not only the first one's
+            for _ in range(workers):
+                self._pool.submit(os.getpid)
+
+    def _route_progress(self) -> None:
+        while True:
+            try:
+                item = self._progress.get()
+            except (EOFError, OSError, ValueError):
+                return
+            if item is None:
+                return
+            token, event = item
+            listener = self._listeners.get(token)
+            if listener is None:
+                continue
+            if event is None:
+                listener[1].set()
+                continue
+            with contextlib.suppress(Exception):
+                listener[0](*event)
+
+    def stream(self, job: Callable[..., T], args: tuple, on_gate: Callable[..., None]) -> T:
+        """Run `job(*args, on_gate=...)` on a worker and wait, `on_gate` called here as the worker reports,
+        every report delivered before this returns (the queue may lag the result by a moment)."""
+        import threading
+
+        token, finished = next(self._tokens), threading.Event()
+        self._listeners[token] = (on_gate, finished)
+        try:
+            result = self._pool.submit(streamed_job, token, job, *args).result()
+            finished.wait(10.0)
+            return result
+        finally:
+            self._listeners.pop(token, None)
 
     def describe(self) -> str:
-        gpus = f", GPUs {','.join(self.gpus[: self.workers])}" if self.gpus else ""
+        gpus = f", GPUs {','.join(self.gpus)}" if self.gpus else ""
         return f"pool ({self.workers} worker{'s' if self.workers != 1 else ''}{gpus})"
 
     def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
@@ -151,6 +218,8 @@ class ProcessPoolExecutor(_Base):
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self._progress.put(None)
 
     def kill(self) -> None:
         """Stop at once: SIGKILL every worker (each one's sandboxes die with it), then shut the pool down."""
@@ -172,22 +241,29 @@ class ProcessPoolExecutor(_Base):
 class RayExecutor(_Base):
     """Jobs as Ray tasks: a local instance (`address=None`) or a cluster (`address="ray://..."` or "auto").
 
-    `gpus_per_job=1` makes Ray place each job on its own GPU (cuda and triton backends); `workers`
-    caps the CPUs of a local instance. A local instance started here is shut down by `shutdown`.
+    `gpus_per_job=1` makes Ray place each job on its own GPU (cuda and triton backends): Ray sets the job's
+    CUDA_VISIBLE_DEVICES, and a GPU job gets a fresh worker process (Ray's default for GPU tasks), so a
+    worker's warm state never carries one GPU's setting to a job on another. `workers` caps the CPUs of a
+    local instance; `gpus` (ids, as `choose_gpus` gives them) the GPUs it may use, by default all it
+    finds. A local instance started here is shut down by `shutdown`.
     """
 
     name = "ray"
 
     def __init__(self, workers: int = 2, address: str | None = None, gpus_per_job: float = 0.0,
-                 python_path: list[str] | None = None):
+                 python_path: list[str] | None = None, gpus: list[str] | None = None):
         try:
             import ray
         except ImportError:
             raise ExecutorError("Ray is not installed; `pip install 'evokernel-tui[ray]'` or use --executor pool") from None
+        if gpus is not None and address:
+            raise ExecutorError("--gpus is for a local Ray instance; a cluster's GPUs are its nodes' "
+                                "(`ray start --num-gpus N`, with CUDA_VISIBLE_DEVICES)")
         self._ray = ray
         self.workers = workers
         self.address = address
         self.gpus_per_job = gpus_per_job
+        self.gpus = list(gpus) if gpus is not None else None
         self._owns = False
         self._remotes: dict[Any, Any] = {}
         if not ray.is_initialized():
@@ -199,8 +275,11 @@ class RayExecutor(_Base):
                 kwargs["address"] = address
             else:
                 kwargs["num_cpus"] = workers
+                if self.gpus is not None:
+                    kwargs["num_gpus"] = len(self.gpus)
             try:
-                ray.init(**kwargs)
+                with _visible_devices(self.gpus if not address else None):
+                    ray.init(**kwargs)
             except Exception as exc:
                 where = address or "a local instance"
                 raise ExecutorError(f"cannot start Ray on {where}: {first_line(exc, 200)}") from None
@@ -216,6 +295,8 @@ class RayExecutor(_Base):
     def describe(self) -> str:
         where = self.address or "local"
         gpu = f", {self.gpus_per_job:g} GPU per job" if self.gpus_per_job else ""
+        if self.gpus_per_job and self.gpus is not None:
+            gpu += f", GPUs {','.join(self.gpus)}"
         return f"ray ({where}, {self.workers} CPUs{gpu})"
 
     def shutdown(self) -> None:
@@ -224,32 +305,156 @@ class RayExecutor(_Base):
         self._owns = False
 
 
-def make_executor(kind: str = "pool", workers: int = 1, address: str | None = None, backend: str = "cpu") -> Executor:
-    """The executor a command asked for; Ray jobs get one GPU each on GPU backends."""
+@contextlib.contextmanager
+def _visible_devices(gpus: list[str] | None) -> Any:
+    """CUDA_VISIBLE_DEVICES set to `gpus` while a local Ray instance starts (its raylet and workers see only
+    those), then as it was; nothing changes for None."""
+    if gpus is None:
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+def make_executor(kind: str = "pool", workers: int = 1, address: str | None = None, backend: str = "cpu",
+                  gpus: list[str] | None = None) -> Executor:
+    """The executor a command asked for. On GPU backends the pool pins one worker to each of `gpus` (default:
+    every GPU this process may use, `detect_gpus`) and Ray gives every job a GPU of its own."""
     if kind == "inprocess":
         return InProcessExecutor()
+    on_gpu = backend in GPU_BACKENDS
+    if gpus is not None and not on_gpu:
+        raise ExecutorError(f"--gpus is for the GPU backends ({', '.join(GPU_BACKENDS)}), not --backend {backend}")
     if kind == "pool":
-        return ProcessPoolExecutor(workers, gpus=visible_gpus() if backend in GPU_BACKENDS else None)
+        if not on_gpu:
+            return ProcessPoolExecutor(workers)
+        chosen = gpus if gpus is not None else detect_gpus()
+        if not chosen:
+            raise ExecutorError(f"no GPU visible for --backend {backend} (CUDA_VISIBLE_DEVICES, nvidia-smi and "
+                                "torch see none)")
+        return ProcessPoolExecutor(workers, gpus=chosen)
     if kind == "ray":
-        return RayExecutor(workers, address=address, gpus_per_job=1.0 if backend in GPU_BACKENDS else 0.0)
+        return RayExecutor(workers, address=address, gpus_per_job=1.0 if on_gpu else 0.0, gpus=gpus)
     raise ExecutorError(f"unknown executor {kind!r}; choose one of {', '.join(EXECUTORS)}")
 
 
 def visible_gpus() -> list[str]:
-    """GPU ids this process may use: CUDA_VISIBLE_DEVICES, else every GPU `nvidia-smi` lists."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g.strip() for g in env.split(",") if g.strip()]
+    """GPU ids this process may use: CUDA_VISIBLE_DEVICES, else every GPU `nvidia-smi` lists (no torch)."""
+    return detect_gpus(torch_count=lambda: 0)
+
+
+def detect_gpus(env: Mapping[str, str] | None = None, smi: Callable[[], list[str] | None] | None = None,
+                torch_count: Callable[[], int] | None = None) -> list[str]:
+    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES entries a worker can be pinned to.
+
+    CUDA_VISIBLE_DEVICES when it is set (its entries as written: indices, UUIDs or MIG ids; empty means
+    none), else the GPUs `nvidia-smi -L` lists, else `torch.cuda.device_count()` (indices 0..N-1). `smi`
+    and `torch_count` stand in for the machine's (tests).
+    """
+    env = os.environ if env is None else env
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g.strip() for g in listed.split(",") if g.strip()]
+    ids = (smi or _smi_gpus)()
+    if ids is not None:
+        return ids
+    return [str(i) for i in range((torch_count or _torch_gpu_count)())]
+
+
+def _smi_gpus() -> list[str] | None:
+    """Indices of the GPUs `nvidia-smi -L` lists; None when nvidia-smi is missing or fails."""
     import shutil
     import subprocess
 
     if shutil.which("nvidia-smi") is None:
-        return []
+        return None
     try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [str(i) for i, line in enumerate(listing.splitlines()) if line.startswith("GPU ")]
+        return None
+    if done.returncode != 0:
+        return None
+    return [str(i) for i, line in enumerate(done.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def _torch_gpu_count() -> int:
+    try:
+        import torch
+
+        return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    except Exception:  # no torch, or a broken CUDA install: no GPU
+        return 0
+
+
+def choose_gpus(spec: str | None, visible: list[str]) -> list[str]:
+    """The GPUs `--gpus SPEC` asks for, out of `visible` (`detect_gpus`).
+
+    `all` or None: every visible GPU; a number N: the first N; ids separated by commas (`0,1`, a UUID, or
+    one id with a trailing comma, `1,`): exactly those, each visible and named once. Raises ExecutorError
+    with one line saying what is visible.
+    """
+    shown = ",".join(visible) or "none"
+    text = (spec or "all").strip()
+    if text.lower() == "all":
+        return list(visible)
+    if text.isdigit():
+        count = int(text)
+        if count < 1:
+            raise ExecutorError("--gpus takes a count of 1 or more, `all`, or GPU ids such as 0,1")
+        if count > len(visible):
+            raise ExecutorError(f"--gpus {count}: only {len(visible)} GPU{'s' if len(visible) != 1 else ''} "
+                                f"visible ({shown})")
+        return list(visible[:count])
+    ids = [g.strip() for g in text.split(",") if g.strip()]
+    if not ids:
+        raise ExecutorError("--gpus takes a count, `all`, or GPU ids separated by commas (e.g. 0,1)")
+    twice = sorted({g for g in ids if ids.count(g) > 1})
+    if twice:
+        raise ExecutorError(f"--gpus names GPU {', '.join(twice)} more than once: one worker per GPU")
+    missing = [g for g in ids if g not in visible]
+    if missing:
+        raise ExecutorError(f"--gpus {text}: GPU {', '.join(missing)} not visible here (visible: {shown})")
+    return ids
+
+
+def plan_gpus(kind: str, backend: str, spec: str | None = None, address: str | None = None,
+              visible: list[str] | None = None) -> list[str] | None:
+    """The GPUs a command's executor gets (`--gpus SPEC`), or None where it picks none: a CPU backend, the
+    in-process executor (the command's own device), a Ray cluster (its nodes' GPUs). A SPEC where it means
+    nothing, or a GPU backend with no GPU visible, is an ExecutorError. `visible` stands in for
+    `detect_gpus()` (tests)."""
+    if backend not in GPU_BACKENDS:
+        if spec is not None:
+            raise ExecutorError(f"--gpus is for the GPU backends ({', '.join(GPU_BACKENDS)}), not --backend {backend}")
+        return None
+    if kind == "inprocess" or (kind == "ray" and address):
+        if spec is not None:
+            where = "--executor inprocess (it verifies on this process's device)" if kind == "inprocess" else \
+                "a Ray cluster (its nodes' GPUs: `ray start --num-gpus N`)"
+            raise ExecutorError(f"--gpus does not apply to {where}")
+        return None
+    chosen = choose_gpus(spec, detect_gpus() if visible is None else visible)
+    if not chosen:
+        raise ExecutorError(f"no GPU visible for --backend {backend} (CUDA_VISIBLE_DEVICES, nvidia-smi and torch "
+                            "see none)")
+    return chosen
+
+
+def pool_plan(workers: int, gpus: list[str]) -> list[str]:
+    """The GPU of each pool worker: one worker per GPU, never more workers than GPUs (so no two jobs
+    ever share one), and no more than `workers` of them."""
+    if workers < 1:
+        raise ExecutorError("--workers must be 1 or more")
+    if len(set(gpus)) != len(gpus):
+        raise ExecutorError(f"GPU ids repeat in {','.join(gpus)}: one worker per GPU")
+    return list(gpus[:workers])
 
 
 def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu",
@@ -259,7 +464,19 @@ def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu
     where the job runs in the caller's process (`InProcessExecutor`: a callback cannot be pickled)."""
     from verifier import verify
 
-    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    result = verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    return with_worker_card(result)
+
+
+def with_worker_card(result: VerificationResult) -> VerificationResult:
+    """A GPU verdict whose reference never reported its card (the kernel failed before the reference ran)
+    gets the card this worker was pinned to (its CUDA_VISIBLE_DEVICES entry, else GPU 0), so every verdict
+    says where it ran."""
+    if result.backend in GPU_BACKENDS and not result.device_id:
+        from verifier.result import device_label_id
+
+        result.device_id = device_label_id(os.environ.get("CUDA_VISIBLE_DEVICES"), 0)
+    return result
 
 
 def _takes_on_gate(job: Callable[..., Any]) -> bool:
@@ -273,18 +490,23 @@ def executor_verify(executor: Executor,
                     job: Callable[..., VerificationResult] = verify_job) -> Callable[..., VerificationResult]:
     """A Session `verify_fn` that runs `job` on `executor` and waits for it.
 
-    Gate progress cannot stream back from another process, so the gates are reported to `on_gate`
-    once the result arrives, in order (the session's event log gets the same shape either way). In the
-    caller's own process (`InProcessExecutor`), with a job that takes it, `on_gate` goes to the verifier itself, so
-    states and progress (trial k/N, timing rounds) arrive as they happen.
+    In the caller's own process (`InProcessExecutor`), with a job that takes it, `on_gate` goes to the
+    verifier itself; on the local pool it comes back over the pool's progress queue (`streamed_job`); so
+    states and progress (trial k/N, timing rounds) arrive as they happen. From Ray they cannot stream
+    back: the gates are reported to `on_gate` once the result arrives, in order (the session's event log
+    gets the same shape either way).
     """
     streams = isinstance(executor, InProcessExecutor) and _takes_on_gate(job)
+    pooled = isinstance(executor, ProcessPoolExecutor) and _takes_on_gate(job)
 
     def verify_fn(reference_source: str, candidate_source: str, backend: str = "cpu",
                   config: VerifyConfig | None = None,
                   on_gate: Callable[..., None] | None = None) -> VerificationResult:
         if streams:
             return executor.submit(job, reference_source, candidate_source, backend, config, on_gate).result()
+        if pooled and on_gate is not None:
+            assert isinstance(executor, ProcessPoolExecutor)
+            return executor.stream(job, (reference_source, candidate_source, backend, config), on_gate)
         result = executor.submit(job, reference_source, candidate_source, backend, config).result()
         if on_gate is not None:
             for gate in result.gates:

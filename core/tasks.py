@@ -575,7 +575,8 @@ def device_memory_plan(estimate: MemoryEstimate) -> dict[str, int]:
     return plan
 
 
-def device_memory_refusal(task_name: str, estimate: MemoryEstimate, card: str, free_bytes: int) -> str | None:
+def device_memory_refusal(task_name: str, estimate: MemoryEstimate, card: str, free_bytes: int,
+                          held: str = "free") -> str | None:
     """One line refusing, before anything runs, a GPU verification whose plan (`device_memory_plan`) exceeds
     what the card has free, naming the estimate and the card; None when it fits."""
     plan = device_memory_plan(estimate)
@@ -583,7 +584,7 @@ def device_memory_refusal(task_name: str, estimate: MemoryEstimate, card: str, f
         return None
     return (f"task {task_name} needs about {fmt_bytes(plan['total'])} of device memory for one verification "
             f"(the reference {fmt_bytes(plan['reference'])}, the candidate with its staged results "
-            f"{fmt_bytes(plan['candidate'])}) and {card or 'the GPU'} has {fmt_bytes(free_bytes)} free: "
+            f"{fmt_bytes(plan['candidate'])}) and {card or 'the GPU'} has {fmt_bytes(free_bytes)} {held}: "
             "free the card (nvidia-smi shows what holds it) or use a smaller problem size")
 
 

@@ -279,7 +279,9 @@ def apply_verification(view: SessionView, result: Mapping[str, Any], step: int |
         note = _timing_note(result, at)
         noisy = bool((result.get("timing") or {}).get("noisy"))
         extra = f", {'≈' if noisy else ''}{speed:.2f}× vs eager" if speed else ""
-        return f"verified: {outcome}, {float(latency):.4f} ms{extra}" + (f" ({note})" if note else "")
+        sol = _bandwidth_note(result)
+        return (f"verified: {outcome}, {float(latency):.4f} ms{extra}" + (f" ({note})" if note else "")
+                + (f", {sol}" if sol else ""))
     failed = next((g for g in result.get("gates", []) if g.get("status") == "fail"), None)
     if failed:
         return f"verified: {outcome} at {GATE_TITLES.get(failed['name'], failed['name'])}: {failed.get('reason', '')}"
@@ -295,6 +297,15 @@ def apply_starter_verdict(view: SessionView, result: Any) -> str:
     view.points = points
     view.verdict_note = " · ".join(part for part in ("starter's verdict, not recorded", view.verdict_note) if part)
     return "starter " + line
+
+
+def _bandwidth_note(result: Mapping[str, Any]) -> str:
+    """`86% of memory bandwidth` (speed of light: how far the kernel is from the machine's measured peak),
+    "" without a fraction or for a noisy verdict."""
+    try:
+        return VerificationResult.from_dict({"backend": "", **dict(result)}).bandwidth_text()
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def _timing_note(result: Mapping[str, Any], at: float | None) -> str:

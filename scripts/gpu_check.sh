@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a lent GPU machine (the `device` tool): install the wheels carried in .whl/, print the environment,
-# then run what is asked: `pytest` (the GPU pytest suite) or `bench ARGS...` (benchmarks/gpu_bench.py).
+# then run what is asked: `pytest` (the GPU pytest suite), `bench ARGS...` (benchmarks/gpu_bench.py) or
+# `multi ARGS...` (benchmarks/multi_gpu_bench.py: bench on 1 and N GPUs, issue 36).
 # Logs go to $OUT (or ./gpu-out), each line stamped, so a run cut short still leaves what it measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +26,14 @@ case "$what" in
   bench)
     timeout "${GPU_BENCH_TIMEOUT:-520}" python3 benchmarks/gpu_bench.py --results "$OUT" "$@" 2>&1 | tee -a "$log"
     ;;
+  multi)
+    nvidia-smi -L 2>&1 | tee -a "$log"
+    python3 -c 'import ray; print("ray", ray.__version__)' 2>&1 | tail -1 | tee -a "$log"
+    python3 -c 'import litellm; print("litellm importable")' 2>&1 | tail -1 | tee -a "$log"
+    timeout "${GPU_MULTI_TIMEOUT:-570}" python3 benchmarks/multi_gpu_bench.py --results "$OUT" "$@" 2>&1 | tee -a "$log"
+    ;;
   *)
-    echo "usage: scripts/gpu_check.sh pytest|bench [ARGS...]" | tee -a "$log"; exit 2
+    echo "usage: scripts/gpu_check.sh pytest|bench|multi [ARGS...]" | tee -a "$log"; exit 2
     ;;
 esac
 echo "== exit: ${PIPESTATUS[0]}  ($(date -u +%FT%TZ))" | tee -a "$log"

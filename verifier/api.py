@@ -145,6 +145,9 @@ def verify(
         run.lap("checks and close")
     result.phases = {k: round(v, 3) for k, v in run.phases.items()}
     result.device = run.reference.get("device_name", "")
+    result.device_id = str(run.reference.get("device_id") or "")
+    peaks = {"reference": run.reference.get("device_peak_bytes"), "candidate": run.candidate.get("device_peak_bytes")}
+    result.device_peak_gb = {k: round(int(v) / 1024**3, 2) for k, v in peaks.items() if isinstance(v, int) and v > 0}
     result.compiled_ms = _median(run.reference.get("compiled_times_ms"))
     lat = next((g for g in gates if g.name == "latency" and g.passed), None)
     if lat is not None:

@@ -23,6 +23,21 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 PROGRESS_STEPS = ("bindings", "pch", "trial", "calibrate", "warmup", "round")
 
 
+def device_label_id(visible: str | None, index: int, uuid: str = "") -> str:
+    """A card as the process using it sees it: "GPU <id> (GPU-<uuid>)", where <id> is the process's
+    CUDA_VISIBLE_DEVICES entry at `index` (the physical id a pool pinned it to; its own index without
+    one) and the UUID (torch's, with or without its `GPU-` prefix) names the card on any machine. An
+    entry that is itself a UUID or MIG id is given once."""
+    entries = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    physical = entries[index] if 0 <= index < len(entries) else str(index)
+    uuid = uuid.strip()
+    if uuid and not uuid.upper().startswith(("GPU-", "MIG-")):
+        uuid = f"GPU-{uuid}"
+    if physical.upper().startswith(("GPU-", "MIG-")):
+        return physical
+    return f"GPU {physical}" + (f" ({uuid})" if uuid else "")
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a running gate is within its work, told as it happens (`verify(on_gate=...)` passes one as the
@@ -105,6 +120,9 @@ class VerificationResult:
     profile: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     device: str = ""
+    #: which card, as the trusted reference worker saw it: "GPU <its CUDA_VISIBLE_DEVICES entry, else its
+    #: index> (GPU-<uuid>)", "cpu" on the CPU; "" when not known (a verdict from before it was recorded)
+    device_id: str = ""
     notes: list[str] = field(default_factory=list)
     isolated: bool = True
     timing: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +135,9 @@ class VerificationResult:
     #: seconds spent in each phase of a fresh verification (start, build, reference wait, construct, ...):
     #: where a verdict's time goes, for the speed benchmarks (a cached verdict keeps its measuring run's)
     phases: dict[str, float] = field(default_factory=dict)
+    #: device memory each side held at its peak, GiB ({"reference": the trusted worker's allocator,
+    #: "candidate": its process's allocator and shared buffer, as that process reported it}); GPU only
+    device_peak_gb: dict[str, float] = field(default_factory=dict)
     #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
     policy: dict[str, Any] = field(default_factory=dict)
     #: the correctness gate's numerics probes (verifier/correctness/probes.py): {"probe", "name", "status" (pass, fail,
@@ -249,6 +270,7 @@ class VerificationResult:
             profile=list(d.get("profile", [])),
             seconds=float(d.get("seconds", 0.0)),
             device=d.get("device", ""),
+            device_id=str(d.get("device_id") or ""),
             notes=list(d.get("notes", [])),
             isolated=bool(d.get("isolated", True)),
             timing=dict(d.get("timing") or {}),
@@ -257,6 +279,7 @@ class VerificationResult:
             tolerance=d.get("tolerance", ""),
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
+            device_peak_gb=dict(d.get("device_peak_gb") or {}),
             policy=dict(d.get("policy") or {}),
             probes=list(d.get("probes") or []),
         )

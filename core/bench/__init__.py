@@ -60,10 +60,21 @@ from core.bench.metrics import (
     total_cost,
 )
 from core.bench.plot import text_plot, write_plot
-from core.bench.records import BenchError, LevelSummary, TaskOutcome, best_attempt, outcome_from_results
+from core.bench.records import (
+    BenchError,
+    LevelSummary,
+    TaskOutcome,
+    best_attempt,
+    outcome_from_results,
+    short_device,
+    verdict_device,
+)
 from core.bench.replay import replay_bench, session_dirs
 from core.bench.report import (
     SUMMARY_COLUMNS,
+    best_device_cell,
+    device_counts,
+    devices_line,
     fmt_cost,
     fmt_rate,
     fmt_speed,
@@ -107,9 +118,12 @@ __all__ = [
     "bench_path",
     "bench_policy",
     "best_attempt",
+    "best_device_cell",
     "compare_outcomes",
     "compile_rate",
     "correct_rate",
+    "device_counts",
+    "devices_line",
     "fast_p",
     "fmt_cost",
     "fmt_rate",
@@ -138,12 +152,14 @@ __all__ = [
     "select_tasks",
     "session_dirs",
     "session_id",
+    "short_device",
     "summarise",
     "summarise_levels",
     "summary_cells",
     "task_memory",
     "text_plot",
     "total_cost",
+    "verdict_device",
     "write_plot",
     "write_report",
 ]

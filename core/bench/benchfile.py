@@ -146,4 +146,6 @@ def _environment(outcomes: list[TaskOutcome]) -> dict[str, Any]:
     import platform
 
     devices = sorted({o.device for o in outcomes if o.device})
-    return {"python": platform.python_version(), "platform": platform.platform(), "devices": devices}
+    cards = sorted({d for o in outcomes for d in o.devices if d})
+    return {"python": platform.python_version(), "platform": platform.platform(), "devices": devices,
+            "verdict_devices": cards}

@@ -8,10 +8,31 @@ a record round-trips through `bench.json` with `to_dict` / `from_dict`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from verifier.result import VerificationResult
+
+GPU_BACKENDS = ("cuda", "triton")
+
+
+def verdict_device(result: VerificationResult | None) -> str:
+    """Where a verdict was measured, for bench.json: "cpu" for the CPU backend, else the GPU's name and the
+    card as the verifying worker saw it ("NVIDIA H100 80GB HBM3 · GPU 1 (GPU-…)"); "" without a verdict."""
+    if result is None:
+        return ""
+    if result.backend not in GPU_BACKENDS:
+        return "cpu"
+    parts = [p for p in (result.device.strip(), result.device_id.strip()) if p]
+    return " · ".join(parts)
+
+
+def short_device(label: str) -> str:
+    """The card part of a `verdict_device` label ("GPU 1", a UUID or MIG id, "cpu"), for narrow tables."""
+    if not label:
+        return ""
+    card = label.rsplit(" · ", 1)[-1]
+    return card.split(" (", 1)[0] if card.startswith("GPU ") else card
 
 
 class BenchError(Exception):
@@ -37,6 +58,11 @@ class TaskOutcome:
     session: str = ""
     seconds: float = 0.0
     device: str = ""
+    #: where each kernel was verified, in the order written (`verdict_device`: "cpu", or the GPU's name and
+    #: the card as the verifying worker saw it); "" for a kernel with no verdict
+    devices: list[str] = field(default_factory=list)
+    #: where the best kernel (the one `speedup` is of) was verified
+    best_device: str = ""
     error: str = ""
     skipped: str = ""
     rejected: int = 0
@@ -86,7 +112,9 @@ class TaskOutcome:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskOutcome:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        out = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        out.devices = [str(x or "") for x in (out.devices or [])]
+        return out
 
 
 @dataclass
@@ -144,7 +172,8 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         first_feasible_ms=first.latency_ms if first else None,
         best_ms=best.latency_ms if best else None,
         tokens=tokens, cost=cost, category=category, kernels=len(results), session=session,
-        seconds=seconds, device=device,
+        seconds=seconds, device=device, devices=[verdict_device(r) for r in results],
+        best_device=verdict_device(best),
         first_compiled_at=next((i + 1 for i, r in enumerate(results)
                                 if r is not None and (g := r.gate("compile")) is not None and g.passed), None),
         first_feasible_at=next((i + 1 for i, r in enumerate(results) if r is not None and r.feasible), None),

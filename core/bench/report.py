@@ -11,7 +11,7 @@ from pathlib import Path
 from core.bench.benchfile import atomic_write, outcomes_of
 from core.bench.metrics import FAST_PS, compare_outcomes, learning_metrics, p_key, summarise_levels
 from core.bench.plot import text_plot, write_plot
-from core.bench.records import LevelSummary
+from core.bench.records import LevelSummary, short_device
 
 
 def fmt_rate(v: float | None) -> str:
@@ -35,6 +35,32 @@ def noise_note(outcomes: Sequence[object]) -> str:
     names = ", ".join(str(getattr(o, "task", "")) for o in noisy)
     return (f"Noisy speedups ({len(noisy)}: {names}): the timing varied more than the verifier could resolve; "
             "shown with `noisy` and not counted as faster in fast_p.")
+
+
+def device_counts(outcomes: Sequence[object]) -> dict[str, int]:
+    """How many verdicts each device gave over a run's tasks (`TaskOutcome.devices`), most first."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        for d in getattr(o, "devices", None) or []:
+            if d:
+                counts[d] = counts.get(d, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def devices_line(outcomes: Sequence[object]) -> str:
+    """`12 verdicts: NVIDIA H100 80GB HBM3 · GPU 0 ×6, … · GPU 1 ×6` (`cpu ×12` on the CPU); a run recorded
+    before devices were written says so."""
+    counts = device_counts(outcomes)
+    if not counts:
+        return "devices not recorded"
+    total = sum(counts.values())
+    return f"{total} verdict{'s' if total != 1 else ''}: " + ", ".join(f"{d} ×{n}" for d, n in counts.items())
+
+
+def best_device_cell(o: object | None) -> str:
+    """The card the best kernel of a task was timed on, short (`GPU 1`, `cpu`), or `-`."""
+    label = getattr(o, "best_device", "") if o is not None else ""
+    return short_device(label) or "-"
 
 
 def fmt_cost(v: float | None) -> str:

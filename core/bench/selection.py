@@ -127,16 +127,30 @@ def _folder_tasks(path: Path) -> list[Task]:
     return tasks
 
 
-def reference_skip_reason(task: Task, memory_gb: float, timeout_s: float = 300) -> str | None:
-    """Why the task's reference cannot run on this machine (too big for the memory limit, or it fails in
-    the probe under that limit), or None. Built-in tasks always run."""
-    from core.tasks import estimate_task_memory, is_builtin, memory_refusal, validate_task
+def reference_skip_reason(task: Task, memory_gb: float, timeout_s: float = 300, backend: str = "cpu") -> str | None:
+    """Why the task's reference cannot run on this machine (too big for the memory limit, too big for the
+    smallest GPU even with nothing else on it, or it fails in the probe under that limit), or None.
+    Built-in tasks always run."""
+    from core.tasks import (
+        device_memory_refusal,
+        estimate_task_memory,
+        is_builtin,
+        memory_refusal,
+        validate_task,
+    )
 
     if is_builtin(task):
         return None
     estimate = estimate_task_memory(task)
     if estimate is not None and memory_refusal(task.name, estimate, memory_gb):
         return f"the reference needs {estimate.describe()}, over the {memory_gb:g} GiB limit; raise --memory-gb"
+    if estimate is not None and backend in ("cuda", "triton"):
+        from core.device import gpu_total_bytes
+
+        card = gpu_total_bytes()
+        refusal = device_memory_refusal(task.name, estimate, card[0], card[1], held="in all") if card else None
+        if refusal:
+            return refusal.removeprefix(f"task {task.name} ")
     try:
         validate_task(task, timeout_s=timeout_s, memory_gb=memory_gb)  # at the default limit, `task_shapes` reuses it
     except TaskError as exc:

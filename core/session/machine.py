@@ -37,7 +37,13 @@ from core.llm import ModelClient, ModelConfig, ScriptedModel, make_client
 from core.rewards import best_in_frame
 from core.session.folder import _atomic_write, _slug, _versions, load_meta
 from core.session.learning import Learning, _deferred_credit
-from core.session.models import _default_verify, _model_meta, _policy_meta
+from core.session.models import (
+    _default_verify,
+    _model_meta,
+    _policy_meta,
+    config_from_meta,
+    verifier_settings_meta,
+)
 from core.session.records import (
     FATAL_MODEL_ERRORS,
     STAGES,
@@ -111,7 +117,8 @@ class Session(Stepping, StateViews, Learning):
             raise SessionError(f"cannot create session folder {path}: {os_error_text(exc)}") from None
         meta = SessionMeta(id=sid, task=task_dict, backend=backend, created=time.time(), model=_model_meta(model),
                            budgets=budgets.to_dict(), shapes=shapes,
-                           settings={"auto_accept": auto_accept, "retrieval": _policy_meta(policy)},
+                           settings={"auto_accept": auto_accept, "retrieval": _policy_meta(policy),
+                                     "verifier": verifier_settings_meta(verify_config)},
                            versions=_versions())
         _atomic_write(path / "session.json", json.dumps(meta.to_dict(), indent=2, default=str))
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
@@ -147,6 +154,8 @@ class Session(Stepping, StateViews, Learning):
         meta = load_meta(path)
         if budgets is not None:
             meta.budgets = budgets.to_dict()
+        if verify_config is None:  # the settings it was created with (tolerance, policy, memory, threads...)
+            verify_config = config_from_meta(meta.settings.get("verifier"))
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
         if lock:

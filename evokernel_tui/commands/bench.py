@@ -26,7 +26,10 @@ from core.bench import (
     BenchError,
     ModelSource,
     TaskOutcome,
+    best_device_cell,
     compare_outcomes,
+    device_counts,
+    devices_line,
     fmt_cost,
     fmt_rate,
     fmt_speed,
@@ -49,7 +52,7 @@ from core.bench import (
     write_report,
 )
 from core.config import ConfigError, how_to_configure
-from core.executors import EXECUTORS, ExecutorError, make_executor, verify_job
+from core.executors import EXECUTORS, ExecutorError, make_executor, plan_gpus, verify_job
 from core.llm import resolve_model
 from core.session import SessionError
 from evokernel_tui import options
@@ -186,8 +189,12 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
               help="z-normalise refine rewards with the session's running mean and deviation (the paper's option).")
 @click.option("--memory", "memory_path", default=None, help="Memory bank shared by all tasks (default: the user's bank).")
 @click.option("--fresh-memory", is_flag=True, help="Start from a new seeded bank in OUT/memory.json.")
-@click.option("--workers", type=click.IntRange(1, 1024), default=1, show_default=True,
-              help="Tasks and verification jobs run at once.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
+              help="Tasks and verification jobs run at once (default 1; on --backend cuda|triton with the pool "
+                   "or a local Ray instance, one per GPU).")
+@click.option("--gpus", "gpus_spec", default=None,
+              help="GPUs for --backend cuda|triton: `all` (the default: every GPU visible), a count N (the first "
+                   "N), or ids such as 0,1 (one id: `1,`); one verification per GPU at a time.")
 @click.option("--executor", "executor_kind", type=click.Choice(EXECUTORS), default="pool", show_default=True,
               help="Where verification jobs run.")
 @click.option("--address", default=None, help="Ray cluster address (with --executor ray; default: a local instance).")
@@ -207,7 +214,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @options.json_output("Print bench.json instead of the summary table.")
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, policy, allow_rules, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
-          epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, executor_kind, address, model_concurrency, replay_dir, out, seed,
+          epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, gpus_spec, executor_kind, address, model_concurrency, replay_dir, out, seed,
           timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
@@ -225,6 +232,9 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
     if address and executor_kind != "ray":
         raise click.ClickException("--address is for --executor ray")
     check_backend(backend)  # no GPU for --backend cuda: one line before any model call or output folder
+    with one_line_errors(ExecutorError):
+        gpus = plan_gpus(executor_kind, backend, gpus_spec, address)
+    workers = workers or (len(gpus) if gpus else 1)
     out = out or default_out()
     try:
         config = BenchConfig(backend=backend, draft_steps=draft_steps, refine_steps=refine_steps, retrieval=retrieval,
@@ -235,10 +245,11 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
                              refine_norm=refine_norm,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
-                             extra={"compare_compile": compare_compile, "tolerance": tolerance})
+                             extra={"compare_compile": compare_compile, "tolerance": tolerance,
+                                    **({"gpus": gpus} if gpus is not None else {})})
         if replay_dir:
             total = len(session_dirs(Path(replay_dir)))
-            with make_executor(executor_kind, workers, address, backend) as executor:
+            with make_executor(executor_kind, workers, address, backend, gpus) as executor:
                 console.print(f"replaying {total} sessions of {replay_dir} on {executor.describe()} into {out}",
                               highlight=False)
                 data = replay_bench(Path(replay_dir), out, config, executor=executor, job=JOB,
@@ -259,7 +270,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         out.mkdir(parents=True, exist_ok=True)
         memory = None if config.memory_mode != "shared" else open_bank(out / "memory.json" if fresh_memory else memory_path)
         config.memory = str(memory.path) if memory is not None else config.memory_mode
-        with make_executor(executor_kind, workers, address, backend) as executor:
+        with make_executor(executor_kind, workers, address, backend, gpus) as executor:
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
                           f"{executor.describe()}, memory {config.memory}, out {out}", highlight=False)
             limit_gb = config.verify_config.memory_gb
@@ -276,7 +287,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                     shown.enter_context(Live(phases, console=console, refresh_per_second=8, transient=True))
                 data = run_bench(tasks, out, config, models, memory=memory, executor=executor, job=JOB,
                                  shapes=task_shapes, on_progress=on_progress,
-                                 check=lambda task: reference_skip_reason(task, limit_gb),
+                                 check=lambda task: reference_skip_reason(task, limit_gb, backend=backend),
                                  on_event=None if as_json else phases.on_event)
     except (BenchError, ExecutorError, SessionError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -305,11 +316,12 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     mismatch = policy_mismatch(da.get("settings", {}), db.get("settings", {}))
     if mismatch:
         raise click.ClickException(mismatch)
-    levels, tasks = compare_outcomes(outcomes_of(da), outcomes_of(db))
+    oa, ob = outcomes_of(da), outcomes_of(db)
+    levels, tasks = compare_outcomes(oa, ob)
     if as_json:
         click.echo(json.dumps({
-            "a": {"path": str(a), "settings": da.get("settings")},
-            "b": {"path": str(b), "settings": db.get("settings")},
+            "a": {"path": str(a), "settings": da.get("settings"), "devices": device_counts(oa)},
+            "b": {"path": str(b), "settings": db.get("settings"), "devices": device_counts(ob)},
             "levels": [{"a": x.to_dict(), "b": y.to_dict()} for x, y in levels],
             "tasks": [{"task": t.task, "level": t.level, "a": t.a.to_dict() if t.a else None,
                        "b": t.b.to_dict() if t.b else None, "ratio": t.ratio} for t in tasks],
@@ -319,6 +331,7 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     sa, sb = da.get("settings", {}), db.get("settings", {})
     console.print(f"A = {a} ({sa.get('model')}, retrieval {sa.get('retrieval')})\n"
                   f"B = {b} ({sb.get('model')}, retrieval {sb.get('retrieval')})", highlight=False)
+    console.print(f"A on {devices_line(oa)}\nB on {devices_line(ob)}", highlight=False, soft_wrap=True)
     table = Table(title="Per level (tasks both ran)", title_justify="left")
     for col in ("level", "metric", "A", "B", "B - A"):
         table.add_column(col, justify="left" if col in ("level", "metric") else "right")
@@ -335,13 +348,15 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
         table.add_row("", "tokens / cost", f"{x.tokens} / {fmt_cost(x.cost)}", f"{y.tokens} / {fmt_cost(y.cost)}", "",
                       end_section=True)
     console.print(table)
-    per_task = Table(title="Per task (speedup vs eager)", title_justify="left")
-    for col in ("task", "level", "A", "B", "B / A"):
+    per_task = Table(title="Per task (speedup vs eager; on: the card each best kernel was timed on)",
+                     title_justify="left")
+    for col in ("task", "level", "A", "B", "B / A", "on A / B"):
         per_task.add_column(col, justify="left" if col == "task" else "right")
     for t in tasks:
         noisy = t.ratio is not None and ((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy))
         per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b),
-                         fmt_x(t.ratio) + (" (noise)" if noisy else ""))
+                         fmt_x(t.ratio) + (" (noise)" if noisy else ""),
+                         f"{best_device_cell(t.a)} / {best_device_cell(t.b)}")
     console.print(per_task)
     if any((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy) for t in tasks):
         console.print("noisy: the verifier could not resolve that speedup (its timing varied too much); a ratio "

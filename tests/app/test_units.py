@@ -76,3 +76,20 @@ def test_best_speedup_is_the_accepted_kernels_own_paired_figure():
     view = fold(base + extra)
     assert view.best_version == 2
     assert view.speedup == 2.0 / 1.25 and view.best_ms == 1.25
+
+
+def test_a_verified_line_says_how_far_the_kernel_is_from_the_memory_peak():
+    """Speed of light in the activity log: the measured fraction of the machine's bandwidth peak beside the
+    speedup; none for a noisy verdict (its figure is not claimed) or without a measured peak."""
+    from evokernel_tui.view import SessionView, apply_verification
+
+    record = {"gates": [{"name": "latency", "status": "pass", "seconds": 1.0, "reason": "", "detail": {}}],
+              "feasible": True, "outcome": "feasible", "latency_ms": 4.3, "reference_ms": 3.8, "speedup": 0.886,
+              "timing": {"speedup": 0.886, "lo": 0.87, "hi": 0.9, "noisy": False, "bandwidth_fraction": 0.857,
+                         "bandwidth_peak_gbps": 2987.4}}
+    line = apply_verification(SessionView(), record, 1)
+    assert line.endswith("0.89× vs eager, 86% of memory bandwidth"), line
+    noisy = {**record, "timing": {**record["timing"], "noisy": True}}
+    assert "bandwidth" not in apply_verification(SessionView(), noisy, 2)
+    bare = {**record, "timing": {"speedup": 0.886, "noisy": False}}
+    assert "bandwidth" not in apply_verification(SessionView(), bare, 3)

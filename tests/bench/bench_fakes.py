@@ -16,13 +16,23 @@ if CORE_TESTS not in sys.path:
 
 from tests.fakes.verdicts import fake_verify, kernel, reply  # noqa: E402
 
-__all__ = ["CORE_TESTS", "fake_verify", "kernel", "reply", "slow_verify", "visible", "where", "write_script"]
+__all__ = ["CORE_TESTS", "fake_verify", "gpu_interval", "gpu_verify", "kernel", "reply", "slow_verify", "visible", "where",
+           "write_script"]
 
 
 def slow_verify(reference_source, candidate_source, backend="cpu", config=None):
     """The fake verdict after a short sleep, so overlapping jobs are visible in wall time."""
     time.sleep(0.3)
     return fake_verify(reference_source, candidate_source, backend, config)
+
+
+def progressing_verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None):
+    """The fake verdict after three "trial k/3" progress reports 0.2 s apart (a verification's live lines)."""
+    for k in range(3):
+        if on_gate:
+            on_gate("correctness", "running", f"trial {k + 1}/3 (pid {os.getpid()})")
+        time.sleep(0.2)
+    return fake_verify(reference_source, candidate_source, backend, config, on_gate=on_gate)
 
 
 def where_slowly(_: object = None) -> int:
@@ -55,3 +65,27 @@ def visible(_: object = None) -> str | None:
     """The GPU ids the worker was given."""
     time.sleep(0.01)
     return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+FAKE_GPU = "Fake GPU 80GB"
+
+
+def gpu_verify(reference_source, candidate_source, backend="cpu", config=None):
+    """The fake verdict, timed for 0.2 s on the "GPU" this worker was pinned to: the device fields say which
+    (as the real reference worker fills them), and `timing` holds the job's start and end on this host's clock."""
+    from verifier.result import device_label_id
+
+    start = time.time()
+    time.sleep(0.2)
+    res = fake_verify(reference_source, candidate_source, backend, config)
+    res.device = FAKE_GPU
+    res.device_id = device_label_id(os.environ.get("CUDA_VISIBLE_DEVICES"), 0, f"fake-{os.environ.get('CUDA_VISIBLE_DEVICES')}")
+    res.timing = {**res.timing, "job_start": start, "job_end": time.time(), "pid": os.getpid()}
+    return res
+
+
+def gpu_interval(_: object = None) -> tuple[str | None, int, float, float]:
+    """(the GPU ids the worker was given, its pid, start, end) of a 0.15 s job."""
+    start = time.time()
+    time.sleep(0.15)
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), os.getpid(), start, time.time()

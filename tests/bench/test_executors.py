@@ -10,7 +10,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_fakes import CORE_TESTS, fake_verify, kernel, slow_verify, visible, where, where_slowly  # noqa: E402
+from bench_fakes import (  # noqa: E402
+    CORE_TESTS,
+    fake_verify,
+    kernel,
+    progressing_verify,
+    slow_verify,
+    visible,
+    where,
+    where_slowly,
+)
 
 from core.executors import (  # noqa: E402
     ExecutorError,
@@ -58,6 +67,24 @@ def test_executor_verify_replays_gates_when_it_cannot_stream():
     verify = executor_verify(InProcessExecutor(), job)
     verify(REF, kernel("incorrect"), backend="cpu", config=None, on_gate=lambda n, s: seen.append((n, s)))
     assert seen == FINAL
+
+
+def test_a_pool_workers_progress_reaches_the_caller_while_it_verifies():
+    """`bench` on the local pool (one worker per GPU) said nothing within a task: the worker's gate states
+    and progress lines now come back over the pool's queue as they happen, not replayed at the end."""
+    seen = []
+    with ProcessPoolExecutor(1) as pool:
+        verify = executor_verify(pool, progressing_verify)
+        verify(REF, kernel("feasible", 0.5), backend="cpu", config=None)  # warm the worker
+        res = verify(REF, kernel("incorrect"), backend="cpu", config=None,
+                     on_gate=lambda *event: seen.append((time.monotonic(), event)))
+        done = time.monotonic()
+    assert res.outcome == "incorrect"
+    lines = [e[2] for _, e in seen if len(e) > 2]
+    assert [line.split(" (")[0] for line in lines] == ["trial 1/3", "trial 2/3", "trial 3/3"]
+    assert all(f"pid {where()})" not in line for line in lines), "it ran in the worker, not here"
+    assert done - seen[0][0] > 0.3, "the first progress line arrived while the job was still running"
+    assert [(n, st) for _, (n, st, *_) in seen if st != "running"] == FINAL
 
 
 def test_pool_overlaps_jobs_in_two_processes():

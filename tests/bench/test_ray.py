@@ -47,3 +47,35 @@ def test_bench_on_local_ray_keeps_the_bank_consistent(tmp_path):
     assert len(reopened.items(kind="trajectory")) == 9
     assert sum(i.visits1 + i.visits2 for i in reopened.items()) - visits_before == credited > 0
     store.close()
+
+
+@pytest.mark.slow  # starts a local Ray cluster: 15 s
+def test_local_ray_on_fake_gpus_gives_each_job_a_gpu_of_its_own(tmp_path):
+    """`--gpus 1,3` on a local instance: Ray is told of those two GPUs only; every job runs with one of them as
+    its CUDA_VISIBLE_DEVICES, and no two jobs hold one GPU at once (Ray's scheduler, num_gpus=1 per job)."""
+    import os
+
+    from bench_fakes import gpu_interval
+
+    from core.executors import RayExecutor
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ex = RayExecutor(workers=4, gpus_per_job=1.0, gpus=["1", "3"], python_path=[CORE_TESTS, str(Path(__file__).parent)])
+    try:
+        assert os.environ.get("CUDA_VISIBLE_DEVICES") == before        # the driver's own setting is back
+        assert ray.cluster_resources().get("GPU") == 2
+        assert ex.describe() == "ray (local, 4 CPUs, 1 GPU per job, GPUs 1,3)"
+        runs = ex.map(gpu_interval, range(8))
+    finally:
+        ex.shutdown()
+    assert {g for g, *_ in runs} == {"1", "3"}
+    for gpu in ("1", "3"):
+        spans = sorted((s, e) for g, _, s, e in runs if g == gpu)
+        assert all(e0 <= s1 for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False)), f"GPU {gpu} ran two jobs at once"
+
+
+def test_ray_gpus_are_for_a_local_instance():
+    from core.executors import ExecutorError, RayExecutor
+
+    with pytest.raises(ExecutorError, match="local Ray instance"):
+        RayExecutor(workers=1, address="auto", gpus_per_job=1.0, gpus=["0"])

@@ -26,7 +26,7 @@ def test_real_bench_and_replay_of_one_task(tmp_path):
     (outcome,) = json.loads((out / "bench.json").read_text())["outcomes"]
     assert outcome["compiled"] and outcome["feasible"] and outcome["kernels"] == 1
     assert outcome["speedup"] > 0 and outcome["best_ms"] == outcome["first_feasible_ms"]
-    assert outcome["device"]
+    assert outcome["device"] and outcome["devices"] == ["cpu"] and outcome["best_device"] == "cpu"
     replay = CliRunner().invoke(cli, ["bench", "--replay", str(out), "--executor", "pool", "--no-verdict-cache",
                                       "--out", str(tmp_path / "replay")])
     assert replay.exit_code == 0, replay.output

@@ -75,3 +75,22 @@ def test_draft_and_the_app_refuse_a_card_without_room_before_anything_is_spent(m
     asked.clear()
     check_task_size(task, 8, backend="cpu")
     assert "fits" in _memory_check(task, 8, "--memory-gb", "cpu") and not asked
+
+
+def test_bench_skips_a_task_no_card_of_the_machine_could_hold(monkeypatch, tmp_path):
+    """`bench` runs many tasks over the machine's GPUs: it skips, with the plan and the smallest card's total
+    in one line, a task whose verification no card could hold even empty (not the free memory now: other
+    verifications come and go on the cards); the CPU backend never asks."""
+    from core.bench.selection import reference_skip_reason
+
+    task_file = tmp_path / "wide.py"
+    task_file.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+                         "def get_inputs():\n    return [torch.rand(4096, 4096)]\ndef get_init_inputs():\n    return []\n")
+    task = load_task(str(task_file))
+    asked = []
+    monkeypatch.setattr(core.device, "gpu_total_bytes", lambda: asked.append(1) or ("NVIDIA T4", 64 * 1024**2))
+    why = reference_skip_reason(task, 8.0, backend="cuda")
+    assert why is not None and "NVIDIA T4 has 64.0 MiB in all" in why and "\n" not in why
+    assert asked and reference_skip_reason(task, 8.0, backend="cpu") is None and len(asked) == 1
+    monkeypatch.setattr(core.device, "gpu_total_bytes", lambda: ("NVIDIA H100 80GB HBM3", 80 * GIB))
+    assert reference_skip_reason(task, 8.0, backend="cuda") is None

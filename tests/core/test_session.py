@@ -237,6 +237,37 @@ def test_resume_continues_with_remaining_budget_and_next_reply(tmp_path, task):
     assert again.best.version == 3 and again.used["draft"] == 3
 
 
+def test_a_reopened_session_verifies_with_the_settings_it_was_created_with(tmp_path, task):
+    """`evokernel resume` has no verifier options: the tolerance, policy, memory limit and threads chosen
+    when the session began carry over (it used to reopen with the defaults); settings given when it is
+    reopened win; a malformed record falls back to the defaults."""
+    import json
+
+    from core.verdicts import VerifyConfig
+
+    chosen = VerifyConfig(atol=1e-2, rtol=2e-2, policy="strict", memory_gb=3.0, threads=2, trials=7,
+                          extra={"l2_flush_mb": 128}, build_root=str(tmp_path / "machine-specific"))
+    seen = []
+
+    def recording_verify(ref, cand, backend="cpu", config=None, on_gate=None):
+        seen.append(config)
+        return fake_verify(ref, cand, backend, config=config, on_gate=on_gate)
+
+    s = make(tmp_path, task, [reply("compile_fail"), reply("incorrect")], verify_config=chosen)
+    s.step()
+    again = Session.open(s.path, verify_fn=recording_verify)
+    again.step()
+    got = seen[-1]
+    assert (got.atol, got.rtol, got.policy, got.memory_gb, got.threads, got.trials) == (1e-2, 2e-2, "strict", 3.0, 2, 7)
+    assert got.extra == {"l2_flush_mb": 128} and got.build_root is None
+    mine = Session.open(s.path, verify_fn=recording_verify, verify_config=VerifyConfig(atol=0.5))
+    assert mine.verify_config.atol == 0.5
+    meta = json.loads((s.path / "session.json").read_text())
+    meta["settings"]["verifier"] = {"atol": "lots", "no_such": 1}
+    (s.path / "session.json").write_text(json.dumps(meta))
+    assert Session.open(s.path, lock=False).verify_config.atol is None
+
+
 def test_replay_reemits_recorded_events_and_lists_sessions(tmp_path, task):
     s = make(tmp_path, task, [reply("feasible", 0.5)], budgets=Budgets(1, 0))
     live = [e.to_dict() for e in s.run()]

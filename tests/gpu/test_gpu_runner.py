@@ -111,3 +111,61 @@ def test_free_cuda_blocks_hold_noise_after_a_scrub_so_rewriting_the_same_result_
     probe = Probe(torch)
     probe.call(kernel, (x, out), {})
     assert probe.replaced == 1 and not torch.equal(out, kept), "the write was seen and garbled"
+
+
+@pytest.mark.gpu
+def test_a_rounds_tail_stays_in_its_own_window():
+    """A round returns only when its work on the card is done: its tail (inputs scrambled, outputs copied)
+    used to run in the next command's window, so on a 6.4 GB ReLU the trusted stub that followed a replay
+    cost as much as the replay and every round was "unresolved". Here, a 1 GiB ReLU timed as the reference
+    worker's replay then stub are (host clock from the call to its return, no synchronise around it):
+    replay minus stub is the call, as the events see it, within a third."""
+    import time
+
+    import torch
+
+    from verifier.clock.paired_calls import ready_model
+
+    n = (1 << 30) // 4
+    model = torch.nn.ReLU()
+    torch.cuda.synchronize()
+    diffs, events = [], []
+    for _ in range(5):
+        sets = [[torch.randn(n, device="cuda")]]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        times, kept = time_round(torch, model, sets, "cuda", detach_inputs=True)
+        replay = time.perf_counter() - t0
+        stub_sets = [[torch.randn(n, device="cuda")]]
+        torch.cuda.synchronize()  # the draw is outside both windows here (it is inside both in the worker)
+        t0 = time.perf_counter()
+        time_round(torch, ready_model(kept), stub_sets, "cuda", detach_inputs=True)
+        stub = time.perf_counter() - t0
+        diffs.append((replay - stub) * 1e3)
+        events.append(times[0])
+        del sets, stub_sets, kept
+    diff, event = sorted(diffs)[2], sorted(events)[2]
+    assert diff == pytest.approx(event, rel=0.34), (diffs, events)
+
+
+@pytest.mark.gpu
+def test_a_huge_output_written_on_a_side_stream_after_forward_returns_is_still_seen():
+    """The side-stream probe samples an output larger than its flush buffer (64 MB here, 1 GiB of output):
+    forward returning while another stream still fills the output shows as changed or pending."""
+    import torch
+
+    from verifier.clock.gpu_timing import CudaClock
+
+    clock = CudaClock(torch, flush_bytes=64 << 20)
+    out = torch.zeros((1 << 30) // 4, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~tens of ms of spinning, then the write
+        out.fill_(1.0)
+    found = clock.probe([out])
+    assert found["changed"] or found["pending_ms"] > 5 * found["idle_ms"] + 1, found
+    honest = torch.ones((1 << 30) // 4, device="cuda")
+    torch.cuda.synchronize()
+    quiet = clock.probe([honest])
+    assert not quiet["changed"], quiet

@@ -32,6 +32,9 @@ def test_honest_kernel_is_feasible_and_timed(backend, task, gpu_config):
     res = _verify(backend, task, (CANDIDATES / backend / f"{task}.py").read_text(), gpu_config)
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
     assert res.isolated, res.notes
+    assert res.device_id.startswith(("GPU ", "GPU-", "MIG-")), res.device_id  # the card, as the worker saw it
+    # each side's device-memory peak over the verification (the plan's estimate is checked against these)
+    assert set(res.device_peak_gb) == {"reference", "candidate"} and all(v > 0 for v in res.device_peak_gb.values())
     lat = next(g for g in res.gates if g.name == "latency")
     assert lat.detail["rounds"] >= gpu_config.min_rounds and lat.detail["sampled_checks"] >= 1
     assert 0 < res.latency_ms < 50

@@ -164,3 +164,35 @@ def test_caller_environment_untouched(tmp_path):
         assert dict(os.environ) == before
     finally:
         del os.environ["EVK_FROM_CALLER"]
+
+
+def test_a_wait_on_one_job_gives_up_when_another_it_depends_on_has_ended(tmp_path):
+    """The trusted worker comparing a candidate's results on the card waited 240 s after the candidate's
+    process died (an H100, out of memory): `expect(abort=)` stops the wait, kills the stuck job, and is
+    not a time-out; without it the same wait runs to its limit."""
+    from verifier.run.trials import ended_for
+    from verifier.sandbox.supervisor import LiveJob
+    from verifier.workers.pools import _clean_env
+
+    def job(name: str, code: str) -> LiveJob:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "child.py").write_text(code)
+        return LiveJob([sys.executable, str(d / "child.py")], d, Limits(wall_s=60, memory_bytes=-1), _clean_env())
+
+    stuck = job("stuck", "import time\ntime.sleep(60)\n")
+    dying = job("dying", "import sys\nsys.exit(3)\n")
+    try:
+        t0 = time.monotonic()
+        assert stuck.expect({"never"}, 30, abort=ended_for(dying, 0.5)) is None
+        waited = time.monotonic() - t0
+        assert waited < 10, waited
+        assert not stuck.timed_out and dying.ended()
+        assert stuck.finish(5).seconds < 30
+        lone = job("lone", "import time\ntime.sleep(60)\n")
+        t0 = time.monotonic()
+        assert lone.expect({"never"}, 2) is None and lone.timed_out and time.monotonic() - t0 >= 2
+        lone.finish(5)
+    finally:
+        for j in (stuck, dying):
+            j.kill()

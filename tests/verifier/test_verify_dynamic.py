@@ -172,6 +172,24 @@ def test_exit_from_the_kernel_is_a_clear_failure(task_source, make_config, kerne
     assert "without a result" in gate.reason
 
 
+def test_what_the_kernel_printed_before_it_exited_is_in_the_verdict(task_source, make_config, kernel_source):
+    """A process that ends without a report leaves one clue, what it printed last (a CUDA error, an
+    allocator abort): kept in the gate's detail, bounded, with the host's paths scrubbed."""
+    import os
+
+    here = os.getcwd()
+    body = ('    std::cerr << "kernel gave up: out of scratch at ' + here + '/scratch.bin" << std::endl;\n'
+            "    std::_Exit(0);\n"
+            "    return x;")
+    res = verify(task_source("relu"), kernel_source(body), config=make_config())
+    gate = _failed(res)
+    assert "without a result" in gate.reason
+    tail = gate.detail.get("output_tail", "")
+    assert "kernel gave up: out of scratch" in tail, gate.detail
+    assert here not in tail
+    assert len(tail) <= 1503
+
+
 def test_torch_op_hidden_behind_an_alias_is_caught_at_run_time(task_source, make_config, kernel_source):
     """`act = torch.relu` (the static scan now flags the alias too, so it is switched off here to test the
     run-time check alone): the profiler sees the reference's op (aten::relu dispatches to

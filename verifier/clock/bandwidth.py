@@ -173,7 +173,7 @@ def peak_bandwidth(torch, device: str, threads: int, device_name: str = "", meas
     if not measure:
         return None
     if device == "cuda":  # pragma: no cover - GPU
-        gbps, method = cuda_copy_gbps(torch), "cuda device copy, CUDA events (not yet measured on a card)"
+        gbps, method = cuda_copy_gbps(torch), "cuda device-to-device copy, CUDA events"
     else:
         total = cpu_triad_bytes()
         gbps = cpu_triad_gbps(torch, threads, total)

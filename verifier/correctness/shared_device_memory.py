@@ -272,3 +272,12 @@ class Stager:
         after = [next(rest) if isinstance(x, torch.Tensor) else None for x in inputs]
         return {"staging": {"tag": f"staging{self.count}", "nbytes": self.buffer.nbytes}, "outputs": outs,
                 "after": after}
+
+    def close(self) -> None:
+        """Free the buffer (correctness is over): it held a call's results and inputs on the card, room the
+        timed rounds of a gigabyte problem need (a 6.4 GB ReLU's 12.8 GB buffer stayed through its rounds
+        on an H100 and the rounds ran out of memory). A later `stage` makes a new one."""
+        if self.buffer is not None:
+            self.buffer.close()
+            self.buffer = None
+            self.torch.cuda.empty_cache()

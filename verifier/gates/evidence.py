@@ -251,7 +251,7 @@ class CompileGate(Gate):
         if not cand or cand.get("phase") in ("build",):
             if _reached(ev.marks, "correctness"):
                 return GateResult(self.name, PASS, seconds, "", {"builds": builds, "note": "built; the run ended later"})
-            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), {})
+            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), no_report_detail(ev))
         hits = sum(1 for b in builds if b.get("cache_hit"))
         return GateResult(self.name, PASS, seconds, "", {"builds": builds, "cache_hits": hits,
                                                          "import_seconds": cand.get("import_seconds")})
@@ -317,6 +317,16 @@ def _no_report_reason(ev: Evidence, when: str) -> str:
     return f"the candidate exited {when} without a result (os._exit or sys.exit in the candidate?)"
 
 
+OUTPUT_TAIL_CHARS = 1500
+
+
+def no_report_detail(ev: Evidence) -> dict:
+    """What the process printed last, when it ended without a result: the one clue to a crash that left no
+    report (a CUDA error, an allocator abort, a kernel's own message), bounded and scrubbed of host text."""
+    tail = getattr(ev.outcome, "stderr_tail", "") if ev.outcome is not None else ""
+    return {"output_tail": _text(tail, OUTPUT_TAIL_CHARS, tail=True)} if tail and tail.strip() else {}
+
+
 class CorrectnessGate(Gate):
     """Trial outputs against the reference's, compared in the parent (see `compare_files`); this class
     words the failures where no outputs came back."""
@@ -330,7 +340,7 @@ class CorrectnessGate(Gate):
                 cand.get("failed_phase"), cand.get("failed_phase", "running"))
             return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
                                 traceback=cand.get("traceback", ""))
-        return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)))
+        return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)), **no_report_detail(ev))
 
 
 def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,

@@ -84,7 +84,8 @@ class ReferenceSide:
         mark = self._reference_mark({"init_ready"})
         if mark["phase"] == "init_ready":
             self.reference = {"recipe": mark.get("recipe"), "input_distribution": mark.get("input_distribution", ""),
-                              "device_name": mark.get("device_name", ""), "trials": []}
+                              "device_name": mark.get("device_name", ""), "device_id": mark.get("device_id", ""),
+                              "trials": []}
             self.device_compare = mark.get("device_compare") is True
         self._checked_reference()
 

@@ -60,7 +60,8 @@ def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: f
     elif peak.get("error"):
         out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
     if getattr(getattr(run, "be", None), "device", "") == "cuda":
-        out["bandwidth_peak_note"] = "GPU peak: device copy with CUDA events, not yet measured on a card"
+        out["bandwidth_peak_note"] = ("GPU peak: the card's own device-to-device copy rate (each byte read and "
+                                      "written once), not its datasheet figure")
     return out
 
 

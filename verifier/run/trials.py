@@ -276,7 +276,13 @@ class Trials:
             self.staging_tag = staging["tag"]
         if not ref.send(cmd):
             raise VerifierError("the reference worker stopped before comparing the outputs")
-        reply = ref.expect({"examined", "error"}, self.config.run_timeout_s)
+        # the candidate's process ending mid-comparison (out of memory drawing its next trial) left the
+        # worker stuck on the card with the buffer it exported for 240 s on an H100: not waited for
+        job = self.job
+        reply = ref.expect({"examined", "error"}, self.config.run_timeout_s, abort=ended_for(job, 5.0))
+        if reply is None and job.ended():
+            self._drop_reference()
+            return {"fail": f"{label}: the candidate's process ended while its results were being compared"}
         if reply is None or reply.get("phase") == "error":
             why = "did not answer" if reply is None else f"failed: {str(reply.get('error', ''))[:200]}"
             self._drop_reference()
@@ -310,6 +316,20 @@ def _probe_counts(found: dict) -> dict:
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
     return {k: count(found.get(k)) for k in ("kernel_calls", "replaced", "results", "copies", "reruns")}
+
+
+def ended_for(job, grace_s: float):
+    """A predicate: `job` ended at least `grace_s` ago (a worker gets that long to finish what it began)."""
+    since: list[float] = []
+
+    def check() -> bool:
+        if not job.ended():
+            return False
+        if not since:
+            since.append(time.monotonic())
+        return time.monotonic() - since[0] >= grace_s
+
+    return check
 
 
 def _output_digests(held, outputs, config) -> list[str]:

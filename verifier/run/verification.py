@@ -133,6 +133,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             latency = None
         self.audit()
         self.finish_candidate()
+        self.read_reference_peak()
         self.lap("finish")
         ev = self.evidence()
         if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
@@ -153,7 +154,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             if latency is not None:
                 gates.append(latency)
             elif self.config.time_kernels:
-                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing")))
+                gates.append(GateResult("latency", FAIL, 0.0, _no_result(self, "while timing"), _no_result_detail(self)))
             gates.append(ProfileGate().evaluate(ev))
             if self.config.ncu:
                 self.ncu_profile = gates[-1]
@@ -269,6 +270,9 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                                            "builds", "threads_after_forward", "patched_after_forward")
                     if k in report}
             self.candidate.update(keep)
+            peak = report.get("device_peak_bytes")
+            if isinstance(peak, int) and not isinstance(peak, bool) and 0 < peak < 1 << 50:
+                self.candidate["device_peak_bytes"] = peak  # the process's own claim: shown, never relied on
 
     def profile(self) -> bool:
         assert self.job is not None and self.trusted_dir is not None
@@ -344,6 +348,17 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
 
+    def read_reference_peak(self) -> None:
+        """The trusted worker's device-memory peak over this verification (GPU only; diagnostics: the
+        device-memory plan is an estimate, this is what one run took)."""
+        if self.be.device != "cuda" or self.ref_held is None or self.prepare_pending:
+            return
+        ref = self.ref_held[0]
+        if ref.send({"cmd": "peak"}):
+            mark = ref.expect({"peak", "error"}, 10.0)
+            if mark is not None and mark.get("phase") == "peak":
+                self.reference["device_peak_bytes"] = int(mark.get("device_peak_bytes") or 0)
+
     def finish_candidate(self) -> None:
         if self.job is None:
             return
@@ -403,6 +418,12 @@ def _no_result(run: _Run, when: str) -> str:
     from verifier.gates.evidence import _no_report_reason
 
     return _no_report_reason(run.evidence(), when)
+
+
+def _no_result_detail(run: _Run) -> dict:
+    from verifier.gates.evidence import no_report_detail
+
+    return no_report_detail(run.evidence())
 
 
 @functools.cache

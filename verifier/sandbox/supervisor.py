@@ -374,9 +374,11 @@ class LiveJob:
 
         return self._fd_socket is not None and send_fd(self._fd_socket.fileno(), fd, tag)
 
-    def expect(self, phases: set[str], timeout: float, on_other: Callable[[dict], None] | None = None) -> dict | None:
+    def expect(self, phases: set[str], timeout: float, on_other: Callable[[dict], None] | None = None,
+               abort: Callable[[], bool] | None = None) -> dict | None:
         """The next mark whose phase is in `phases` (others go to `on_other` and `on_mark`); None when the
-        worker ended or `timeout` passed (then it is killed and marked timed out)."""
+        worker ended or `timeout` passed (then it is killed and marked timed out), or when `abort()` says
+        waiting is pointless (then it is killed, not marked timed out)."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -388,6 +390,9 @@ class LiveJob:
                 mark = self._marks.get(timeout=min(left, 0.25))
             except queue.Empty:
                 if self.proc.poll() is not None and not self._reader.is_alive() and self._marks.empty():
+                    return None
+                if abort is not None and abort():
+                    self.kill()
                     return None
                 continue
             if self.on_mark is not None:
@@ -408,6 +413,10 @@ class LiveJob:
             if b"verifier.workers.harness" in cmdline and b"bwrap" not in cmdline.split(b"\0")[0]:
                 return pid
         return None
+
+    def ended(self) -> bool:
+        """The job's process has exited or its mark channel closed: nothing more will come from it."""
+        return self.proc.poll() is not None or not self._reader.is_alive()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -301,10 +301,16 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         while True:
             cmd = channel.recv()
             kind = cmd.get("cmd")
+            if device == "cuda":  # the card this process held so far: the allocator's peak and its shared buffer
+                staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
+                report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
+                                                  int(torch.cuda.max_memory_reserved()) + staged_bytes)
             if kind == "finish":
                 break
             report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
                                "round": "latency", "stub_round": "latency"}.get(kind, kind)
+            if stager is not None and kind not in ("trial", "probe"):
+                stager.close()  # correctness is over: the shared buffer's gigabytes back to the card
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
                 inputs = call_inputs(cmd, d)
@@ -371,6 +377,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     found["work_split"] = work_split(prof)
                 channel.mark("profile_done", **found)
             elif kind == "round":
+                # the last round's sets and kept outputs are done with (checked, saved): freed before this
+                # round's are drawn, not held beside them (on the card a gigabyte problem has room for one)
+                sets, kept = None, []
                 if recipe is not None and "seeds" in cmd:  # drawn inside the parent's clock, as loading was
                     sets = draw_sets(torch, recipe, cmd["seeds"], device)
                 else:
@@ -392,6 +401,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # sets (already checked, so nothing can be worked ahead). The parent subtracts no more than
                 # this (verifier.clock.stats.own_overhead_ratio): what the candidate sets in its process to
                 # make its loop cheaper makes this round cheaper too.
+                sets = None  # the round's, freed before the stub's are drawn (as the reference worker's are)
                 if recipe is not None and "seeds" in cmd:
                     sets = draw_sets(torch, recipe, cmd["seeds"], device)
                 else:

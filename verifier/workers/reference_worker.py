@@ -164,7 +164,7 @@ class Worker:
         from verifier.correctness import input_recipe
         # init and weights are written: the parent can construct the candidate (with the recipe) now, and
         # check each trial as soon as its `trial_ready` arrives, while the later ones are still drawn
-        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(),
+        self.channel.mark("init_ready", recipe=self.recipe, device_name=self.device_name(), device_id=self.device_id(),
                           input_distribution=input_recipe.describe(self.recipe, self.input_names),
                           device_compare=self.device_compare)
         trials = self.trial_records = []
@@ -230,6 +230,7 @@ class Worker:
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
                   "input_bytes": in_bytes, "output_bytes": out_bytes, "threads": torch.get_num_threads()}
         result["device_name"] = self.device_name()
+        result["device_id"] = self.device_id()
         if self.device == "cuda":  # the room a timed round's sets and kept outputs may take on the card
             result["device_free_bytes"] = int(torch.cuda.mem_get_info()[0])
         if cmd.get("compare_compile"):
@@ -439,6 +440,17 @@ class Worker:
 
         return f"cpu ({platform.machine()}, {self.torch.get_num_threads()} threads)"
 
+    def device_id(self) -> str:
+        """Which card this worker uses, as it sees it (`verifier.result.device_label_id`); "cpu" on the CPU."""
+        if self.device != "cuda":
+            return "cpu"
+        from verifier.result import device_label_id
+
+        torch = self.torch
+        index = int(torch.cuda.current_device())
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+        return device_label_id(os.environ.get("CUDA_VISIBLE_DEVICES"), index, uuid)
+
     def _compiled_times(self, inputs: list) -> list[float]:
         from verifier.clock.paired_calls import time_round
 
@@ -459,6 +471,7 @@ class Worker:
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
+        self.kept = self.round_outputs = None  # the last round's, checked: freed before this round's are made
         sets = []
         for k, seed in enumerate(cmd["seeds"]):
             inputs = self.draw(int(seed), "task")
@@ -610,8 +623,15 @@ def main() -> int:
         if kind == "finish":
             return 0
         try:
-            if kind == "prepare":
+            if kind == "prepare" and cmd.get("device") == "cuda":
+                worker.torch.cuda.reset_peak_memory_stats()  # this verification's peak (the worker is pooled)
+            if kind == "peak":
+                took = int(worker.torch.cuda.max_memory_reserved()) if worker.device == "cuda" else 0
+                channel.mark("peak", device_peak_bytes=took)
+            elif kind == "prepare":
                 channel.mark("prepared", **worker.prepare(cmd))
+                if worker.device == "cuda":  # the profile call's sets freed with prepare's frame: back to the driver
+                    worker.torch.cuda.empty_cache()
             elif kind == "round":
                 channel.mark("round_done", **worker.round(cmd))
             elif kind == "stub_round":

@@ -1,0 +1,27 @@
+"""KernelBench level 1 problem 20 (LeakyReLU (negative slope 0.01)) at a medium size (4096 x 4096 fp32) for the multi-GPU
+suite (issue 36): one verification takes seconds, not minutes."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.leaky_relu(x, negative_slope=self.negative_slope)
+
+
+batch_size = 4096
+dim = 4096
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return [0.01]

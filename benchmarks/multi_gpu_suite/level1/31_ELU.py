@@ -1,0 +1,27 @@
+"""KernelBench level 1 problem 31 (ELU (alpha 1.0)) at a medium size (4096 x 4096 fp32) for the multi-GPU
+suite (issue 36): one verification takes seconds, not minutes."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.elu(x, alpha=self.alpha)
+
+
+batch_size = 4096
+dim = 4096
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return [1.0]
