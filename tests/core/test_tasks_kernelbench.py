@@ -133,7 +133,6 @@ def test_tasks_command_lists_a_kernelbench_checkout_with_shapes():
     assert none.exit_code != 0 and "no KernelBench problems for level 4" in none.output
 
 
-@pytest.mark.slow  # past the size check, the second command probes the 12 GiB reference: 20-55 s
 def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path, monkeypatch):
     monkeypatch.setenv("EVOKERNEL_AVAILABLE_GB", "64")
     from click.testing import CliRunner
@@ -146,9 +145,15 @@ def test_draft_refuses_a_too_big_problem_before_any_model_call(tmp_path, monkeyp
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "about 12.0 GiB" in result.output and "--memory-gb 15" in result.output
     assert not any(tmp_path.iterdir())                                   # no session was made
-    raised = CliRunner().invoke(cli, [*args[:7], "--memory-gb", "16", "--model", "scripted:/nonexistent.json",
+    # With room for it the size check passes and the model's check comes next: a provider without its key
+    # stops the command there, in one line. (A scripted file that does not exist stopped it too, but only
+    # once the task's probe had run the 12 GiB reference: 20-55 s.)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    raised = CliRunner().invoke(cli, [*args[:7], "--memory-gb", "16", "--model", "openai/gpt-4o-mini",
                                       "--sessions-dir", str(tmp_path), "--no-memory"])
     assert "about 12.0 GiB" not in raised.output                         # past the check, stopped by the model
+    assert raised.exit_code != 0 and "no API key; set OPENAI_API_KEY" in raised.output, raised.output
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_missing_kernelbench_import_names_the_extra(tmp_path):

@@ -66,7 +66,7 @@ def _latency(res):
 
 @pytest.fixture()
 def clock_config(make_config):
-    return lambda **kw: make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6, **kw)
+    return lambda **kw: make_config(timing="full", static_scan=False, timing_budget_s=4.0, min_rounds=6, **kw)
 
 
 def test_forged_per_call_times_do_not_move_the_speedup(task_source, clock_config):

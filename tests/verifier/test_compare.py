@@ -15,12 +15,12 @@ def test_two_honest_kernels_get_a_paired_ratio_with_an_interval(task_source, mak
 
     a = kernel_source(RELU_BODY + "\n// compare A")
     b = (HONEST / "relu.py").read_text()
-    out = compare(task_source("relu"), a, b, config=make_config())
+    out = compare(task_source("relu"), a, b, config=make_config(timing="full"))
     assert "error" not in out, out
     assert out["a_ms"] > 0 and out["b_ms"] > 0
     assert out["lo"] <= out["speedup"] <= out["hi"]
     assert out["speedup"] == pytest.approx(out["a_ms"] / out["b_ms"], rel=0.25)
-    assert out["rounds"] >= make_config().min_rounds and out["sampled_checks"] >= out["rounds"]
+    assert out["rounds"] >= make_config(timing="full").min_rounds and out["sampled_checks"] >= out["rounds"]
     line = describe_comparison(out, "v1", "v2")
     assert line.startswith("v2 vs v1: ") and "paired" in line
 

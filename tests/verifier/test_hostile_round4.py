@@ -451,7 +451,7 @@ def test_the_overhead_subtracted_is_never_more_than_the_trusted_stub_nor_the_can
 
 
 def _mallopt_pair(task_source, make_config, task: str, attack: str):
-    config = make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6)
+    config = make_config(timing="full", static_scan=False, timing_budget_s=4.0, min_rounds=6)
     honest = verify(task_source(task), (Path(__file__).resolve().parents[1] / "candidates" / "cpu" / f"{task}.py")
                     .read_text(), config=config)
     hostile = verify(task_source(task), (ROUND4 / attack).read_text(), config=config)

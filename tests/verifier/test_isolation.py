@@ -250,7 +250,7 @@ def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostil
     """Every timed call gets fresh content in the same buffers and sampled timed outputs are checked:
     caches keyed by pointer, version or a checksum, and "stale after N calls", are caught."""
     # the timed-output checks themselves: skipping the kernel on a memoised call is its own rule, allowed here
-    res = verify(task_source("relu"), candidate("", MEMO_MODELS[trick]), config=hostile_config(allow=["custom-kernel-skipped"]))
+    res = verify(task_source("relu"), candidate("", MEMO_MODELS[trick]), config=hostile_config(timing="full", allow=["custom-kernel-skipped"]))
     assert not res.feasible, (trick, res.feedback())
     gate = res.failed_gate
     assert gate.name in ("anti_hacking", "correctness"), res.feedback()
@@ -415,7 +415,7 @@ for obj in gc.get_objects():
             return _real(phase, **extra)
         obj.mark = forged
 """
-    res = verify(task_source("relu"), PREAMBLE + slow + body + PLAIN_MODEL, config=hostile_config())
+    res = verify(task_source("relu"), PREAMBLE + slow + body + PLAIN_MODEL, config=hostile_config(timing="full"))
     assert res.feasible, res.feedback()  # the outputs are right; only the speed claim is false
     # the speed figure is the parent's clock (the attested clock); the forged report is on record
     assert any("the parent's clock was used" in n for n in res.notes), res.notes
@@ -431,7 +431,7 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     # several calls per round, so the refilled buffers repeat within a round whatever the allocator does
     # the timing check, not the probes: with one allocator setting for both sides (heap blocks reused at the
     # same address) the magnitude probe's trial can already meet a repeated pointer and refuse the view
-    res = verify(task_source("transpose_copy"), source, config=make_config(round_target_ms=400.0, timing_memory_mb=1024.0,
+    res = verify(task_source("transpose_copy"), source, config=make_config(timing="full", round_target_ms=400.0, timing_memory_mb=1024.0,
                                                                     shape_probe=False, magnitude_probe=False))
     assert not res.feasible, (res.speedup, res.feedback())
     gate = res.failed_gate

@@ -233,6 +233,7 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
     head, _, _ = source.partition("\nclass ModelNew")
     # the timed-output checks themselves: skipping the kernel on a cached call is its own rule, allowed here
     res = verify(RELU_TASK, head + "\n" + HOSTILE[trick], config=make_config(
+        timing="full",
         static_scan=False, allow=["custom-kernel-skipped"], magnitude_probe=False, shape_probe=False,
         # several calls per round even on a loaded machine: with one call per round (a 7 ms call against the
         # 5 ms target) the buffers are new each round, the memo never hits, and the kernel is honestly

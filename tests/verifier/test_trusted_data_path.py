@@ -176,7 +176,7 @@ def test_a_directory_swapped_for_a_link_to_the_reference_is_not_followed(where, 
     body = SWAP_FOR_LINK.replace("{trial!r}", repr(where == "trial"))
     model = FAKE_WHEN_TIMING if where == "round" else FAKE_ALWAYS
     # the data path itself: a kernel skipped on the swapped round is its own rule, allowed here
-    res = _verify_or_hang(task_source("relu"), candidate(body, model), config=hostile_config(allow=["custom-kernel-skipped"]))
+    res = _verify_or_hang(task_source("relu"), candidate(body, model), config=hostile_config(timing="full", allow=["custom-kernel-skipped"]))
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
     assert gate.name == "correctness", res.feedback()
@@ -216,7 +216,7 @@ def test_a_deep_directory_chain_is_removed_and_the_next_verification_runs(task_s
 def test_every_timed_call_is_checked(task_source, hostile_config):
     """Wrong on a single timed call (the 4th of the second timed round): a sample of 1-2 calls per round
     missed it more often than not; every call's outputs are compared now."""
-    config = hostile_config(timing_memory_mb=1024.0, round_target_ms=400.0)
+    config = hostile_config(timing="full", timing_memory_mb=1024.0, round_target_ms=400.0)
     res = _verify_or_hang(task_source("relu"), candidate("", WRONG_ONCE), config=config)
     assert not res.feasible, res.feedback()
     gate = res.failed_gate
@@ -227,7 +227,7 @@ def test_every_timed_call_is_checked(task_source, hostile_config):
 def test_latency_reports_how_many_timed_calls_were_checked(task_source, make_config, kernel_source):
     from tests.verifier.conftest import RELU_BODY
 
-    res = verify(task_source("relu"), kernel_source(RELU_BODY), config=make_config(timing_memory_mb=1024.0))
+    res = verify(task_source("relu"), kernel_source(RELU_BODY), config=make_config(timing="full", timing_memory_mb=1024.0))
     assert res.feasible, res.feedback()
     lat = next(g for g in res.gates if g.name == "latency")
     d = lat.detail

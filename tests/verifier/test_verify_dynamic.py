@@ -35,7 +35,7 @@ def _failed(res):
 @pytest.mark.parametrize("task", ["relu", "softmax_rows"])
 def test_honest_candidate_passes_every_gate(task, task_source, make_config):
     seen = []
-    res = verify(task_source(task), (HONEST / f"{task}.py").read_text(), config=make_config(),
+    res = verify(task_source(task), (HONEST / f"{task}.py").read_text(), config=make_config(timing="full"),
                  on_gate=lambda name, state: seen.append((name, state)))
     assert [(g.name, g.status) for g in res.gates] == [(n, "pass") for n in GATE_ORDER], res.feedback()
     assert res.feasible and res.outcome == "feasible"
