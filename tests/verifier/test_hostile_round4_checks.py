@@ -68,6 +68,9 @@ def test_a_garbled_fresh_call_whose_outputs_stay_right_is_a_decoy():
     assert work_record(base) is replay
     skipped = kernel_findings({**base, "fresh_probe": _fresh(kernel_calls=0, results=0, replaced=0)})
     assert [r for r, _ in skipped] == ["custom-kernel-skipped"] and "fresh inputs" in skipped[0][1]
+    # the fresh probe may be the first forward: a kernel run only there is skipped on the trials, not unused
+    first_only = kernel_findings({"kernel_calls": [0, 0], "fresh_probe": _fresh(right=False)})
+    assert [r for r, _ in first_only] == ["custom-kernel-skipped"] and "2 of 2 correctness trials" in first_only[0][1]
 
 
 @pytest.mark.slow
