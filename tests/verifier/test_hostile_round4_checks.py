@@ -68,6 +68,9 @@ def test_a_garbled_fresh_call_whose_outputs_stay_right_is_a_decoy():
     assert work_record(base) is replay
     skipped = kernel_findings({**base, "fresh_probe": _fresh(kernel_calls=0, results=0, replaced=0)})
     assert [r for r, _ in skipped] == ["custom-kernel-skipped"] and "fresh inputs" in skipped[0][1]
+    # the fresh probe may be the first forward: a kernel run only there is skipped on the trials, not unused
+    first_only = kernel_findings({"kernel_calls": [0, 0], "fresh_probe": _fresh(right=False)})
+    assert [r for r, _ in first_only] == ["custom-kernel-skipped"] and "2 of 2 correctness trials" in first_only[0][1]
 
 
 @pytest.mark.slow
@@ -179,12 +182,16 @@ def test_the_mallopt_line_buys_nothing_over_the_same_kernel_without_it(task_sour
     config = make_config(static_scan=False, timing_budget_s=4.0, min_rounds=6)
     ratios = []
     for first, second in ((honest, hostile), (hostile, honest)):
-        res = compare(task_source("relu"), first, second, config=config)
+        for _attempt in range(2):  # a loaded machine can leave no round measurable: once more
+            res = compare(task_source("relu"), first, second, config=config)
+            if "error" not in res and res.get("speedup"):
+                break
         assert "error" not in res and res.get("speedup"), res
         ratios.append(res["speedup"] if first is honest else 1.0 / res["speedup"])  # mallopt over honest
     gain = math.sqrt(ratios[0] * ratios[1])
     print({"mallopt_over_honest": ratios, "geometric_mean": gain})
-    assert gain < 2.0, ratios
+    # after: 0.47-1.33 in seven pairs on the loaded 2-core machine; before: 17.5 (12.4x and 24.9x)
+    assert gain < 3.0, ratios
 
 
 def test_a_forward_queued_behind_a_failed_trial_is_waited_for_before_the_report():

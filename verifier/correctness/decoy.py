@@ -341,14 +341,23 @@ def work_record(cand: dict) -> dict | None:
     return records[0] if records else None
 
 
+def called(cand: dict) -> bool:
+    """Whether any forward the harness made called the custom kernel: a correctness trial, or a checked
+    forward (the fresh probe may be the first forward, and a kernel that runs only there is skipped on
+    the others, not unused)."""
+    trials = [c for c in cand.get("kernel_calls", []) if isinstance(c, int)]
+    return any(trials) or any(isinstance(r.get("kernel_calls"), int) and r["kernel_calls"] > 0
+                              for r in probe_records(cand))
+
+
 def kernel_findings(cand: dict) -> list[tuple[str, str]]:
     """(rule, message) for forwards that called no custom kernel while others did, and for a decoy (in
     either checked forward: the replay of a trial or the fresh probe)."""
     found: list[tuple[str, str]] = []
     trials = [c for c in cand.get("kernel_calls", []) if isinstance(c, int)]
-    if not any(trials):
-        return found  # no forward called it: custom-kernel-unused, the gate's own rule
     records = probe_records(cand)
+    if not called(cand):
+        return found  # no forward called it: custom-kernel-unused, the gate's own rule
     skipped = []
     if any(c == 0 for c in trials):
         skipped.append(f"{sum(c == 0 for c in trials)} of {len(trials)} correctness trials")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from verifier.correctness.compare import compare_tensor, output_spread
-from verifier.correctness.decoy import kernel_findings, work_record
+from verifier.correctness.decoy import called, kernel_findings, work_record
 from verifier.policy.rules import Policy
 from verifier.policy.static_scan import RULES, Violation, scan
 from verifier.result import FAIL, PASS, SKIP, GateResult
@@ -116,7 +116,7 @@ class AntiHackingGate(Gate):
         if ev.counts_kernel_calls and "kernel_calls" in cand:
             if not cand.get("builds"):
                 found.append(Violation("no-custom-kernel", 0, "no custom kernel was built: call load_inline with your kernel"))
-            elif not any(cand["kernel_calls"]):
+            elif not called(cand):
                 found.append(Violation("custom-kernel-unused", 0, "forward never called the custom kernel"))
             else:  # it ran: on every forward, and did its result reach the output? (verifier/correctness/decoy.py)
                 found.extend(Violation(rule, 0, msg) for rule, msg in kernel_findings(cand))
