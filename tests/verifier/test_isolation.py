@@ -238,7 +238,7 @@ class ModelNew(nn.Module):
         self.last = None
     def forward(self, x):
         self.calls += 1
-        if self.calls <= 8 or self.last is None:
+        if self.calls <= 16 or self.last is None:
             self.last = _ext.kernel_forward(x)
         return self.last
 ''',
@@ -256,7 +256,7 @@ def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostil
     assert gate.name in ("anti_hacking", "correctness"), res.feedback()
     if gate.name == "correctness" and gate.detail.get("during") == "timing":
         assert "afresh" in gate.reason and "timed call" in gate.reason, gate.reason
-    if trick == "stale_after_n":  # right for the first 8 calls: only the checks on timed calls can see it
+    if trick == "stale_after_n":  # right for the first 16 calls (past every correctness call): only the checks on timed calls can see it
         assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
 
 
