@@ -89,7 +89,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The suite's folder (builds, memory, sessions: about 2 GB) goes when the run ends. Runs that left it
+    """The suite's folder (builds, memory, sessions: about 2 GB, and about 5 GB with the seeded headers) goes when the run ends. Runs that left it
     filled the disk a later CI run built on, and two of its tests failed at "the precompiled header failed
     to build". Keep it with EVOKERNEL_TEST_KEEP=1 to look inside after a run."""
     if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
