@@ -121,6 +121,7 @@ def verify(problem: Path, kernel: Path, backend: str, memory_gb: float, timeout_
             "latency_ms": res.get("latency_ms"), "reference_ms": res.get("reference_ms"),
             "failing": f"{failing['name']}: {failing.get('reason', '')[:300]}" if failing else None,
             "memory": res.get("memory") or (res.get("extra") or {}).get("memory"),
+            "device_peak_gb": res.get("device_peak_gb"),
             # the whole verdict (phases, each gate's detail) in the JSON file, to see where time went
             "verdict": {k: res.get(k) for k in ("phases", "gates", "timing", "notes") if k in res}}
 
@@ -173,14 +174,18 @@ def _write(base: Path, rows: list[dict], device: str, stamp) -> None:
                                                      "command": " ".join(sys.argv), "rows": rows}, indent=1))
     lines = [f"# KernelBench problems through the GPU verifier ({device}, {stamp:%Y-%m-%d %H:%M} UTC)", "",
              f"Command: `python {' '.join(sys.argv)}`", "",
-             "| problem | backend | s to verdict | feasible | speedup (ours) | noisy | KernelBench-style | ours / KB | failing gate |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| problem | backend | s to verdict | feasible | speedup (ours) | noisy | KernelBench-style | ours / KB | device peak GB (trusted worker) | failing gate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         v, k = r["verify"], r["kernelbench"]
         lines.append(f"| {r['name']} | {r['backend']} | {v.get('seconds')} | {v.get('feasible')} | "
                      f"{_f(v.get('speedup'))} | {v.get('noisy')} | {_f(k.get('speedup'))} | {_f(r.get('ratio'))} | "
-                     f"{(v.get('failing') or v.get('error') or '')[:160]} |")
+                     f"{_peaks(v.get('device_peak_gb'))} | {(v.get('failing') or v.get('error') or '')[:160]} |")
     base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _peaks(d) -> str:
+    return ", ".join(f"{k} {x:.1f}" for k, x in d.items()) if isinstance(d, dict) and d else "–"
 
 
 def _f(x) -> str:
