@@ -198,6 +198,12 @@ def test_verify_reads_the_cached_peak(tmp_path, build_root):
     assert "cached" in detail["bandwidth_peak_source"]
     assert detail["bandwidth_fraction"] == pytest.approx(detail["gbps"] / 1000.0)
     assert detail["reference_bandwidth_fraction"] == pytest.approx(detail["reference_gbps"] / 1000.0)
+    # where each candidate round's window went by the harness's own account (session 14's GPU diagnostics):
+    # drawing or loading the sets, then the loop, inside the parent's clock around the whole round
+    walls, inner = detail["candidate_walls_ms"], detail["candidate_inner_ms"]
+    assert walls and len(inner) == len(walls)
+    for wall, split in zip(walls, inner, strict=True):
+        assert len(split) == 2 and min(split) >= 0 and 0 < sum(split) <= wall, (wall, split)
     assert detail["arithmetic_intensity"] == 0.0 and detail["bound"] == "memory-bound"  # relu: no FLOPs counted
     assert data["timing"]["bandwidth_fraction"] == pytest.approx(detail["bandwidth_fraction"])
     assert list(json.loads(peaks.read_text())) == [machine_key("cpu", _threads(VerifyConfig()))]  # nothing new

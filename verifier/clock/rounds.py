@@ -140,6 +140,11 @@ def _timed_rounds(owner, sides: list, estimate):
             own_ms = facts.get("own_stub_ms")
             figures.append(attested_round_ms(facts["wall_ms"], min(stub_ms, own_ms or stub_ms), count, idle_ms))
             rounds_now.append({"wall": facts["wall_ms"], "idle": idle_ms, "wait": facts["wait_ms"], "own": own_ms})
+            # where the candidate's window went by its own account (GPU diagnostics): [draw, loop] ms and the
+            # allocator's running counts of driver allocations and retries
+            clock.setdefault("candidate_inner_ms", [[] for _ in sides])[i].append(facts.get("inner"))
+            clock.setdefault("candidate_walls_ms", [[] for _ in sides])[i].append(facts["wall_ms"])
+            clock.setdefault("candidate_allocator", [None for _ in sides])[i] = facts.get("allocator")
             if r:
                 clock["idle_cpu_ms"][i].append(idle_ms)
                 clock["reported_ms"][i].append(sum(times) / len(times))
@@ -293,6 +298,10 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         "stub_walls_ms": [round(x, 4) for x in clock["overhead_ms"][:60]],
         "replay_walls_ms": [round(x, 4) for x in (clock.get("replay_walls_ms") or [])[:60]],
         "reference_inner_ms": (clock.get("reference_inner_ms") or [])[:20],
+        # every round of the candidate from the calibration on: the parent's wall and the harness's own split
+        "candidate_walls_ms": [round(x, 4) for x in (clock.get("candidate_walls_ms") or [[]] * (side + 1))[side][:20]],
+        "candidate_inner_ms": (clock.get("candidate_inner_ms") or [[]] * (side + 1))[side][:20],
+        "candidate_allocator": (clock.get("candidate_allocator") or [None] * (side + 1))[side],
         "own_overhead_ms": _median(own),
         "own_overhead_ratio": own_ratio,
         "own_overhead_cheaper": bool(own) and own_ratio < OWN_CHEAPER,

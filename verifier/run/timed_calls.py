@@ -159,6 +159,7 @@ class TimedCalls:
         if self.be.device == "cpu":
             checked = self.check_frozen(cmark, rdir, ref_mark, count, r)
             self.record_round(wall_ms, pre, post)
+            self.round_facts[-1]["inner"] = cmark.get("inner_ms")
             if checked and own_stub_enabled(self.be.device, self.config):
                 own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
                 if own is None:
@@ -170,6 +171,7 @@ class TimedCalls:
         # device memory cannot be read from /proc: blocks drawn after the round, saved by both sides
         ok = self.check_blocks(d, rdir, ref_mark, count, r)
         self.record_round(wall_ms, pre, post)
+        self.round_facts[-1].update(inner=cmark.get("inner_ms"), allocator=getattr(self, "allocator_counts", None))
         self._drop_held(d)
         return times if ok else None
 
@@ -219,6 +221,7 @@ class TimedCalls:
             self.candidate["ref_timing_failed"] = True
             return False
         self._check_held(d, rdir)
+        self.allocator_counts = smark.get("allocator") if isinstance(smark.get("allocator"), dict) else None
         saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
         for k in range(count):
             want = rmark["outputs"].get(str(k)) or []

@@ -380,20 +380,24 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # the last round's sets and kept outputs are done with (checked, saved): freed before this
                 # round's are drawn, not held beside them (on the card a gigabyte problem has room for one)
                 sets, kept = None, []
+                t_draw = _monotonic()
                 if recipe is not None and "seeds" in cmd:  # drawn inside the parent's clock, as loading was
                     sets = draw_sets(torch, recipe, cmd["seeds"], device)
                 else:
                     sets = load_sets(torch, np, _subdir(job_dir, cmd["dir"]), int(cmd["count"]), device)
                 per_call: list[int] = []  # custom-kernel calls of each timed forward (custom-kernel-skipped)
+                t_loop = _monotonic()
                 channel.mark("timing_start")
                 times, kept = time_round(torch, counted_model(model, counter, per_call), sets, device,
                                          detach_inputs=cmd.get("detach_inputs") is not False, by_reference=device == "cpu")
+                # where this process's part of the clocked window went (diagnostics, as the reference worker's)
+                inner = [(t_loop - t_draw) * 1e3, (_monotonic() - t_loop) * 1e3]
                 # On the CPU the parent pauses this sandbox and reads the kept outputs from this process's
                 # memory at these addresses (verifier/clock/frozen_read.py): nothing is saved after the clock.
                 at = ([[{"addr": o.data_ptr(), "nbytes": o.numel() * o.element_size(), "shape": list(o.shape),
                          "dtype": str(o.dtype).replace("torch.", "")} for o in outs] for outs in kept]
                       if device == "cpu" else None)
-                channel.mark("timing_end", times_ms=times, kernel_calls=per_call,
+                channel.mark("timing_end", times_ms=times, kernel_calls=per_call, inner_ms=inner,
                              **({"outputs_at": at} if at is not None else {}))
             elif kind == "stub_round":
                 # This process's own round loop with a model whose calls return the round's outputs again: the
@@ -415,10 +419,21 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 kept = []
-                channel.mark("saved", outputs=saved)
+                channel.mark("saved", outputs=saved, allocator=_allocator_counts(torch))
     report["threads_after_forward"] = threading.active_count() - threads_before
     report["patched_after_forward"] = _patched(before, _snapshot(torch))
     report["phase"] = "done"
+
+
+def _allocator_counts(torch) -> dict[str, int]:
+    """The caching allocator's running counts of driver allocations, frees and out-of-memory retries
+    (diagnostics, read after the clock): a round that reaches cudaMalloc or cudaFree pays a device-wide
+    synchronisation inside its window, which a gigabyte problem sharing the card can hit every round."""
+    try:
+        stats = torch.cuda.memory_stats()
+    except Exception:  # noqa: BLE001 - another allocator backend: nothing to say
+        return {}
+    return {k: int(stats.get(f"num_{k}", 0)) for k in ("device_alloc", "device_free", "alloc_retries")}
 
 
 def _warm_cuda() -> None:
