@@ -133,6 +133,8 @@ def main() -> None:
     ap.add_argument("--tag", default="head")
     ap.add_argument("--memory-gb", type=float, default=96)
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--own-stub", choices=("on",), default=None,
+                    help="the candidate's own stub round after each GPU round (EVOKERNEL_OWN_STUB; diagnostics)")
     ap.add_argument("--flush-mb", type=float, default=None,
                     help="the verifier's L2 flush before each timed GPU call (EVOKERNEL_L2_FLUSH_MB; default 1024)")
     ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
@@ -142,6 +144,8 @@ def main() -> None:
         return
     if args.flush_mb:  # the verify subprocesses inherit it (verifier.clock.paired_calls.flush_bytes_of)
         os.environ["EVOKERNEL_L2_FLUSH_MB"] = f"{args.flush_mb:g}"
+    if args.own_stub:
+        os.environ["EVOKERNEL_OWN_STUB"] = args.own_stub
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

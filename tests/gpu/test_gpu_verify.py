@@ -185,3 +185,18 @@ def test_probe_sees_work_left_on_a_non_blocking_stream():
     assert probe["changed"] and probe["pending_ms"] > 1.0, probe
     honest = clock.probe([x * 2])
     assert not honest["changed"] and honest["pending_ms"] < 1.0, honest
+
+
+def test_own_stub_round_on_the_gpu_is_measured_and_the_kernel_still_checked(gpu_config):
+    """`own_stub="on"` on the GPU (session 14's diagnostic): after each round's blocks are saved and checked
+    the harness runs its own loop on the outputs it kept; the verdict carries its cost beside the trusted
+    stub's, and each candidate round's wall with the harness's own [draw, loop] split inside it."""
+    config = dataclasses.replace(gpu_config, extra={**(gpu_config.extra or {}), "own_stub": "on"})
+    res = _verify("cuda", "relu", (CANDIDATES / "cuda" / "relu.py").read_text(), config)
+    assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+    detail = res.gate("latency").detail
+    assert detail["own_overhead_ms"] is not None and detail["own_overhead_ms"] > 0, detail
+    assert 0 < detail["own_overhead_ratio"] <= 1.0  # never subtracts more than the trusted stub
+    for wall, split in zip(detail["candidate_walls_ms"], detail["candidate_inner_ms"], strict=True):
+        assert 0 < sum(split) <= wall, (wall, split)
+    print("own stub", detail["own_overhead_ms"], "trusted", detail["trusted_overhead_ms"])

@@ -416,9 +416,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # `sets` stays until the next command replaces it, as a real round's does: freeing it here
                 # would put a cost in this window that the real round has only in the next one
                 channel.mark("timing_end", times_ms=times)
+                if device == "cuda":
+                    kept = []  # checked and saved before this stub: back to the card before the next replay
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
-                kept = []
+                if not cmd.get("keep"):  # kept for the own stub round that follows (EVOKERNEL_OWN_STUB=on)
+                    kept = []
                 channel.mark("saved", outputs=saved, allocator=_allocator_counts(torch))
     report["threads_after_forward"] = threading.active_count() - threads_before
     report["patched_after_forward"] = _patched(before, _snapshot(torch))
