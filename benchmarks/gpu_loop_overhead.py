@@ -6,12 +6,13 @@ than the trusted one for a 5 µs ReLU, which its CUDA events did not see. This r
 (synchronise, L2 flush, events around a small op, synchronise, a copy of the output) in a plain process,
 under bubblewrap with the verifier's syscall filter, and under bubblewrap without it, in one run.
 
-    python benchmarks/gpu_loop_overhead.py [--calls 2000]
+    python benchmarks/gpu_loop_overhead.py [--calls 2000] [--cpu]   (--cpu: the CPU loop, no GPU needed)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,11 +21,45 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def loop(calls: int) -> dict:
-    import os
+def status() -> dict:
+    """The process's seccomp and speculation-mitigation state: a seccomp filter can switch on SSBD (and
+    STIBP) for the process on kernels whose `spec_store_bypass_disable` is `seccomp`, slowing its code."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("Seccomp", "Speculation", "Cpus_allowed_list", "NoNewPrivs")):
+            key, _, value = line.partition(":")
+            out[key] = value.strip()
+    return out
 
+
+def cpu_loop(calls: int) -> dict:
+    """The same question on the CPU: a torch op and a pure-Python loop, per call."""
+    import torch
+
+    x = torch.randn(512, 1024)
+    for _ in range(50):
+        torch.relu(x).clone()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        torch.relu(x).clone()
+    op_ms = (time.perf_counter() - t0) * 1e3 / calls
+    t0 = time.perf_counter()
+    acc = 0
+    for i in range(calls * 1000):
+        acc += i & 7
+    py_ms = (time.perf_counter() - t0) * 1e3 / calls
+    t0 = time.perf_counter()
+    for _ in range(calls * 10):
+        os.getppid()
+    sys_us = (time.perf_counter() - t0) * 1e6 / (calls * 10)
+    return {"cpu_relu_clone_ms": op_ms, "python_1000_adds_ms": py_ms, "getppid_us": sys_us}
+
+
+def loop(calls: int) -> dict:
     if os.environ.get("EVK_LOOP_PIN"):  # as the verifier pins both sides' processes during the window
         os.sched_setaffinity(0, {int(os.environ["EVK_LOOP_PIN"])})
+    if os.environ.get("EVK_LOOP_CPU"):
+        return {**cpu_loop(calls), "status": status()}
     import torch
 
     x = torch.randn(16, 16384, device="cuda")
@@ -50,6 +85,7 @@ def loop(calls: int) -> dict:
     for _ in range(calls):
         torch.cuda.synchronize()
     out["sync_only"] = (time.perf_counter() - t0) * 1e3 / calls
+    out["status"] = status()
     return out
 
 
@@ -59,7 +95,6 @@ def main() -> None:
         return
     calls = int(sys.argv[sys.argv.index("--calls") + 1]) if "--calls" in sys.argv else 2000
     sys.path.insert(0, str(ROOT))
-    import os
     import tempfile
 
     from verifier.sandbox.isolation import SandboxSpec, bwrap_argv, gpu_device_nodes, sandbox_command
@@ -67,7 +102,10 @@ def main() -> None:
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", str(calls)]
     work = Path(tempfile.mkdtemp())
     spec = SandboxSpec(writable=[work], devices=gpu_device_nodes(), chdir=work)
-    results = {}
+    results: dict = {"host": {p: Path(f"/sys/devices/system/cpu/vulnerabilities/{p}").read_text().strip()
+                              for p in ("spec_store_bypass", "spectre_v2")
+                              if Path(f"/sys/devices/system/cpu/vulnerabilities/{p}").exists()}}
+    print("host", results["host"], flush=True)
     for label in ("plain", "bwrap+filter", "bwrap", "plain pinned", "bwrap+filter pinned", "plain again"):
         fds: list[int] = []
         if label.startswith("plain"):
@@ -77,6 +115,8 @@ def main() -> None:
         else:
             cmd, fds = sandbox_command(spec, argv)
         env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        if "--cpu" in sys.argv:
+            env["EVK_LOOP_CPU"] = "1"
         if label.endswith("pinned"):
             env["EVK_LOOP_PIN"] = str(min(os.sched_getaffinity(0)))
         p = subprocess.run(cmd, capture_output=True, text=True, pass_fds=fds, env=env, timeout=120)
