@@ -223,6 +223,39 @@ def test_kernel_call_claim_without_a_mapped_object_fails(monkeypatch, tmp_path):
     assert [r for r, _ in run.audit_findings] == ["kernel-not-mapped"]
 
 
+def test_a_dead_sandbox_is_named_and_a_failed_correctness_gate_keeps_its_own_reason(monkeypatch, tmp_path):
+    """The last audit found no process (the harness had died, e.g. out of device memory under a cap): the
+    finding says so; where correctness already failed the verdict is that gate's, not this rule's. A run
+    whose correctness passed keeps the finding whatever happened to its process (dying in the timing
+    window, where a failed gate does not make the verdict infeasible, must not shed it)."""
+    from verifier import api
+    from verifier.policy import mapped_audit
+
+    class Be:
+        name, counts_kernel_calls = "cpu", True
+
+    class Cfg:
+        def root(self):
+            return tmp_path
+
+    def fresh():
+        run = api._Run.__new__(api._Run)
+        run.be, run.config, run.job_dir, run.harness_pid = Be(), Cfg(), tmp_path / "job", os.getpid()
+        run.audit_findings = []
+        run.candidate = {"builds": [{"name": "k"}], "kernel_calls": [1, 1]}
+        run.audit()
+        return run
+
+    monkeypatch.setattr(mapped_audit, "audit_namespace", lambda *a, **k: mapped_audit.NamespaceAudit([], 0, []))
+    failed = fresh()
+    failed.audit(run_failed=True)
+    assert failed.audit_findings == []
+    passed = fresh()
+    passed.audit(run_failed=False)
+    ((rule, text),) = passed.audit_findings
+    assert rule == "kernel-not-mapped" and "no process was left" in text
+
+
 # ---------------------------------------------------------------------------------------------------
 # 4. trusted builds end with their verification
 # ---------------------------------------------------------------------------------------------------

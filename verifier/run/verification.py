@@ -131,7 +131,11 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             correct = GateResult("correctness", FAIL, correct.seconds, self.timed_mismatch["fail"],
                                  {**detail, "during": "timing"})
             latency = None
-        self.audit()
+        # a run that already failed correctness with its process gone (killed for memory, say) is reported by
+        # that gate, not as a kernel that was never mapped; only a failed correctness gate drops the finding,
+        # as only it makes the verdict infeasible (a failed latency gate does not: dying in the timing window
+        # must not shed the finding)
+        self.audit(run_failed=not correct.passed)
         self.finish_candidate()
         self.read_reference_peak()
         self.lap("finish")
@@ -311,7 +315,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         (work / "job.json").write_text(json.dumps(job))
         return work
 
-    def audit(self) -> None:
+    def audit(self, run_failed: bool = False) -> None:
         """Every executable object mapped by any process of the candidate's PID namespace from a place it
         could write (or from outside the read-only trees), audited through the mapped object itself
         (`verifier.policy.mapped_audit`) for what it imports (BLAS, ATen operators, dlopen, process creation,
@@ -341,9 +345,10 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.mapped_job_objects = sorted({*getattr(self, "mapped_job_objects", []), *seen.job_objects})
         calls = [c for c in self.candidate.get("kernel_calls", []) if isinstance(c, int)]
         if (self.audits_done > 1 and self.be.counts_kernel_calls and self.candidate.get("builds") and any(calls)
-                and not self.mapped_job_objects):
+                and not self.mapped_job_objects and not (run_failed and seen.processes == 0)):
+            gone = " (no process was left in it to audit: it ended before the run did)" if seen.processes == 0 else ""
             found.append(("kernel-not-mapped", "the candidate claims its kernel ran, but no process in its sandbox "
-                                               "has an object of its own build mapped"))
+                                               f"has an object of its own build mapped{gone}"))
         for entry in found:
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
