@@ -79,6 +79,10 @@ class TaskOutcome:
     #: the verifier marked the best kernel's timing noisy: its speedup is shown as such and is not counted as
     #: faster in fast_p (a noisy figure is not a claim of faster)
     noisy: bool = False
+    #: speed of light (issue 35): the best kernel's share of the machine's measured memory bandwidth, and the
+    #: eager reference's on the same calls; None without a figure, a peak, or where the timing was noisy
+    bandwidth_fraction: float | None = None
+    reference_bandwidth_fraction: float | None = None
 
     @property
     def status(self) -> str:
@@ -180,4 +184,14 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
         compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
         noisy=bool(best is not None and best.noisy and best.speedup is not None),
+        bandwidth_fraction=_fraction(best, "bandwidth_fraction"),
+        reference_bandwidth_fraction=_fraction(best, "reference_bandwidth_fraction"),
     )
+
+
+def _fraction(result: VerificationResult | None, key: str) -> float | None:
+    """A speed-of-light fraction of a verdict's timing, only where its figure is a claim (not noisy)."""
+    if result is None or result.noisy:
+        return None
+    value = (result.timing or {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else None

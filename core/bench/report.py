@@ -63,6 +63,11 @@ def best_device_cell(o: object | None) -> str:
     return short_device(label) or "-"
 
 
+def fmt_fraction(v: float | None) -> str:
+    """`86%` of the machine's memory bandwidth (speed of light), `-` without one."""
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
 def fmt_cost(v: float | None) -> str:
     return "unknown" if v is None else f"${v:.4f}"
 
@@ -142,10 +147,12 @@ def render_markdown(data: dict[str, object], plot_file: str | None = None) -> st
         if o.rejected and o.status not in ("rejected by anti-hacking",) and not o.error and not o.skipped:
             status += f" ({o.rejected} of {o.kernels} kernels rejected by anti-hacking)"
         rows.append([o.task, str(o.level), status, fmt_speed(o.speedup, o.noisy), fmt_speed(o.speedup_vs_compile, o.noisy),
-                     "-" if o.best_ms is None else f"{o.best_ms:.4f}", fmt_x(o.refine_speedup), str(o.kernels),
-                     str(o.tokens), fmt_cost(o.cost)])
-    lines += _md_table(("task", "level", "result", "vs eager", "vs compile", "best ms", "refine", "kernels", "tokens",
-                        "cost"), rows)
+                     "-" if o.best_ms is None else f"{o.best_ms:.4f}",
+                     f"{fmt_fraction(o.bandwidth_fraction)} (eager {fmt_fraction(o.reference_bandwidth_fraction)})"
+                     if o.bandwidth_fraction is not None else "-",
+                     fmt_x(o.refine_speedup), str(o.kernels), str(o.tokens), fmt_cost(o.cost)])
+    lines += _md_table(("task", "level", "result", "vs eager", "vs compile", "best ms", "of bandwidth", "refine",
+                        "kernels", "tokens", "cost"), rows)
     recorded = outcomes_of(data, "recorded")
     if recorded:
         levels, tasks = compare_outcomes(recorded, outs)

@@ -31,6 +31,7 @@ from core.bench import (
     device_counts,
     devices_line,
     fmt_cost,
+    fmt_fraction,
     fmt_rate,
     fmt_speed,
     fmt_x,
@@ -118,6 +119,8 @@ def progress_printer(console: Console, total: int):
             state = "[green]correct[/]" if outcome.feasible else (
                 "incorrect" if outcome.compiled else f"[red]{outcome.status}[/]")
             extra = f" {fmt_speed(outcome.speedup, outcome.noisy)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
+            if outcome.feasible and outcome.bandwidth_fraction is not None:
+                extra += f", {fmt_fraction(outcome.bandwidth_fraction)} of memory bandwidth"
             console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
                           f"{outcome.seconds:.1f}s",
                           highlight=False)

@@ -213,3 +213,25 @@ def test_report_md_marks_a_noisy_speedup():
     assert "Noisy speedups (1: relu)" in md
     all_row = next(line for line in md.splitlines() if line.startswith("| all"))
     assert "| 50% |" in all_row                                       # fast_1: gelu only
+
+
+def test_speed_of_light_travels_to_bench_json_and_report_md_but_not_from_a_noisy_figure():
+    """Issue 35: the best kernel's share of the measured memory bandwidth (and the eager reference's) is in
+    the outcome, bench.json and the report's per-task table; a noisy verdict's fraction is no claim."""
+    from core.bench import render_markdown
+
+    timed = result("feasible", 0.5, ref=1.0)
+    timed.timing = {"noisy": False, "bandwidth_fraction": 0.86, "reference_bandwidth_fraction": 0.43}
+    o = outcome_from_results("relu", 1, [timed])
+    assert o.bandwidth_fraction == 0.86 and o.reference_bandwidth_fraction == 0.43
+    assert TaskOutcome.from_dict(o.to_dict()).bandwidth_fraction == 0.86
+    noisy = result("feasible", 0.5, ref=1.0)
+    noisy.timing = {"noisy": True, "bandwidth_fraction": 0.86}
+    assert outcome_from_results("relu", 1, [noisy]).bandwidth_fraction is None
+    data = {"settings": {"suite": "builtin", "backend": "cpu"}, "complete": True,
+            "outcomes": [o.to_dict(), rec("gelu", 1, speedup=2.0).to_dict()]}
+    md = render_markdown(data)
+    assert "of bandwidth" in md
+    relu = next(line for line in md.splitlines() if line.startswith("| relu"))
+    gelu = next(line for line in md.splitlines() if line.startswith("| gelu"))
+    assert "86% (eager 43%)" in relu and "%" not in gelu.split("|")[7]
