@@ -208,8 +208,16 @@ class VerificationResult:
         kernel reads above the machine's peak; "" without a fraction (no peak, no figure, or a noisy verdict
         unless `even_noisy`: the gate table shows a noisy round's figures as such)."""
         t = self.timing or {}
+        if self.noisy and not even_noisy:
+            return ""
+        ff = t.get("flops_fraction")
+        if t.get("bound") == "compute-bound" and ff is not None:  # past the ridge point: the compute roof is the one
+            text = f"{100 * ff:.0f}% of FP32 peak, compute-bound"
+            if "flops_fraction" in (t.get("bandwidth_over_peak") or ()):
+                text += " (above the measured peak: the figure or the model of its work is wrong)"
+            return text
         f = t.get("bandwidth_fraction")
-        if f is None or (self.noisy and not even_noisy):
+        if f is None:
             return ""
         text = f"{100 * f:.0f}% of memory bandwidth"
         if t.get("bound"):
@@ -233,7 +241,13 @@ class VerificationResult:
         if self.latency_ms is not None:
             lines.append(f"Latency: {self.latency_ms:.4f} ms (eager reference {self.reference_ms or 0:.4f} ms).")
         sol = self.bandwidth_text()
-        if sol:
+        if sol and self.timing.get("bound") == "compute-bound" and self.timing.get("flops_fraction") is not None:
+            t = self.timing
+            ref = t.get("reference_flops_fraction")
+            lines.append(f"Speed of light: the kernel reaches {sol} ({t.get('gflops') or 0:.1f} of "
+                         f"{t.get('flops_peak_gflops') or 0:.1f} GFLOP/s measured on this machine"
+                         + (f"; the eager reference {100 * ref:.0f}%" if ref is not None else "") + ").")
+        elif sol:
             t = self.timing
             ref = t.get("reference_bandwidth_fraction")
             lines.append(f"Speed of light: the kernel reaches {sol} ({t.get('gbps') or 0:.1f} of "

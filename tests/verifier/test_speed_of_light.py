@@ -112,6 +112,59 @@ def test_real_triad_is_fast_and_positive():
     assert 0.1 < gbps < 10_000
 
 
+def test_compute_roof_from_a_flop_peak_and_the_ridge_point():
+    """A matmul (2n^3 FLOPs over 3 n^2 float32 moved: n/6 FLOP/B) past the ridge point (peak FLOP/s over peak
+    bytes/s) is compute-bound, and its FLOP rate is FLOPs over the call's time (bytes over GB/s)."""
+    n = 512
+    moved, flops = 3 * n * n * 4, 2 * n**3
+    out = speed_of_light(moved, gbps=10.0, reference_gbps=5.0, peak_gbps=20.0, flops=flops, peak_gflops=200.0)
+    assert out["ridge_intensity"] == pytest.approx(10.0) and out["arithmetic_intensity"] == pytest.approx(n / 6)
+    assert out["bound"] == "compute-bound"
+    assert out["gflops"] == pytest.approx(flops * 10.0 / moved) and out["flops_peak_gflops"] == 200.0
+    assert out["flops_fraction"] == pytest.approx(out["gflops"] / 200.0)
+    assert out["reference_flops_fraction"] == pytest.approx(out["flops_fraction"] / 2)
+    # the same work with a roof so high the ridge lies past it: memory-bound after all
+    assert speed_of_light(moved, 10.0, 5.0, 20.0, flops=flops, peak_gflops=1e6)["bound"] == "memory-bound"
+    # above the compute peak: flagged as the bandwidth fraction is
+    fast = speed_of_light(moved, gbps=1000.0, reference_gbps=5.0, peak_gbps=2000.0, flops=flops, peak_gflops=200.0)
+    assert "flops_fraction" in fast["bandwidth_over_peak"]
+    # elementwise work (0 FLOPs) gets no FLOP keys, whatever the peak
+    assert "flops_fraction" not in speed_of_light(moved, 10.0, 5.0, 20.0, flops=0, peak_gflops=200.0)
+
+
+def test_flop_peak_is_measured_once_per_occasion_and_cached(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "peaks.json"
+    calls = []
+    monkeypatch.setattr(bandwidth, "cpu_matmul_gflops", lambda t, threads=None: calls.append(threads) or 50.0 + len(calls))
+    first = bandwidth.peak_flops(torch, "cpu", 2, path=path)
+    assert first is not None and first["gflops"] == 51.0 and first["cached"] is False
+    assert first["key"].endswith("|flops-fp32") and first["key"] != machine_key("cpu", 2)
+    for _ in range(bandwidth.PEAK_SAMPLES + 2):
+        last = bandwidth.peak_flops(torch, "cpu", 2, path=path)
+    assert len(calls) == bandwidth.PEAK_SAMPLES and last["cached"] is True
+    assert last["gflops"] == 50.0 + bandwidth.PEAK_SAMPLES  # the best of the occasions
+    assert bandwidth.peak_flops(torch, "cpu", 4, path=path, measure=False) is None
+
+
+def test_real_matmul_probe_is_fast_and_positive():
+    torch = pytest.importorskip("torch")
+    gflops = bandwidth.cpu_matmul_gflops(torch, 1, n=256, runs=2, budget_s=0.05)
+    assert 0.1 < gflops < 100_000
+
+
+def test_compute_bound_verdict_says_the_fp32_fraction():
+    from evokernel_tui.commands.render import verdict_line
+
+    res = _result(0.3)
+    res.timing.update(bound="compute-bound", gflops=61.0, reference_gflops=40.0, flops_peak_gflops=100.0,
+                      flops_fraction=0.61, reference_flops_fraction=0.40)
+    assert res.bandwidth_text() == "61% of FP32 peak, compute-bound"
+    assert "61% of FP32 peak, compute-bound (61.0 of 100.0 GFLOP/s" in res.feedback()
+    assert "the eager reference 40%" in res.feedback()
+    assert "61% of FP32 peak" in _printed(verdict_line(res))
+
+
 @pytest.mark.gpu
 def test_cuda_copy_peak():  # 2.91-2.99 TB/s on an H100 80GB HBM3 in the verifier (session 13)
     torch = pytest.importorskip("torch")
@@ -245,3 +298,48 @@ def test_latency_detail_from_a_given_or_measured_peak():
     assert speed_of_light_detail(off, 1000, 10.0, 5.0) == {}
     unknown = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference={}), 1000, 10.0, 5.0)
     assert unknown["bandwidth_fraction"] is None and unknown["bound"] is None
+
+
+
+def test_the_reference_worker_counts_flops_and_reads_both_roofs_into_the_latency_detail(tmp_path, monkeypatch):
+    """A matmul model through the trusted worker's speed-of-light step (FLOPs counted, both roofs read from
+    the cache written beforehand), then into the latency detail as a run builds it: compute-bound past the
+    ridge point, with the FP32 fraction; an elementwise model measures no FLOP peak at all."""
+    torch = pytest.importorskip("torch")
+    from verifier.run.timed_calls import speed_of_light_detail
+    from verifier.workers.reference_worker import Worker
+
+    key = machine_key("cpu", 1)
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({key: {"gbps": 10.0, "method": "given by the test", "measured_at": 0.0},
+                                 key + "|flops-fp32": {"gflops": 50.0, "method": "given by the test",
+                                                       "measured_at": 0.0}}))
+    monkeypatch.setenv("EVOKERNEL_PEAKS_CACHE", str(peaks))
+    worker = Worker.__new__(Worker)
+    worker.torch, worker.device = torch, "cpu"
+    n = 256
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    found = worker._speed_of_light(lambda x, y: x @ y, [a, b], {"threads": 1, "measure_peak": False})
+    assert found["flops"] == 2 * n**3 and found["flops_peak"]["gflops"] == 50.0
+    elementwise = worker._speed_of_light(torch.relu, [a], {"threads": 1, "measure_peak": False})
+    assert elementwise["flops"] == 0 and "flops_peak" not in elementwise
+
+    class Run:
+        config = type("C", (), {"extra": {}})()
+        reference = found
+        be = type("B", (), {"device": "cpu"})()
+
+    moved = 3 * n * n * 4
+    detail = speed_of_light_detail(Run(), moved, gbps=2.0, reference_gbps=1.0)
+    assert detail["bound"] == "compute-bound" and detail["ridge_intensity"] == pytest.approx(5.0)
+    assert detail["flops_fraction"] == pytest.approx(2 * n**3 * 2.0 / moved / 50.0)
+    assert "cached" in detail["flops_peak_source"]
+
+
+@pytest.mark.gpu
+def test_cuda_matmul_peak():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    gflops = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3)
+    assert 1_000 < gflops < 2_000_000  # an H100's float32 is ~50 TFLOP/s (TF32 and below: more)

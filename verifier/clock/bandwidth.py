@@ -7,7 +7,9 @@ already runs torch with the verifier's thread count on the cores the candidate g
 - CPU: a STREAM-style triad (`a = b + s*c`, float32, arrays several times the last-level cache, best of a few
   runs, STREAM's byte count: 3 arrays' bytes per triad), cached keyed by the CPU model and the thread count;
 - GPU: a large device-to-device copy timed with CUDA events (read + write bytes), cached per device name.
-  Written but NOT YET MEASURED on a card (no device time when it was written).
+  Measured on an H100 in session 13 (2.91-2.99 TB/s).
+- FLOPs: for a task with FLOPs per call (torch's FLOP counter: matmuls, convolutions, attention), a float32
+  matmul probe, cached per machine the same way (`peak_flops`); the bound then comes from the ridge point.
 
 The cache is one JSON file (`cache_path`: `EVOKERNEL_PEAKS_CACHE`, else the user's cache dir), shared by
 every worker of the machine; a key is measured on `PEAK_SAMPLES` occasions (its peak the best of them, so
@@ -45,6 +47,12 @@ CPU_MAX_RUNS = 60
 PEAK_SAMPLES = 3
 GPU_COPY_BYTES = 1024**3
 GPU_RUNS = 10
+#: the FLOP peak's probe: a float32 matmul of this size (torch's default matmul precision, as the reference
+#: runs), best of a few runs; measured only for a task with FLOPs (a matmul, a convolution, attention)
+CPU_MATMUL_N = 1024
+GPU_MATMUL_N = 8192
+FLOP_RUNS = 5
+FLOP_BUDGET_S = 0.6
 
 
 def cache_path() -> Path:
@@ -137,6 +145,48 @@ def cuda_copy_gbps(torch, nbytes: int = GPU_COPY_BYTES, runs: int = GPU_RUNS) ->
     return 2 * 4 * n / best / 1e9
 
 
+def cpu_matmul_gflops(torch, threads: int | None = None, n: int = CPU_MATMUL_N, runs: int = FLOP_RUNS,
+                      budget_s: float = FLOP_BUDGET_S) -> float:
+    """A float32 `n`x`n` matmul with torch's threads (set to `threads` for it), best of `runs` or more while
+    `budget_s` lasts: 2n^3 FLOPs per run."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        a = torch.randn(n, n, dtype=torch.float32)
+        b = torch.randn(n, n, dtype=torch.float32)
+        out = torch.mm(a, b)  # warm (not timed)
+        best, done, end = float("inf"), 0, time.perf_counter() + budget_s
+        while done < max(1, runs) or (time.perf_counter() < end and done < 4 * runs):
+            t0 = time.perf_counter()
+            torch.mm(a, b, out=out)
+            best = min(best, time.perf_counter() - t0)
+            done += 1
+        return 2.0 * n**3 / best / 1e9
+    finally:
+        torch.set_num_threads(before)
+
+
+def cuda_matmul_gflops(torch, n: int = GPU_MATMUL_N, runs: int = FLOP_RUNS) -> float:  # pragma: no cover - GPU
+    """A float32 `n`x`n` matmul on the card under torch's current matmul precision, timed with CUDA events,
+    best of `runs`: 2n^3 FLOPs per run."""
+    a = torch.randn(n, n, dtype=torch.float32, device="cuda")
+    b = torch.randn(n, n, dtype=torch.float32, device="cuda")
+    out = torch.mm(a, b)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(max(1, runs)):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.mm(a, b, out=out)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    del a, b, out
+    torch.cuda.empty_cache()
+    return 2.0 * n**3 / best / 1e9
+
+
 def _read_cache(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -185,14 +235,46 @@ def peak_bandwidth(torch, device: str, threads: int, device_name: str = "", meas
     return {**entry, "key": key, "cached": False}
 
 
+def peak_flops(torch, device: str, threads: int, device_name: str = "", measure: bool = True,
+               path: Path | None = None) -> dict[str, Any] | None:
+    """The machine's float32 FLOP peak `{"gflops", "method", "key", "measured_at", "cached"}`, cached and
+    sampled as `peak_bandwidth` is (its own key: the machine's key and `|flops-fp32`)."""
+    path = path or cache_path()
+    key = machine_key(device, threads, device_name) + "|flops-fp32"
+    hit = _read_cache(path).get(key)
+    valid = isinstance(hit, dict) and isinstance(hit.get("gflops"), (int, float)) and hit["gflops"] > 0
+    samples = [float(x) for x in hit.get("samples") or ()] if valid and isinstance(hit, dict) else []
+    if valid and isinstance(hit, dict) and ("samples" not in hit or len(samples) >= PEAK_SAMPLES or not measure):
+        return {**hit, "key": key, "cached": True}
+    if not measure:
+        return None
+    if device == "cuda":  # pragma: no cover - GPU
+        gflops = cuda_matmul_gflops(torch)
+        method = f"float32 matmul {GPU_MATMUL_N}x{GPU_MATMUL_N}, torch's matmul precision, CUDA events"
+    else:
+        gflops = cpu_matmul_gflops(torch, threads)
+        method = f"float32 matmul {CPU_MATMUL_N}x{CPU_MATMUL_N}, best of {FLOP_RUNS}+ runs"
+    samples.append(gflops)
+    entry = {"gflops": max(samples), "samples": samples, "method": method, "measured_at": time.time(),
+             "threads": int(threads), "device": device, "model": device_name if device == "cuda" else cpu_model()}
+    _write_cache(path, key, entry)
+    return {**entry, "key": key, "cached": False}
+
+
 def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps: float | None,
-                   peak_gbps: float | None, flops: float | None = None) -> dict[str, Any]:
+                   peak_gbps: float | None, flops: float | None = None,
+                   peak_gflops: float | None = None) -> dict[str, Any]:
     """The latency detail's speed-of-light keys from the bytes a call moves, the kernel's and the reference's
     achieved GB/s, the machine's peak and (when known) the task's FLOPs per call:
     `bandwidth_peak_gbps`, `bandwidth_fraction`, `reference_bandwidth_fraction`, `arithmetic_intensity`,
     `bound` (memory-bound, or None when FLOPs are unknown or the intensity is high and no FLOP peak is
     known: then only the bandwidth fraction is said), and `bandwidth_over_peak`/`bandwidth_note` when a
-    fraction is above 1."""
+    fraction is above 1.
+
+    With a FLOP peak (`peak_gflops`) and FLOPs per call: `gflops` and `reference_gflops` achieved (FLOPs
+    over the call's time, which is bytes over GB/s), `flops_peak_gflops`, `flops_fraction`,
+    `reference_flops_fraction`, and the bound from the ridge point (peak FLOP/s over peak bytes/s): below
+    it memory-bound, at or above it compute-bound."""
     def frac(x: float | None) -> float | None:
         if x is None or not peak_gbps or peak_gbps <= 0:
             return None
@@ -206,8 +288,20 @@ def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps
         out["arithmetic_intensity"] = intensity
         if intensity < MEMORY_BOUND_INTENSITY:
             out["bound"] = "memory-bound"
-    over = [k for k in ("bandwidth_fraction", "reference_bandwidth_fraction")
-            if out[k] is not None and out[k] > OVER_PEAK]
+        if flops > 0 and peak_gflops and peak_gflops > 0:
+            def rate(x: float | None) -> float | None:
+                return None if x is None else float(flops) * float(x) / float(moved_bytes)
+
+            out.update(gflops=rate(gbps), reference_gflops=rate(reference_gbps), flops_peak_gflops=float(peak_gflops))
+            out["flops_fraction"] = None if out["gflops"] is None else out["gflops"] / float(peak_gflops)
+            out["reference_flops_fraction"] = (None if out["reference_gflops"] is None
+                                               else out["reference_gflops"] / float(peak_gflops))
+            if peak_gbps and peak_gbps > 0:
+                out["ridge_intensity"] = float(peak_gflops) / float(peak_gbps)
+                out["bound"] = "memory-bound" if intensity < out["ridge_intensity"] else "compute-bound"
+    over = [k for k in ("bandwidth_fraction", "reference_bandwidth_fraction", "flops_fraction",
+                        "reference_flops_fraction")
+            if out.get(k) is not None and out[k] > OVER_PEAK]
     if over:
         out["bandwidth_over_peak"] = over
         out["bandwidth_note"] = OVER_PEAK_NOTE

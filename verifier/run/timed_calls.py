@@ -58,7 +58,13 @@ def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: f
     peak = run.reference.get("bandwidth_peak") or {}
     given = extra.get("bandwidth_peak_gbps")
     peak_gbps = float(given) if given is not None else peak.get("gbps")
-    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"))
+    flops_peak = run.reference.get("flops_peak") or {}
+    given_flops = extra.get("flops_peak_gflops")
+    peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
+    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"), peak_gflops)
+    if out.get("flops_peak_gflops") is not None:
+        out["flops_peak_source"] = "given" if given_flops is not None else (
+            f"{flops_peak.get('method', 'measured')}, {'cached' if flops_peak.get('cached') else 'measured now'}")
     if given is not None:
         out["bandwidth_peak_source"] = "given"
     elif peak.get("gbps"):
@@ -124,6 +130,7 @@ class TimedCalls:
             # relu whose every round came out below the stub read 19984-65828 in `timing.lo/hi`)
             detail.update(median_ms=None, reference_ms=None, no_figure=True, gbps=None, reference_gbps=None,
                           bandwidth_fraction=None, reference_bandwidth_fraction=None, bound=None,
+                          gflops=None, reference_gflops=None, flops_fraction=None, reference_flops_fraction=None,
                           **dict.fromkeys(NO_FIGURE_RATIOS))
             reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
         return GateResult("latency", PASS, time.monotonic() - start, reason, detail)

@@ -269,6 +269,13 @@ class Worker:
                 measure=bool(cmd.get("measure_peak", True)))
         except Exception as exc:  # noqa: BLE001 - no peak: the verdict says only GB/s
             out["bandwidth_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        if out.get("flops"):  # a task with FLOPs (a matmul, a convolution): the compute roof too
+            try:
+                out["flops_peak"] = bandwidth.peak_flops(
+                    torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
+                    measure=bool(cmd.get("measure_peak", True)))
+            except Exception as exc:  # noqa: BLE001 - no FLOP peak: the verdict says only the bandwidth side
+                out["flops_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         return out
 
     def release(self) -> None:
