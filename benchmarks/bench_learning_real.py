@@ -57,6 +57,20 @@ KB_ROOT = CAND / "kernelbench" / "KernelBench"
 BUILTIN = {"relu": CAND / "cpu" / "relu.py", "sum_rows": CAND / "cpu" / "sum_rows.py",
            "softmax_rows": CAND / "cpu" / "softmax_rows.py", "layernorm": CAND / "cpu" / "layernorm.py"}
 KERNELBENCH = {"12_Mse_Loss": CAND / "kernelbench" / "candidates" / "level1_12_mse_loss.py"}
+#: KernelBench level-1 problems of the multi-GPU suite, run here at a CPU-affordable size (the file with
+#: `batch_size` and `dim` shrunk, see `kb_suite`), each with an elementwise C++ candidate written from its
+#: expression below (float in, double arithmetic, float out)
+KB_SUITE = ROOT / "benchmarks" / "multi_gpu_suite" / "level1"
+KB_ELEMENTWISE = {
+    "20_LeakyReLU": "v > 0.0 ? v : 0.01 * v",
+    "21_Sigmoid": "1.0 / (1.0 + std::exp(-v))",
+    "22_Tanh": "std::tanh(v)",
+    "25_Swish": "v / (1.0 + std::exp(-v))",
+    "30_Softsign": "v / (1.0 + std::fabs(v))",
+    "31_ELU": "v > 0.0 ? v : std::expm1(v)",
+    "32_HardTanh": "v < -1.0 ? -1.0 : (v > 1.0 ? 1.0 : v)",
+}
+KB_SIZE = {"batch_size": 256, "dim": 1024}
 #: the hidden helpful memories: two seeds in value's pool but never in similarity's top 5, one often
 #: in it, one seldom
 HELPFUL = ("seed-opt-loop-unrolling", "seed-cpu-build-flags", "seed-cpu-openmp-parallel", "seed-cpu-compile-errors")
@@ -69,6 +83,8 @@ HELPFUL_SETS = {
     "similar": ("seed-cpu-reduction-rows", "seed-cpu-openmp-parallel", "seed-cpu-vectorise", "seed-activation-numerics"),
 }
 MODES = ("value", "similarity")
+#: the passes of the latest `main` run, by (mode, pass number): what the tests read
+LAST_RUNS: dict[tuple[str, int], list[Pass]] = {}
 
 _TASK = re.compile(r"^# Task: (?:make )?(\S+)", re.M)
 _NOTES = "## Notes from memory"
@@ -146,7 +162,14 @@ class ShareModel:
         if self.fake:
             from tests.fakes.verdicts import reply
 
-            return reply("feasible", 2.0) if good else reply("compile_fail" if broken_kind == "compile" else "incorrect")
+            verdict = "feasible" if good else "compile_fail" if broken_kind == "compile" else "incorrect"
+            if task not in self.sources:
+                return reply(verdict, 2.0 if good else None)
+            # the kernel a real run would send, carrying its verdict for the fake verifier: the bank's
+            # trajectories hold real code, as on the real path (where they are what fills the pool)
+            source = self.sources[task] if good else broken(self.sources[task], broken_kind)
+            mark = f"# verdict: {verdict} 2.0" if good else f"# verdict: {verdict}"
+            return f"Plan: a plain C++ loop.\n\n```python\n{source.strip()}\n{mark}\n```\n"
         source = self.sources[task]
         if not good:
             source = broken(source, broken_kind)
@@ -167,6 +190,62 @@ def broken(source: str, kind: str) -> str:
     if kind == "compile":
         return source.replace("#include <torch/extension.h>", "#include <torch/extension.h>\nthis is not C++;", 1)
     return re.sub(r"(\n\s+return _ext\.\w+\(.*\))\n", r"\1 * 1.5\n", source, count=1)
+
+
+ELEMENTWISE_CPP = r"""
+#include <torch/extension.h>
+#include <cmath>
+
+torch::Tensor forward_op(torch::Tensor x) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "expects float32");
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = (double)in[i];
+        o[i] = (float)(EXPR);
+    }
+    return out;
+}
+"""
+
+
+def elementwise_candidate(name: str, expr: str) -> str:
+    """An honest CPU candidate for the KernelBench elementwise problem `name` computing `expr` of v."""
+    cpp = ELEMENTWISE_CPP.replace("EXPR", expr)
+    ext = "evk_learn_" + re.sub(r"\W", "_", name).lower()
+    return (f'"""Honest CPU candidate for KernelBench level 1 {name} (bench_learning_real)."""\n\n'
+            "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+            f'CPP = r"""{cpp}"""\n\n'
+            f'_ext = load_inline(name="{ext}", cpp_sources=[CPP], functions=["forward_op"], '
+            'extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])\n\n\n'
+            "class ModelNew(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        return _ext.forward_op(x)\n")
+
+
+def kb_suite(dest: Path) -> Path:
+    """A KernelBench-format folder (level1/) under `dest`: 12_Mse_Loss as it is in tests/candidates, and the
+    multi-GPU suite's elementwise problems with `batch_size` and `dim` shrunk to `KB_SIZE` (4096 x 4096 takes
+    a CPU verification minutes; 256 x 1024 seconds). Deterministic, so the verdict cache keys stay the same."""
+    level = dest / "level1"
+    level.mkdir(parents=True, exist_ok=True)
+    (level / "12_Mse_Loss.py").write_text((KB_ROOT / "level1" / "12_Mse_Loss.py").read_text())
+    for name in KB_ELEMENTWISE:
+        text = (KB_SUITE / f"{name}.py").read_text()
+        for key, value in KB_SIZE.items():
+            text = re.sub(rf"^{key} = \d+$", f"{key} = {value}", text, flags=re.M)
+        (level / f"{name}.py").write_text(text)
+    return dest
+
+
+def candidate_sources() -> dict[str, str]:
+    """The correct kernel of every task the real verifier can run here, by task name."""
+    sources = {t: p.read_text() for t, p in {**BUILTIN, **KERNELBENCH}.items()}
+    sources.update({name: elementwise_candidate(name, expr) for name, expr in KB_ELEMENTWISE.items()})
+    return sources
 
 
 def _handler(model: ShareModel):
@@ -258,15 +337,16 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
         if args.verifier == "real":
             common += ["--verdict-cache", "--timeout", "60"]
         outs = []
-        builtin = [t for t in args.task_list if t not in KERNELBENCH]
-        kb = [t for t in args.task_list if t in KERNELBENCH]
+        kb_names = {*KERNELBENCH, *KB_ELEMENTWISE}
+        builtin = [t for t in args.task_list if t not in kb_names]
+        kb = [t for t in args.task_list if t in kb_names]
         if builtin:
             out = root / f"{mode}-{seed}-p{number}-builtin"
             run_bench_cli(["bench", "--tasks", ",".join(builtin), *common, "--out", str(out)], args.verifier == "fake")
             outs.append(out)
         if kb:
             out = root / f"{mode}-{seed}-p{number}-kb"
-            run_bench_cli(["bench", "--suite", str(KB_ROOT), "--levels", "1", "--tasks", ",".join(kb), *common,
+            run_bench_cli(["bench", "--suite", str(args.kb_root), "--levels", "1", "--tasks", ",".join(kb), *common,
                            "--out", str(out)], args.verifier == "fake")
             outs.append(out)
         for out in outs:
@@ -278,6 +358,9 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
     for p, r in zip(run.prompts, requests, strict=False):
         if abs(p["p"] - r.p) > 1e-9:
             run.problems.append(f"{p['task']}: the model read p={r.p:.2f} from its prompt, the log says {p['p']:.2f}")
+        if r.good != (p.get("outcome") == "feasible"):  # the verdict must be what the reply was meant to earn
+            run.problems.append(f"{p['task']}: the model sent a {'correct' if r.good else 'broken'} kernel, "
+                                f"the verdict was {p.get('outcome')}")
     run.seconds = time.monotonic() - start
     return run
 
@@ -403,7 +486,7 @@ def report(runs: dict[tuple[str, int], list[Pass]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="3,4,5")
-    ap.add_argument("--tasks", default=",".join([*BUILTIN, *KERNELBENCH]))
+    ap.add_argument("--tasks", default=",".join([*BUILTIN, *KERNELBENCH, *KB_ELEMENTWISE]))
     ap.add_argument("--draft-steps", type=int, default=6)
     ap.add_argument("--refine-steps", type=int, default=0)
     ap.add_argument("--base", type=float, default=0.1)
@@ -424,13 +507,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["XDG_CACHE_HOME"] = args.cache
     os.environ.setdefault("EVOKERNEL_MODEL_LESSONS", "1")
     seeds = [int(s) for s in args.seeds.split(",")]
-    sources = {t: p.read_text() for t, p in {**BUILTIN, **KERNELBENCH}.items()}
+    sources = candidate_sources()
     if args.verifier == "real" and (missing := [t for t in args.task_list if t not in sources]):
         ap.error(f"no correct candidate for {', '.join(missing)} (the real verifier needs one)")
     titles = helpful_map()
     start = time.monotonic()
     runs: dict[tuple[str, int], list[Pass]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        args.kb_root = kb_suite(Path(args.cache) / "kb-suite")
         for seed in seeds:
             for mode in args.modes.split(","):
                 bank = Path(tmp) / f"{mode}-{seed}-memory.json"
@@ -448,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr, flush=True)
                     for line in p.problems[:5]:
                         print("   ", line, file=sys.stderr)
+    LAST_RUNS.clear()
+    LAST_RUNS.update(runs)
     table = report(runs)
     head = (f"{args.verifier} verifier; tasks {', '.join(args.task_list)}; {args.draft_steps} draft + {args.refine_steps} "
             f"refine steps; seeds {args.seeds}; p = {args.base} + {args.strength} x share of helpful titles "
