@@ -28,6 +28,8 @@ def _env(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow  # real verifications (about 6 distinct sources): minutes on 2 cores
+@pytest.mark.skipif(not __import__("os").environ.get("EVOKERNEL_LEARNING_REAL"),
+                    reason="two real-verifier bench passes take minutes: EVOKERNEL_LEARNING_REAL=1 runs them")
 def test_the_real_path_credits_what_it_shows_and_the_bank_agrees(tmp_path):
     code = real.main(["--verifier", "real", "--seeds", "3", "--tasks", "relu,21_Sigmoid", "--draft-steps", "3",
                       "--modes", "value", "--cache", str(tmp_path / "cache")])
