@@ -15,9 +15,11 @@ import contextlib
 import inspect
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import ProcessPoolExecutor as _StdPool
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
@@ -146,9 +148,17 @@ class ProcessPoolExecutor(_Base):
 
     With `gpus` (device ids), each worker is pinned to one of them through CUDA_VISIBLE_DEVICES,
     so jobs never share a GPU; there are then at most as many workers as GPUs.
+
+    A worker that dies (killed for memory, a crash in a native library) breaks a standard pool for good:
+    every job in it fails and nothing more can be submitted. Here the pool is built again (every GPU back
+    in its slots) and each job that was in it runs again, up to `JOB_RETRIES` times, so one bad
+    verification costs its own task, not the run.
     """
 
     name = "pool"
+    #: how many times a job runs again after the pool broke under it (the job that killed its worker fails
+    #: once it has, the others that were beside it are only repeated)
+    JOB_RETRIES = 2
 
     def __init__(self, workers: int = 2, gpus: list[str] | None = None):
         if workers < 1:
@@ -166,16 +176,71 @@ class ProcessPoolExecutor(_Base):
         self._progress = ctx.Queue()
         self._listeners: dict[int, tuple[Callable[..., None], Any]] = {}
         self._tokens = iter(range(1, 1 << 62))
-        self._pool = _StdPool(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                              initargs=(os.getpid(), slots, self._progress))
-        import threading
-
+        self._ctx, self._slots = ctx, slots
+        self._lock = threading.Lock()
+        self._closed = False
+        self.rebuilt = 0  # how many times a broken pool was built again
+        self._pool = self._new_pool()
         threading.Thread(target=self._route_progress, name="evokernel-pool-progress", daemon=True).start()
+
+    def _new_pool(self) -> _StdPool:
+        pool = _StdPool(max_workers=self.workers, mp_context=self._ctx, initializer=_worker_init,
+                        initargs=(os.getpid(), self._slots, self._progress))
         if self.gpus:
             # start every worker now, side by side (the pool starts one per job that finds none idle), so
             # every GPU's worker is ready when the first jobs come, not only the first one's
-            for _ in range(workers):
-                self._pool.submit(os.getpid)
+            for _ in range(self.workers):
+                pool.submit(os.getpid)
+        return pool
+
+    def _rebuild(self, broken: _StdPool) -> bool:
+        """A new pool in place of `broken` (once, however many of its jobs report it); False once shut down."""
+        import queue
+
+        with self._lock:
+            if self._closed:
+                return False
+            if self._pool is not broken:
+                return True
+            with contextlib.suppress(Exception):
+                broken.shutdown(wait=False, cancel_futures=True)
+            if self._slots is not None:  # every worker of a broken pool is gone: every GPU is free again
+                with contextlib.suppress(queue.Empty, OSError, ValueError):
+                    while True:
+                        self._slots.get_nowait()
+                for gpu in self.gpus:
+                    self._slots.put(gpu)
+            self._pool = self._new_pool()
+            self.rebuilt += 1
+            return True
+
+    def _launch(self, outer: Future, fn: Callable[..., Any], args: tuple, kwargs: dict, retries: int) -> None:
+        pool = self._pool
+        try:
+            inner = pool.submit(fn, *args, **kwargs)
+        except BrokenProcessPool as exc:
+            if retries > 0 and self._rebuild(pool):
+                self._launch(outer, fn, args, kwargs, retries - 1)
+            else:
+                outer.set_exception(exc)
+            return
+        except RuntimeError as exc:  # shut down
+            outer.set_exception(exc)
+            return
+
+        def done(f: Future) -> None:
+            if f.cancelled():
+                outer.cancel()
+                return
+            exc = f.exception()
+            if isinstance(exc, BrokenProcessPool) and retries > 0 and self._rebuild(pool):
+                self._launch(outer, fn, args, kwargs, retries - 1)
+            elif exc is not None:
+                outer.set_exception(exc)
+            else:
+                outer.set_result(f.result())
+
+        inner.add_done_callback(done)
 
     def _route_progress(self) -> None:
         while True:
@@ -203,7 +268,7 @@ class ProcessPoolExecutor(_Base):
         token, finished = next(self._tokens), threading.Event()
         self._listeners[token] = (on_gate, finished)
         try:
-            result = self._pool.submit(streamed_job, token, job, *args).result()
+            result = self.submit(streamed_job, token, job, *args).result()
             finished.wait(10.0)
             return result
         finally:
@@ -214,9 +279,14 @@ class ProcessPoolExecutor(_Base):
         return f"pool ({self.workers} worker{'s' if self.workers != 1 else ''}{gpus})"
 
     def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        return self._pool.submit(fn, *args, **kwargs)
+        outer: Future[T] = Future()
+        outer.set_running_or_notify_cancel()
+        self._launch(outer, fn, args, kwargs, self.JOB_RETRIES)
+        return outer
 
     def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
         with contextlib.suppress(Exception):
             self._progress.put(None)
@@ -225,6 +295,8 @@ class ProcessPoolExecutor(_Base):
         """Stop at once: SIGKILL every worker (each one's sandboxes die with it), then shut the pool down."""
         import signal
 
+        with self._lock:
+            self._closed = True
         for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
             with contextlib.suppress(OSError):
                 os.kill(proc.pid, signal.SIGKILL)

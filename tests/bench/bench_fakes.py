@@ -43,6 +43,18 @@ def where_slowly(_: object = None) -> int:
     return where()
 
 
+def card_slowly(_: object = None) -> tuple[int, str | None]:
+    """The worker's pid and GPU ids after a short wait (so a pool of two serves from both workers)."""
+    time.sleep(0.1)
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def die(_: object = None) -> int:
+    """Kill the pool worker it runs in (as the kernel OOM killer or a crash in a native library would)."""
+    time.sleep(0.05)
+    os._exit(3)
+
+
 def where(_: object = None) -> int:
     """The worker's process id."""
     return os.getpid()

@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_fakes import (  # noqa: E402
     CORE_TESTS,
+    card_slowly,
+    die,
     fake_verify,
     kernel,
     progressing_verify,
@@ -97,6 +99,25 @@ def test_pool_overlaps_jobs_in_two_processes():
     assert [r.latency_ms for r in results] == [0.25, 0.5, 0.75, 1.0]
     assert len(pids) == 2 and all(p != where() for p in pids)
     assert elapsed < 4 * 0.3 * 0.85, f"4 jobs of 0.3 s on 2 workers took {elapsed:.2f}s"
+
+
+def test_a_worker_that_dies_costs_its_own_job_not_the_pool():
+    """A worker killed mid-job broke the standard pool for good (every job failed, nothing more could be
+    submitted). Now the pool is built again, every GPU back in its slots: the jobs beside the killer run
+    again and succeed, the killer fails once its retries are spent, and the pool keeps serving."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(2, gpus=["0", "1"]) as pool:
+        assert set(pool.map(visible, range(4))) <= {"0", "1"}
+        beside = [pool.submit(where_slowly, i) for i in range(4)]
+        killer = pool.submit(die)
+        with pytest.raises(BrokenProcessPool):
+            killer.result(timeout=120)
+        assert all(isinstance(f.result(timeout=120), int) for f in beside)
+        assert pool.rebuilt >= 1
+        after = pool.map(card_slowly, range(8))
+        assert len({pid for pid, _ in after}) == 2 and where() not in {pid for pid, _ in after}
+        assert {gpu for _, gpu in after} == {"0", "1"}  # both cards are served again, one per worker
 
 
 def test_pool_passes_worker_exceptions_back():
