@@ -321,6 +321,7 @@ class RayExecutor(_Base):
     """
 
     name = "ray"
+    JOB_RETRIES = ProcessPoolExecutor.JOB_RETRIES
 
     def __init__(self, workers: int = 2, address: str | None = None, gpus_per_job: float = 0.0,
                  python_path: list[str] | None = None, gpus: list[str] | None = None):
@@ -360,7 +361,10 @@ class RayExecutor(_Base):
     def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         remote = self._remotes.get(fn)
         if remote is None:
-            remote = self._ray.remote(num_cpus=1, num_gpus=self.gpus_per_job, max_retries=0)(fn)
+            # a job whose worker or node died (killed for memory, a node lost) runs again elsewhere, as a
+            # pool's jobs do when its pool breaks; one that raised is not repeated (retry_exceptions off)
+            remote = self._ray.remote(num_cpus=1, num_gpus=self.gpus_per_job, max_retries=self.JOB_RETRIES,
+                                      retry_exceptions=False)(fn)
             self._remotes[fn] = remote
         return remote.remote(*args, **kwargs).future()
 

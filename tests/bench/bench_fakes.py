@@ -49,6 +49,15 @@ def card_slowly(_: object = None) -> tuple[int, str | None]:
     return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def die_once(marker: str) -> int:
+    """Kill the worker it runs in the first time (leaving `marker`), then return the worker's pid."""
+    if not os.path.exists(marker):
+        with open(marker, "w") as fh:
+            fh.write("died once\n")
+        os._exit(3)
+    return os.getpid()
+
+
 def die(_: object = None) -> int:
     """Kill the pool worker it runs in (as the kernel OOM killer or a crash in a native library would)."""
     time.sleep(0.05)

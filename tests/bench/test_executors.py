@@ -14,6 +14,7 @@ from bench_fakes import (  # noqa: E402
     CORE_TESTS,
     card_slowly,
     die,
+    die_once,
     fake_verify,
     kernel,
     progressing_verify,
@@ -139,7 +140,8 @@ def test_ray_missing_says_how_to_install(monkeypatch):
 
 
 @pytest.mark.slow  # starts a local Ray cluster: 15-20 s
-def test_ray_local_instance_runs_jobs():
+def test_ray_local_instance_runs_jobs(tmp_path):
+    ray_tmp = tmp_path
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'evokernel-tui[ray]')")
     from core.executors import RayExecutor
 
@@ -153,6 +155,9 @@ def test_ray_local_instance_runs_jobs():
         assert where() not in pids
         with pytest.raises(ValueError):
             ex.submit(int, "x").result()
+        # a job whose worker died runs again (as when its node is lost); one that raised is not repeated
+        marker = Path(ray_tmp) / "died"
+        assert isinstance(ex.submit(die_once, str(marker)).result(timeout=120), int) and marker.exists()
         assert ex.describe() == "ray (local, 2 CPUs)"
     finally:
         ex.shutdown()
