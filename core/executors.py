@@ -310,12 +310,22 @@ class ProcessPoolExecutor(_Base):
         self.shutdown()
 
 
+class _VerifierSlot:
+    """A Ray actor holding one GPU for the whole run: every job for that GPU runs in this one process, so
+    the verifier's warm state (its pooled reference worker, CUDA context, built bindings) carries from one
+    verification to the next. As Ray tasks, GPU jobs each got a fresh worker process and a cold start."""
+
+    def run(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        return fn(*args, **kwargs)
+
+
 class RayExecutor(_Base):
     """Jobs as Ray tasks: a local instance (`address=None`) or a cluster (`address="ray://..."` or "auto").
 
-    `gpus_per_job=1` makes Ray place each job on its own GPU (cuda and triton backends): Ray sets the job's
-    CUDA_VISIBLE_DEVICES, and a GPU job gets a fresh worker process (Ray's default for GPU tasks), so a
-    worker's warm state never carries one GPU's setting to a job on another. `workers` caps the CPUs of a
+    `gpus_per_job=1` makes Ray place each job on its own GPU (cuda and triton backends): one actor per GPU of
+    the cluster (`_VerifierSlot`, Ray sets its CUDA_VISIBLE_DEVICES), each job sent to the slot with the
+    fewest jobs in flight, so a GPU's verifications share one warm process and never two at once; a slot
+    whose node died is restarted elsewhere and its jobs run again. `workers` caps the CPUs of a
     local instance; `gpus` (ids, as `choose_gpus` gives them) the GPUs it may use, by default all it
     finds. A local instance started here is shut down by `shutdown`.
     """
@@ -339,6 +349,9 @@ class RayExecutor(_Base):
         self.gpus = list(gpus) if gpus is not None else None
         self._owns = False
         self._remotes: dict[Any, Any] = {}
+        self._slots: list[Any] = []
+        self._inflight: list[int] = []
+        self._slot_lock = threading.Lock()
         if not ray.is_initialized():
             paths = [str(_PROJECT_ROOT), *(python_path or [])]
             env = {"PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
@@ -358,7 +371,35 @@ class RayExecutor(_Base):
                 raise ExecutorError(f"cannot start Ray on {where}: {first_line(exc, 200)}") from None
             self._owns = True
 
+    def _gpu_slots(self) -> list[Any]:
+        """One `_VerifierSlot` actor per GPU the cluster has (made at the first GPU job)."""
+        with self._slot_lock:
+            if not self._slots:
+                gpus = float(self._ray.cluster_resources().get("GPU", 0.0))
+                count = max(1, int(gpus // self.gpus_per_job)) if self.gpus_per_job > 0 else 1
+                actor = self._ray.remote(num_cpus=1, num_gpus=self.gpus_per_job, max_restarts=self.JOB_RETRIES,
+                                         max_task_retries=self.JOB_RETRIES)(_VerifierSlot)
+                self._slots = [actor.remote() for _ in range(count)]
+                self._inflight = [0] * count
+            return self._slots
+
+    def _on_slot(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Future:
+        slots = self._gpu_slots()
+        with self._slot_lock:
+            k = min(range(len(slots)), key=lambda i: self._inflight[i])
+            self._inflight[k] += 1
+        future = slots[k].run.remote(fn, args, kwargs).future()
+
+        def done(_: Future) -> None:
+            with self._slot_lock:
+                self._inflight[k] -= 1
+
+        future.add_done_callback(done)
+        return future
+
     def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        if self.gpus_per_job:
+            return self._on_slot(fn, args, kwargs)
         remote = self._remotes.get(fn)
         if remote is None:
             # a job whose worker or node died (killed for memory, a node lost) runs again elsewhere, as a
@@ -376,6 +417,10 @@ class RayExecutor(_Base):
         return f"ray ({where}, {self.workers} CPUs{gpu})"
 
     def shutdown(self) -> None:
+        for slot in self._slots:  # a cluster outlives this driver: its GPU slots go now
+            with contextlib.suppress(Exception):
+                self._ray.kill(slot)
+        self._slots = []
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
         self._owns = False

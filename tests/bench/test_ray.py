@@ -72,6 +72,9 @@ def test_local_ray_on_fake_gpus_gives_each_job_a_gpu_of_its_own(tmp_path):
     for gpu in ("1", "3"):
         spans = sorted((s, e) for g, _, s, e in runs if g == gpu)
         assert all(e0 <= s1 for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False)), f"GPU {gpu} ran two jobs at once"
+        # every job of a GPU ran in one process: the verifier's warm state (reference worker, CUDA context)
+        # carries over (as Ray tasks each GPU job had a fresh worker and a cold start)
+        assert len({pid for g, pid, *_ in runs if g == gpu}) == 1, runs
 
 
 def test_ray_gpus_are_for_a_local_instance():
