@@ -25,4 +25,15 @@ def test_main_layout(snap_compare, tmp_path, theme, size):
 
 def test_manual_mode_layout(snap_compare, tmp_path):
     app = EvoKernelApp(StaticSession(tmp_path / "session", manual=True), theme_name="dark", watch_file=False)
-    assert snap_compare(app, terminal_size=(120, 40))
+
+    async def steady_cursor(pilot):
+        # manual mode focuses the kernel editor: its blinking cursor made the picture depend on the moment
+        # it was taken (it failed on a loaded machine); a steady cursor is the same picture every time
+        from textual.widgets import TextArea
+
+        for area in app.query(TextArea):
+            area.cursor_blink = False
+        await pilot.pause()
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=steady_cursor)
