@@ -27,13 +27,20 @@ def test_manual_mode_layout(snap_compare, tmp_path):
     app = EvoKernelApp(StaticSession(tmp_path / "session", manual=True), theme_name="dark", watch_file=False)
 
     async def steady_cursor(pilot):
-        # manual mode focuses the kernel editor: its blinking cursor made the picture depend on the moment
-        # it was taken (it failed on a loaded machine); a steady cursor is the same picture every time
+        # manual mode focuses the kernel editor once the session has loaded, and its cursor blinks: the
+        # picture depended on the moment it was taken (it failed on a loaded machine); focused, with a
+        # steady cursor, it is the same picture every time
         from textual.widgets import TextArea
 
         for area in app.query(TextArea):
             area.cursor_blink = False
+        for _ in range(200):  # the editor takes focus once the session has loaded: wait for it, not a fixed time
+            if isinstance(app.focused, TextArea):
+                break
+            await pilot.pause(0.05)
+        for area in app.query(TextArea):
+            area.refresh()
         await pilot.pause()
-        await pilot.pause(0.1)
+        await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=steady_cursor)
