@@ -33,3 +33,75 @@ def test_a_forward_raising_on_its_garbled_result_is_refused(task_source, make_co
     assert not res.feasible and gate.detail.get("rule") == "decoy-kernel", res.feedback()[:2000]
     assert "forward raised in a checked call" in json.dumps(res.to_dict())
     assert "changed under me" in json.dumps(res.to_dict())  # the candidate's own error, quoted
+
+
+# ---------------------------------------------------------------------------------------------------
+# the job directory on a tmpfs of its own, capped
+# ---------------------------------------------------------------------------------------------------
+
+
+def _shmem_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _verify_watching_shmem(reference: str, source: str, config) -> tuple[object, int]:
+    """`verify(...)` while a thread samples the host's Shmem every 10 ms: (result, highest rise seen)."""
+    import threading
+    import time
+
+    base = _shmem_bytes()
+    peak = [base]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _shmem_bytes())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        res = verify(reference, source, config=config)
+    finally:
+        done.set()
+        t.join()
+    return res, peak[0] - base
+
+
+def test_the_sandbox_mounts_the_job_directory_as_a_tmpfs_of_the_planned_size(tmp_path):
+    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv
+    from verifier.sandbox.job_mount import MIN_JOB_BYTES, job_bytes
+
+    assert job_bytes(8.0) == 2 * 1024**3 and job_bytes(1.0) == MIN_JOB_BYTES and job_bytes(8.0, 300) == 300 << 20
+    job = tmp_path / "job"
+    job.mkdir()
+    argv = bwrap_argv(SandboxSpec(writable=[job], job_bytes=123 << 20), ["/bin/true"], trees=[Path("/usr")])
+    i = argv.index(str(job.resolve()))
+    assert argv[i - 3:i] == ["--size", str(123 << 20), "--tmpfs"]  # not a bind of the host directory
+    assert "--bind" not in argv
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep_going", [False, True], ids=["raises", "keeps-going"])
+def test_a_candidate_filling_its_job_directory_stops_at_the_cap(task_source, make_config, keep_going):
+    """Before: four 1 GiB files in the job directory (host /dev/shm) raised host Shmem by 4 GB. Now the job
+    directory is a tmpfs of its own (256 MiB here): the writes stop there with ENOSPC, host Shmem rises by
+    no more than the cap (and the other work on the machine), and the verdict fails cleanly, whether the
+    candidate raises or carries on into the full directory."""
+    cap = 256 << 20
+    source = (ROUND4 / "fills_job_dir.py").read_text()
+    if keep_going:
+        source = source.replace("KEEP_GOING = False", "KEEP_GOING = True")
+    config = make_config(static_scan=False, time_kernels=False, job_dir_mb=cap >> 20)
+    res, rise = _verify_watching_shmem(task_source("relu"), source, config)
+    text = json.dumps(res.to_dict())
+    assert not res.feasible, text[:2000]
+    assert rise < cap + (384 << 20), f"host Shmem rose by {rise >> 20} MiB with a {cap >> 20} MiB cap"
+    if keep_going:
+        assert "No space left on device" in text or "job directory was full" in text, text[:3000]
+    else:
+        wrote = int(text.split("JOB-FILL wrote=")[1].split()[0])
+        assert "enospc=True" in text and cap - (128 << 20) <= wrote <= cap, text[:2000]
