@@ -105,3 +105,67 @@ def test_a_candidate_filling_its_job_directory_stops_at_the_cap(task_source, mak
     else:
         wrote = int(text.split("JOB-FILL wrote=")[1].split()[0])
         assert "enospc=True" in text and cap - (128 << 20) <= wrote <= cap, text[:2000]
+
+
+# ---------------------------------------------------------------------------------------------------
+# executable memory with no file behind it: out of the binary audit's sight
+# ---------------------------------------------------------------------------------------------------
+
+MAPS = """\
+55d0c0a00000-55d0c0a21000 r-xp 00001000 fd:01 1234 /usr/bin/python3.11
+7f0c8467e000-7f0c846be000 rwxp 00000000 00:00 0
+7f0c8727e000-7f0c8727f000 r-xp 00000000 00:00 0                          [anon:jit]
+7f0c87280000-7f0c87281000 r-xp 00000000 00:05 77 /memfd:evk-jit (deleted)
+7ffd1e5f4000-7ffd1e5f6000 r-xp 00000000 00:00 0                          [vdso]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
+7ffd1e5a0000-7ffd1e5c1000 rw-p 00000000 00:00 0                          [stack]
+"""
+
+
+def test_anonymous_executable_mappings_are_found_in_a_maps_text():
+    from verifier.policy.mapped_audit import anonymous_exec, anonymous_exec_finding
+
+    found = anonymous_exec(MAPS)
+    assert found == [("7f0c8467e000-7f0c846be000", "rwxp", 0x40000), ("7f0c8727e000-7f0c8727f000", "r-xp", 4096)]
+    rule, text = anonymous_exec_finding({(7, r): (p, n) for r, p, n in found})
+    assert rule == "anon-exec" and "2 executable memory region(s)" in text and "260 KiB" in text
+    assert anonymous_exec_finding({}) is None
+
+
+def test_anon_exec_is_reported_under_kernelbench_and_refused_under_strict():
+    from verifier.policy.rules import make_policy
+
+    assert make_policy("strict").refuses("anon-exec") and not make_policy("kernelbench").refuses("anon-exec")
+
+
+def _rules(res) -> tuple[list[str], list[str]]:
+    gate = res.gates[0]
+    refused = [v["rule"] for v in gate.detail.get("violations", [])]
+    return refused, list(gate.detail.get("reported", []))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["kernelbench", "strict"])
+def test_code_written_to_anonymous_memory_at_run_time_is_seen(task_source, make_config, policy):
+    """Before: no finding at all (the audit reads mapped files only; the region has none), the verdict
+    feasible under both presets. Now `anon-exec`: refused under strict, reported under kernelbench."""
+    source = (ROUND4 / "runs_code_made_at_run_time.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False, policy=policy))
+    refused, reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    if policy == "strict":
+        assert not res.feasible and "anon-exec" in refused, text[:2000]
+    else:
+        assert res.feasible and "anon-exec" in text, text[:2000]
+    assert "executable memory region(s) with no file behind them" in text
+
+
+@pytest.mark.slow
+def test_code_in_a_memfd_mapped_executable_is_refused(task_source, make_config):
+    """The memfd variant: a deleted file mapped executable is read by the audit, and raw code is no ELF
+    object: it cannot be audited, refused under the default policy."""
+    source = (ROUND4 / "runs_code_made_at_run_time.py").read_text().replace('MODE = "anon"', 'MODE = "memfd"')
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+    refused, _reported = _rules(res)
+    assert not res.feasible and "binary-import" in refused, json.dumps(res.to_dict())[:2000]
+    assert "memfd:evk-jit" in json.dumps(res.to_dict())

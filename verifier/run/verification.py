@@ -147,7 +147,11 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
             gates[1] = compile_gate = CompileGate().evaluate(ev)
         dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
-        findings = [*self.audit_findings, *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
+        from verifier.policy.mapped_audit import anonymous_exec_finding
+
+        anon = anonymous_exec_finding(self.__dict__.get("anon_exec", {}))  # every audit and timed round's pause
+        findings = [*self.audit_findings, *([anon] if anon else []),
+                    *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
         if dyn is not None and findings:
             dyn = _with_findings(hack, dyn, findings)
         if dyn is not None and dyn.status == FAIL:
@@ -352,6 +356,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                     and f.family in ("dynamic-loading", "python"))
 
         seen = audit_namespace(pid, inner, read_only, audit, expected)
+        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)
         found = list(seen.findings)
         if self.job_dir is not None:
             build = self.job_dir / "build"
