@@ -169,3 +169,30 @@ def test_code_in_a_memfd_mapped_executable_is_refused(task_source, make_config):
     refused, _reported = _rules(res)
     assert not res.feasible and "binary-import" in refused, json.dumps(res.to_dict())[:2000]
     assert "memfd:evk-jit" in json.dumps(res.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------------
+# the mount table raised as an error: no host path in the verdict
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_mountinfo_raised_as_an_error_leaves_no_host_path_in_the_verdict(task_source, make_config):
+    """The candidate packs every mount point and bind source of its /proc/self/mountinfo into its error.
+    Before: the project's path, the private scratch and its run directory (the job's path) were in the
+    verdict text. Now the candidate still reads them (the placeholders show where), the verdict has none."""
+    import sys
+
+    from verifier.sandbox.isolation import private_scratch
+
+    config = make_config(static_scan=False, time_kernels=False)
+    res = verify(task_source("relu"), (ROUND4 / "mountinfo_in_error.py").read_text(), config=config)
+    text = json.dumps(res.to_dict()) + res.feedback()
+    assert not res.feasible and "MOUNTS " in text, text[:2000]
+    project = str(Path(__file__).resolve().parents[2])
+    assert "<project>" in text or "<host-path>" in text, text[:2000]  # it did read host paths
+    for host in (project, str(private_scratch()), str(Path(config.root())), str(Path.home()), sys.prefix):
+        if len(Path(host).parts) > 2:  # /root, /usr: a system path says nothing of this host
+            assert host not in text, (host, text[:3000])
+    at = text.find("evokernel-")
+    assert at < 0, text[max(0, at - 300):at + 100]  # the private scratch's name (/dev/shm/evokernel-UID)
