@@ -417,6 +417,13 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                 self.outcome = self.job.finish(timeout=1)
         for held in self.__dict__.pop("held_dirs", []):
             held.close()
+        from verifier.sandbox import lifetime
+
+        if self.ref_held is not None and self.prepare_pending and lifetime.shutting_down():
+            # SIGTERM/SIGINT: every child is killed already, and a background drain would die with the
+            # process before it removed the run directory (it was left in /dev/shm: issue 37)
+            self.ref_held[0].kill()
+            self.ref_held = None
         if self.ref_held is not None and self.prepare_pending:
             # The candidate failed before its reference was needed: the worker goes back once its answer
             # is in (in the background, so a compile error is not held up by the reference).
