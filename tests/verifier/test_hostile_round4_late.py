@@ -6,6 +6,7 @@ sandbox as an ordinary user, and a verification killed mid-way.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,98 @@ def test_mountinfo_raised_as_an_error_leaves_no_host_path_in_the_verdict(task_so
             assert host not in text, (host, text[:3000])
     at = text.find("evokernel-")
     assert at < 0, text[max(0, at - 300):at + 100]  # the private scratch's name (/dev/shm/evokernel-UID)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the sandbox as an ordinary user: real verifications run as `evk`
+# ---------------------------------------------------------------------------------------------------
+
+AS_USER = r'''
+import json, sys
+from pathlib import Path
+from verifier import verify, VerifyConfig
+from core.tasks import load_task
+
+root = Path(sys.argv[1])
+relu = load_task("relu").source
+out = {}
+cases = {"honest": (root / "tests/candidates/cpu/relu.py", {}),
+         "raises": (root / "tests/candidates/hostile_round4/raises_on_garbled_result.py", {}),
+         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256})}
+for name, (path, extra) in cases.items():
+    cfg = VerifyConfig(use_cache=False, trials=2, time_kernels=name == "honest", timing_budget_s=1.0, **extra)
+    res = verify(relu, path.read_text(), config=cfg)
+    gate = res.gates[0]
+    out[name] = {"feasible": res.feasible, "isolated": res.isolated, "rule": gate.detail.get("rule"),
+                 "text": json.dumps(res.to_dict())[:4000]}
+print("RESULT " + json.dumps(out))
+'''
+
+
+def _ordinary_user():
+    """(pwd entry, environment) of the ordinary user `evk`, when this runs as root and `evk` can run this
+    virtual environment's Python; else the test is skipped with what to do."""
+    import pwd
+    import subprocess
+    import sys
+
+    if os.getuid() != 0:
+        pytest.skip("not root: the suite itself runs as an ordinary user, the other tests cover it")
+    try:
+        user = pwd.getpwnam("evk")
+    except KeyError:
+        pytest.skip("no ordinary user `evk` (useradd -m evk; CI creates it)")
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": user.pw_dir, "LANG": "C.UTF-8",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "EVOKERNEL_BUILD_DIR": f"{user.pw_dir}/evk-builds"}
+    try:
+        code = subprocess.run([sys.executable, "-c", "import torch, verifier"], capture_output=True, text=True,
+                              env=env, cwd="/", preexec_fn=_drop(user), timeout=120).returncode
+    except PermissionError:  # the exec itself: a directory on the interpreter's path is closed
+        code = -1
+    if code != 0:
+        pytest.skip(f"`evk` cannot run this virtual environment's Python ({sys.executable}): a directory on its "
+                    "path is closed to other users (its base Python under /root, say); make it traversable "
+                    "(chmod o+x) or put Python and the venv under a readable path")
+    return user, env
+
+
+def _drop(user):
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+    return drop
+
+
+
+@pytest.mark.slow
+def test_real_verifications_as_an_ordinary_user():
+    """As `evk` (no privileges): an honest relu feasible and isolated, the decoy that raises on its garbled
+    result refused (`decoy-kernel`), and the job-filling candidate stopped by its 256 MiB job tmpfs, which
+    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    user, env = _ordinary_user()
+    base = Path(tempfile.mkdtemp(prefix="evk-real-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        script = base / "as_user.py"
+        script.write_text(AS_USER)
+        script.chmod(0o644)
+        proc = subprocess.run([sys.executable, str(script), str(Path(__file__).resolve().parents[2])],
+                              capture_output=True, text=True, env=env, cwd=str(base), preexec_fn=_drop(user),
+                              timeout=1500)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, (proc.returncode, proc.stderr[-3000:])
+    out = json.loads(line.removeprefix("RESULT "))
+    assert out["honest"]["feasible"] and out["honest"]["isolated"], out["honest"]["text"]
+    assert not out["raises"]["feasible"] and out["raises"]["rule"] == "decoy-kernel", out["raises"]["text"]
+    fills = out["fills"]
+    assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
+    wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
+    assert wrote <= 256 << 20
