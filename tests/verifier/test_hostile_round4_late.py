@@ -85,6 +85,17 @@ def test_the_sandbox_mounts_the_job_directory_as_a_tmpfs_of_the_planned_size(tmp
     assert "--bind" not in argv
 
 
+def test_a_spare_sandbox_with_another_job_cap_is_not_taken():
+    """A spare started with the default cap (2 GiB) served a verification asking for 256 MiB (seen as the
+    ordinary user: the candidate wrote 1.94 GiB): the cap is part of the spare's key now."""
+    from verifier.backends import get_backend
+    from verifier.config import VerifyConfig
+    from verifier.workers.pools import _spare_key
+
+    be = get_backend("cpu")
+    assert _spare_key(VerifyConfig(), be, True) != _spare_key(VerifyConfig(job_dir_mb=256), be, True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keep_going", [False, True], ids=["raises", "keeps-going"])
 def test_a_candidate_filling_its_job_directory_stops_at_the_cap(task_source, make_config, keep_going):
@@ -292,3 +303,20 @@ def test_real_verifications_as_an_ordinary_user():
     assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
     wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
     assert wrote <= 256 << 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["kernelbench", "strict"])
+def test_a_forward_handing_back_its_garbled_result_shows_only_as_torch_work(task_source, make_config, policy):
+    """What the decoy checks cannot see (README, limits): the same fingerprint, and on garbage the garbled
+    result handed back, as an honest kernel's output would be. What shows is torch's relu in forward:
+    refused under strict, reported under kernelbench with torch's share of forward's compute."""
+    source = (ROUND4 / "mimics_on_garbled_result.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(time_kernels=False, policy=policy))
+    refused, reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    if policy == "strict":
+        assert not res.feasible and "reference-op-at-runtime" in refused, text[:2000]
+    else:
+        assert res.feasible and "reference-op-at-runtime" in reported, text[:2000]
+        assert "decoy-kernel" not in text  # the gap this test records

@@ -238,7 +238,7 @@ def release(job: LiveJob, job_dir: Path) -> None:
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
     return content_key("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
                    config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
-                   config.sandbox_tmp_mb)
+                   config.sandbox_tmp_mb, config.job_dir_mb)
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
