@@ -153,7 +153,7 @@ def test_anon_exec_is_reported_under_kernelbench_and_refused_under_strict():
 def _rules(res) -> tuple[list[str], list[str]]:
     gate = res.gates[0]
     refused = [v["rule"] for v in gate.detail.get("violations", [])]
-    return refused, list(gate.detail.get("reported", []))
+    return refused, [r.get("rule") if isinstance(r, dict) else r for r in gate.detail.get("reported", [])]
 
 
 @pytest.mark.slow
@@ -310,13 +310,14 @@ def test_real_verifications_as_an_ordinary_user():
 def test_a_forward_handing_back_its_garbled_result_shows_only_as_torch_work(task_source, make_config, policy):
     """What the decoy checks cannot see (README, limits): the same fingerprint, and on garbage the garbled
     result handed back, as an honest kernel's output would be. What shows is torch's relu in forward:
-    refused under strict, reported under kernelbench with torch's share of forward's compute."""
+    refused under strict, reported under kernelbench (with torch's share of forward's compute, which the
+    kernel's own useless pass makes small: 14% on the 2-core machine)."""
     source = (ROUND4 / "mimics_on_garbled_result.py").read_text()
     res = verify(task_source("relu"), source, config=make_config(time_kernels=False, policy=policy))
     refused, reported = _rules(res)
     text = json.dumps(res.to_dict())
-    if policy == "strict":
-        assert not res.feasible and "reference-op-at-runtime" in refused, text[:2000]
+    if policy == "strict":  # refused by the static scan already (torch.nn.functional.relu in forward)
+        assert not res.feasible and {"torch-op", "reference-op-at-runtime"} & set(refused), text[:2000]
     else:
         assert res.feasible and "reference-op-at-runtime" in reported, text[:2000]
         assert "decoy-kernel" not in text  # the gap this test records
