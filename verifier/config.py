@@ -63,6 +63,9 @@ class VerifyConfig:
     #: rules switched off for an experiment (`--allow RULE`), recorded in the verdict and bench.json
     allow: list[str] = field(default_factory=list)
     sandbox_tmp_mb: float = 1024.0  # the size of each private tmpfs in the sandbox (/tmp, /var/tmp, /dev/shm)
+    #: the job directory's own tmpfs (isolated runs); None: a quarter of memory_gb, at least 1 GiB
+    #: (`verifier.sandbox.job_mount.job_bytes`)
+    job_dir_mb: float | None = None
 
     def seeds(self) -> list[int]:
         """Distinct seeds, one per trial: fresh inputs each time."""

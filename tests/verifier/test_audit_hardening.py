@@ -216,7 +216,7 @@ def test_kernel_call_claim_without_a_mapped_object_fails(monkeypatch, tmp_path):
     run.audit_findings = []
     run.candidate = {"builds": [{"name": "k"}], "kernel_calls": [1, 1]}
     monkeypatch.setattr(mapped_audit, "audit_namespace",
-                        lambda *a, **k: mapped_audit.NamespaceAudit([], 1, []))
+                        lambda *a, **k: mapped_audit.NamespaceAudit([], 1, [], {}))
     run.audit()
     assert run.audit_findings == []  # the first audit runs before any call
     run.audit()

@@ -118,7 +118,8 @@ def _start_verify(tmp_path: Path) -> tuple[subprocess.Popen, Tree]:
     # pipe, when the command is killed, so only a tie to its parent's life ends it
     source = TASK.read_text().replace("        return torch.relu(x)", "        time.sleep(0.3)\n        return torch.relu(x)")
     task.write_text("import time\n" + source + f"\n# {uuid.uuid4().hex}\n")
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": _pythonpath()}
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "PYTHONPATH": _pythonpath(), "TMPDIR": str(tmp_path / "tmp")}
     proc = subprocess.Popen([sys.executable, "-m", "evokernel_tui.cli", "verify", str(task), str(KERNEL),
                              "--no-cache", "--trials", "100"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
@@ -126,11 +127,29 @@ def _start_verify(tmp_path: Path) -> tuple[subprocess.Popen, Tree]:
     return proc, Tree(proc.pid)
 
 
+def _runs_of(pid: int) -> list[Path]:
+    """The run directories (`verifier.workers.pools._new_run_dir`) that process `pid` owns in the scratch:
+    found by their `.owner`, since other verifications share the scratch."""
+    from verifier.sandbox.isolation import private_scratch
+
+    out = []
+    for owner in (private_scratch() / "runs").glob("run-*/.owner"):
+        try:
+            if owner.read_text().strip() == str(pid):
+                out.append(owner.parent)
+        except OSError:
+            continue
+    return out
+
+
 def _cancel(tmp_path: Path, phase: str, sig: signal.Signals) -> None:
     proc, tree = _start_verify(tmp_path)
     try:
         _wait_for(tree, proc, phase)
         tree.poll()
+        runs = _runs_of(proc.pid)
+        if phase == "trials":
+            assert runs, "a verification in its trials has a run directory"
         os.kill(proc.pid, sig)  # the main process alone, as `timeout` or a parent sends it
         started = time.monotonic()
         try:
@@ -143,6 +162,19 @@ def _cancel(tmp_path: Path, phase: str, sig: signal.Signals) -> None:
             time.sleep(0.05)
             left = tree.left()
         assert not left, f"{sig.name} during {phase} left {len(left)} process(es) behind:\n" + "\n".join(left)
+        # nothing of the job on the host: its directory was a tmpfs of the sandbox's own, gone with it
+        for run in runs:
+            job = run / "job"
+            assert not job.is_dir() or not any(job.iterdir()), f"{sig.name} left files in {job}"
+        # torch's compile cache (the reference worker's `torch.compile` timing) is a cache kept by design
+        tmp_left = sorted(p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor_"))
+        assert not tmp_left, f"{sig.name} during {phase} left {tmp_left} in its TMPDIR"
+        if sig == signal.SIGKILL:  # nothing of ours ran: the next verification's sweep removes the run
+            from verifier.sandbox.isolation import clean_stale_runs, private_scratch
+
+            clean_stale_runs(private_scratch())
+        left_runs = [r.name for r in runs if r.exists()]
+        assert not left_runs, f"{sig.name} during {phase} left its run directories {left_runs}"
         err = proc.stderr.read()
         if sig == signal.SIGKILL:
             assert code == -signal.SIGKILL

@@ -109,7 +109,9 @@ def test_findings():
     changed = {**probe, "probe_digests": ["b"]}
     assert kernel_findings({"kernel_calls": [1, 1], "decoy_probe": changed, "timed_forwards": [8, 0],
                             "profile_kernel_calls": 1}) == []
-    assert kernel_findings({"kernel_calls": [1, 1], "decoy_probe": {**probe, "error": "ValueError: x"}}) == []
+    # a checked forward that raised is refused, not skipped (issue 37: raising on garbage escaped the check)
+    raised = kernel_findings({"kernel_calls": [1, 1], "decoy_probe": {**probe, "error": "ValueError: x"}})
+    assert [r for r, _ in raised] == ["decoy-kernel"] and "replaying a trial" in raised[0][1]
     for cand in ({"kernel_calls": [1, 0]}, {"kernel_calls": [2, 2], "timed_forwards": [10, 1]},
                  {"kernel_calls": [1, 1], "profile_kernel_calls": 0},
                  {"kernel_calls": [1, 1], "decoy_probe": {**changed, "kernel_calls": 0}}):

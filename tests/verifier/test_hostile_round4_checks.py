@@ -57,10 +57,11 @@ def test_a_garbled_fresh_call_whose_outputs_stay_right_is_a_decoy():
     base = {"kernel_calls": [1, 1], "decoy_probe": replay, "work_split": split}
     assert kernel_findings(base) == []
     assert kernel_findings({**base, "fresh_probe": _fresh(right=False)}) == []  # garbage reached the outputs
-    assert kernel_findings({**base, "fresh_probe": _fresh(right=False, error="ValueError: x")}) == []
+    raised = kernel_findings({**base, "fresh_probe": _fresh(right=False, error="ValueError: x")})
+    assert [r for r, _ in raised] == ["decoy-kernel"] and "forward raised" in raised[0][1]  # never a skipped check
     rules = kernel_findings({**base, "fresh_probe": _fresh(right=True)})
     assert [r for r, _ in rules] == ["decoy-kernel"] and "fresh inputs" in rules[0][1]
-    assert verdict(_fresh(right=True, error="RuntimeError: y")) is None  # raised on garbage: it reached forward
+    assert "raised" in verdict(_fresh(right=True, error="RuntimeError: y"))  # raised on garbage: refused
     # the copy check reads the fresh probe too, and so does the library share
     copying = _fresh(right=False, copies=1)
     assert [r for r, _ in kernel_findings({**base, "fresh_probe": copying})] == ["copy-kernel"]

@@ -21,8 +21,11 @@ Two rules, both read by the dynamic anti-hacking gate (`kernel_findings`):
     right (within the task's tolerance) means no kernel result reached the output. Before it (issue 37)
     the only checked forward was a repeat, so a kernel that computed on a repeated input and handed
     torch's answer back on every fresh one was feasible.
-  Either finding refuses the verdict. An output that changes (or goes wrong) is fine, and so is a
-  forward that raises on the garbage (the result reached the control flow).
+  Either finding refuses the verdict. An output that changes (or goes wrong) is fine. A forward that
+  raises in either checked call is refused too (`verdict`): before issue 37's fourth round a raise read
+  as "the result reached the control flow", so a kernel that checked its own result against a
+  fingerprint and raised on garbage skipped the check (`tests/candidates/hostile_round4/
+  raises_on_garbled_result.py`).
 * `copy-kernel` (kernelbench policy) — in either checked forward every tensor the kernel produced was one
   of its own inputs handed back (`passed_through`) while torch computed (`copy_only`).
 
@@ -306,7 +309,20 @@ def verdict(record: dict) -> str | None:
         # call in one forward, on noise) could otherwise signal its Python side to change the output or raise.
         return ("the custom kernel returned and wrote no tensor in one checked forward, even when run again on "
                 "noise: none of its work can reach the output; compute the output with the kernel")
-    if not record or record.get("error") or not record.get("kernel_calls"):
+    if record and record.get("error"):
+        # A checked forward raised. Its inputs are a repeat of a trial the kernel passed, or a fresh draw from
+        # the trials' own distribution, so nothing about them makes an honest forward fail; only the garbage
+        # put in place of the kernel's results differs, and an honest forward computes with that garbage, it
+        # does not check it. A forward that inspects its kernel's results (against a fingerprint, a few
+        # elements computed again) and raises on garbage escaped the decoy check when a raise read as "the
+        # result reached the control flow" (issue 37): it is refused, whether or not the kernel had run yet.
+        where = "on fresh inputs" if record.get("fresh") else "replaying a trial's inputs"
+        when = ("after the custom kernel's results were replaced by garbage" if record.get("kernel_calls")
+                else "before calling the custom kernel")
+        return (f"forward raised in a checked call {where} {when} ({str(record['error'])[:160]}): a forward that "
+                "passes its trials must not fail on a checked call; compute the output from the kernel's "
+                "result and do not check or fingerprint it")
+    if not record or not record.get("kernel_calls"):
         return None
     if record.get("fresh"):  # inputs the candidate had not seen: its garbled outputs against the reference's
         if record.get("right") is not True:

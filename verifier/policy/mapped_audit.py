@@ -72,6 +72,57 @@ def parse_maps(pid: int, text: str) -> list[Mapping]:
     return out
 
 
+# pseudo mappings the kernel makes executable for every process: not code the process wrote
+_KERNEL_MAPPINGS = ("[vdso]", "[vsyscall]", "[vvar]", "[uprobes]")
+
+
+def anonymous_exec(text: str) -> list[tuple[str, str, int]]:
+    """(range, permissions, bytes) of each executable mapping with no file behind it in one `/proc/PID/maps`
+    text: anonymous memory made executable (mmap or mprotect with PROT_EXEC: a JIT, or code a candidate
+    wrote at run time), an executable heap or stack. The binary audit reads files; these it never sees."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or "x" not in parts[1]:
+            continue
+        name = parts[5].strip() if len(parts) > 5 else ""
+        if name and not name.startswith("["):
+            continue  # a file (memfd and deleted files included): `audit_namespace` reads it
+        if name in _KERNEL_MAPPINGS:
+            continue
+        try:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        except ValueError:
+            continue
+        out.append((parts[0], parts[1], hi - lo))
+    return out
+
+
+def anonymous_exec_in(pids: Iterable[int]) -> dict[tuple[int, str], tuple[str, int]]:
+    """{(pid, range): (permissions, bytes)} of the anonymous executable mappings of `pids` now."""
+    seen: dict[tuple[int, str], tuple[str, int]] = {}
+    for p in pids:
+        try:
+            text = Path(f"/proc/{p}/maps").read_text()
+        except OSError:
+            continue
+        for rng, perms, size in anonymous_exec(text):
+            seen[(p, rng)] = (perms, size)
+    return seen
+
+
+def anonymous_exec_finding(seen: dict[tuple[int, str], tuple[str, int]]) -> tuple[str, str] | None:
+    """The `anon-exec` finding for what `anonymous_exec_in` saw over a run (None when nothing)."""
+    if not seen:
+        return None
+    total = sum(size for _perms, size in seen.values())
+    writable = sum(1 for perms, _size in seen.values() if "w" in perms)
+    return ("anon-exec", f"{len(seen)} executable memory region(s) with no file behind them ({total // 1024} KiB, "
+                         f"{writable} writable and executable) in the sandbox's processes: code made at run time, "
+                         "which the binary audit cannot read (torch's own oneDNN/MKL JIT for matmul or conv makes "
+                         "such regions too)")
+
+
 def _ns(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
@@ -145,6 +196,7 @@ class NamespaceAudit:
     findings: list[tuple[str, str]]
     processes: int
     job_objects: list[str]  # mapped executable objects from the job directory (the candidate's builds)
+    anon_exec: dict  # (pid, range) -> (permissions, bytes): executable memory with no file (`anonymous_exec`)
 
 
 def audit_namespace(pid: int, job_dir: Path | None, trusted: Iterable[Path],
@@ -168,11 +220,14 @@ def audit_namespace(pid: int, job_dir: Path | None, trusted: Iterable[Path],
     if len(pids) > MAX_PROCESSES:
         add(("binary-import", f"{len(pids)} processes in the sandbox: too many to audit"))
         pids = pids[:MAX_PROCESSES]
+    anon: dict[tuple[int, str], tuple[str, int]] = {}
     for p in pids:
         try:
             text = Path(f"/proc/{p}/maps").read_text()
         except OSError:
             continue  # exited meanwhile: its namespace dies with the harness
+        for rng, perms, size in anonymous_exec(text):
+            anon[(p, rng)] = (perms, size)
         for m in parse_maps(p, text):
             if not (m.deleted or not m.path.startswith("/") or is_candidate_writable(m.path, job_dir, trusted)):
                 continue
@@ -201,7 +256,7 @@ def audit_namespace(pid: int, job_dir: Path | None, trusted: Iterable[Path],
                 if skip is not None and skip(m.path, f):
                     continue
                 add((finding_rule(f.family), f"{name} imports {f.symbol} ({f.family}): {f.reason}"))
-    return NamespaceAudit(findings, len(pids), job_objects)
+    return NamespaceAudit(findings, len(pids), job_objects, anon)
 
 
 def audit_objects(paths: Iterable[Path], audit_fn: Callable[[str], list]) -> list[tuple[str, str]]:

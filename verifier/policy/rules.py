@@ -85,6 +85,8 @@ _DEFINITIONS: tuple[Rule, ...] = (
     Rule("binary-library", RUN, "a built object calls BLAS or ATen operators directly", _STRICT_ONLY),
     Rule("binary-import", RUN, "a loaded object imports process, file, socket, dynamic-loading or Python "
          "symbols, or cannot be audited"),
+    Rule("anon-exec", RUN, "executable memory with no file behind it (code written at run time: a JIT, mmap or "
+         "mprotect with PROT_EXEC) ran in the sandbox, out of the binary audit's sight", _STRICT_ONLY),
     Rule("kernel-not-mapped", RUN, "the candidate says its kernel ran, but no process of its sandbox has the "
          "built kernel mapped"),
     Rule("unsynchronised-work", RUN, "the output was not ready on the current stream when forward returned"),

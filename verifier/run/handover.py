@@ -7,6 +7,7 @@ mixin of `verifier.run.verification._Run`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 from verifier.errors import JobTampered
-from verifier.sandbox.job_dir import HeldDir, create_held, empty_dir
+from verifier.sandbox.job_dir import HeldDir, create_held, create_in_own_fs, empty_dir
 
 
 class JobFiles:
@@ -28,7 +29,11 @@ class JobFiles:
         assert self.job_dir is not None
         name = f"{prefix}-{secrets.token_hex(8)}"
         try:
-            held = create_held(self.job_dir.parent / "stage", self.job_dir, name)
+            mount = getattr(getattr(self, "job", None), "mount", None)
+            if mount is not None:  # the job's own tmpfs, held by descriptor
+                held = create_in_own_fs(mount.fd, self.job_dir, name)
+            else:
+                held = create_held(self.job_dir.parent / "stage", self.job_dir, name)
         except OSError as exc:
             raise JobTampered(f"{name} could not be placed in the job ({exc.strerror or exc})") from None
         self.__dict__.setdefault("held_dirs", []).append(held)
@@ -54,14 +59,26 @@ class JobFiles:
         try:
             for name in names:
                 if move:
-                    os.replace(src / name, name, dst_dir_fd=fd)
-                    continue
+                    try:
+                        os.replace(src / name, name, dst_dir_fd=fd)
+                        continue
+                    except OSError as exc:  # the job's own tmpfs (`job_mount`): copied, then removed here
+                        if exc.errno != errno.EXDEV:
+                            raise
                 try:
                     out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
                 except FileExistsError:
                     raise JobTampered(f"{name} appeared in {dst.name} before the verifier wrote it") from None
-                with open(src / name, "rb") as fin, os.fdopen(out, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
+                try:
+                    with open(src / name, "rb") as fin, os.fdopen(out, "wb") as fout:
+                        shutil.copyfileobj(fin, fout, 1 << 20)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    raise JobTampered(f"the job directory was full when the verifier handed {name} over (its "
+                                      "own tmpfs is capped: `job_dir_mb`); leave room in it") from None
+                if move:
+                    (src / name).unlink()
         finally:
             os.close(fd)
 

@@ -42,6 +42,9 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     spec = None
     if config.isolate:
         spec = _sandbox_spec(work, config, be)
+        # `work` is prepared on the host (the job's files copied in) and bound as it is: the one profiled
+        # forward runs without the job tmpfs's cap (`job_mount`), bounded per file as before
+        spec.job_bytes = 0
         spec.readonly.extend(ncu_install_dirs(ncu))
     env = _clean_env(be.child_env()) if spec is not None else {**_trusted_env(), **be.child_env()}
     job = LiveJob(argv, job_dir, _limits(config, config.run_timeout_s, be), env, spec=spec)

@@ -280,7 +280,12 @@ class TimedCalls:
             buffers = self.__dict__.setdefault("read_buffers", ReadBuffers())
             got: list[list] = []
             root = getattr(getattr(self, "job", None), "proc", None)
-            with paused(sandbox_pids(pid, root.pid if root is not None else None)), process_memory(pid) as mem:
+            pids = sandbox_pids(pid, root.pid if root is not None else None)
+            with paused(pids), process_memory(pid) as mem:
+                # while it is stopped, code made at run time and dropped before the last audit is seen too
+                from verifier.policy.mapped_audit import anonymous_exec_in
+
+                self.__dict__.setdefault("anon_exec", {}).update(anonymous_exec_in(pids))
                 for k in range(count):
                     claims = at[k] if isinstance(at[k], list) else []
                     if len(claims) != len(wants[k]):

@@ -33,7 +33,15 @@ from verifier.run.timed_calls import TimedCalls
 from verifier.run.trials import Trials
 from verifier.sandbox.job_dir import discard
 from verifier.sandbox.supervisor import LiveJob
-from verifier.workers.pools import _REFERENCE, _SPARES, _spare_key, _start_candidate, _threads, _trusted_env
+from verifier.workers.pools import (
+    _REFERENCE,
+    _SPARES,
+    _spare_key,
+    _start_candidate,
+    _threads,
+    _trusted_env,
+    job_paths,
+)
 
 MAX_TRUSTED_BUILDS = 6  # distinct shared artefacts (headers, bindings) one verification may ask the trusted side for
 
@@ -143,7 +151,11 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if compile_gate.passed:  # again, with every build of the run: Triton compiles at a kernel's first launch
             gates[1] = compile_gate = CompileGate().evaluate(ev)
         dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
-        findings = [*self.audit_findings, *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
+        from verifier.policy.mapped_audit import anonymous_exec_finding
+
+        anon = anonymous_exec_finding(self.__dict__.get("anon_exec", {}))  # every audit and timed round's pause
+        findings = [*self.audit_findings, *([anon] if anon else []),
+                    *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
         if dyn is not None and findings:
             dyn = _with_findings(hack, dyn, findings)
         if dyn is not None and dyn.status == FAIL:
@@ -173,22 +185,28 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             self.spare = True
         else:
             self.job, self.job_dir = _start_candidate(self.config, self.be, self.isolated, wait=True)
+        # the job directory as the sandbox sees it (the harness, job.json, /proc/P/maps) and its run
+        # directory on the host; `job_dir` becomes how the trusted side reaches it (the held job tmpfs)
+        self.run_dir = self.job_dir.parent
+        self.job_dir, self.job_inner = job_paths(self.job, self.job_dir)
         self.job.on_mark = self._on_mark
         if warm:
             # now, not when this verification ends: started at `close`, the next verdict (3 s later, on two
             # cores of a lent H100 host) still waited 0.6-1.7 s for the spare's CUDA torch import; started
             # here, its import runs beside this candidate's compile and is done by the next verdict
             _SPARES.refill(key, lambda: _start_candidate(self.config, self.be, self.isolated, wait=True))
-        self.trusted_dir = self.job_dir.parent / "trusted"
+        self.trusted_dir = self.run_dir / "trusted"
         self.trusted_dir.mkdir(mode=0o700)
 
     def write_job(self) -> None:
+        """The candidate's source and job.json, written through the trusted side's path to the job directory
+        (before the harness runs any candidate code), naming paths as the sandbox sees them."""
         assert self.job_dir is not None
-        cand = self.job_dir / "candidate.py"
-        cand.write_text(self.candidate_source)
+        inner = self.inner_dir()
+        (self.job_dir / "candidate.py").write_text(self.candidate_source)
         (self.job_dir / "build").mkdir()
-        job = {"candidate_path": str(cand), "backend": self.be.name, "device": self.be.device,
-               "installer": self.be.installer, "build_root": str(self.job_dir / "build"),
+        job = {"candidate_path": str(inner / "candidate.py"), "backend": self.be.name, "device": self.be.device,
+               "installer": self.be.installer, "build_root": str(inner / "build"),
                "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
                "threads": _threads(self.config), "init_seed": self.init_seed,
                "gpu_memory_fraction": self.config.gpu_memory_fraction, "l2_flush_bytes": flush_bytes_of(self.config),
@@ -224,6 +242,11 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.candidate["phase"] = "ready"
         self.harness_pid = self.job.job_pid()
         return mark
+
+    def inner_dir(self) -> Path:
+        """The job directory as the sandbox sees it (`job_dir` unless it is reached through a held tmpfs)."""
+        assert self.job_dir is not None
+        return self.__dict__.get("job_inner") or self.job_dir
 
     def _serve_request(self, mark: dict) -> None:
         """A sandboxed build asks for a shared artefact: the trusted side builds it after checking it."""
@@ -299,7 +322,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
     def ncu_job(self) -> Path:
         """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
         assert self.job_dir is not None and self.trusted_dir is not None
-        work = self.job_dir.parent / "ncu-work"
+        work = self.__dict__.get("run_dir", self.job_dir.parent) / "ncu-work"
         work.mkdir()
         shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
         for sub in ("init", "weights"):
@@ -329,13 +352,15 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         from verifier.sandbox.isolation import visible_trees
 
         read_only = [*visible_trees(), self.config.root() / "shared", Path("/dev")]
-        launcher_cache = str(self.job_dir / "build" / "triton-cache") if self.job_dir is not None else None
+        inner = self.inner_dir() if self.job_dir is not None else None  # what /proc/P/maps names
+        launcher_cache = str(inner / "build" / "triton-cache") if inner is not None else None
 
         def expected(path: str, f) -> bool:  # Triton's own generated launcher loads the driver
             return (self.be.name == "triton" and launcher_cache is not None and path.startswith(launcher_cache)
                     and f.family in ("dynamic-loading", "python"))
 
-        seen = audit_namespace(pid, self.job_dir, read_only, audit, expected)
+        seen = audit_namespace(pid, inner, read_only, audit, expected)
+        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)
         found = list(seen.findings)
         if self.job_dir is not None:
             build = self.job_dir / "build"
@@ -397,10 +422,18 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                 self.outcome = self.job.finish(timeout=1)
         for held in self.__dict__.pop("held_dirs", []):
             held.close()
+        from verifier.sandbox import lifetime
+
+        if self.ref_held is not None and self.prepare_pending and lifetime.shutting_down():
+            # SIGTERM/SIGINT: every child is killed already, and a background drain would die with the
+            # process before it removed the run directory (it was left in /dev/shm: issue 37)
+            self.ref_held[0].kill()
+            self.ref_held = None
         if self.ref_held is not None and self.prepare_pending:
             # The candidate failed before its reference was needed: the worker goes back once its answer
             # is in (in the background, so a compile error is not held up by the reference).
-            held, config, run_dir = self.ref_held, self.config, self.job_dir.parent if self.job_dir else None
+            held, config, run_dir = self.ref_held, self.config, self.__dict__.get("run_dir")
+            self._release_mount()
             self.ref_held = None
 
             def drain() -> None:
@@ -415,8 +448,15 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             return
         if self.ref_held is not None:
             _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
-        if self.job_dir is not None:  # never recursive, never stopped by what the candidate left (see jobfiles)
-            discard(self.job_dir.parent, self.job_dir.parent.parent.parent / "trash")
+        self._release_mount()
+        if (run_dir := self.__dict__.get("run_dir")) is not None:  # never recursive, never stopped by what the
+            discard(run_dir, run_dir.parent.parent / "trash")  # candidate left (see jobfiles)
+
+    def _release_mount(self) -> None:
+        """Let go of the job tmpfs: its pages are freed once the sandbox is gone too."""
+        mount = getattr(self.job, "mount", None) if self.job is not None else None
+        if mount is not None:
+            mount.close()
 
 
 def _no_result(run: _Run, when: str) -> str:

@@ -137,6 +137,9 @@ class SandboxSpec:
     chdir: Path | None = None
     tmp_bytes: int = 1024**3  # each private tmpfs (/tmp, /var/tmp, /dev/shm) is capped: tmpfs pages are RAM
     etc_dir: Path | None = None  # where the synthetic passwd/group/hosts are (default: `write_synthetic_etc()`)
+    # > 0: each writable directory is a tmpfs of this size of its own, mounted at its path inside the
+    # sandbox, instead of a bind of the host directory (`verifier.sandbox.job_mount`: the job's cap)
+    job_bytes: int = 0
 
 
 def visible_trees() -> list[Path]:
@@ -252,7 +255,10 @@ def bwrap_argv(spec: SandboxSpec, argv: list[str], trees: list[Path] | None = No
         if Path(dev).exists():
             args += ["--dev-bind", dev, dev]
     for w in spec.writable:
-        args += ["--bind", str(w.resolve()), str(w.resolve())]
+        if spec.job_bytes > 0:
+            args += ["--size", str(int(spec.job_bytes)), "--tmpfs", str(w.resolve())]
+        else:
+            args += ["--bind", str(w.resolve()), str(w.resolve())]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", str((spec.chdir or spec.writable[0]).resolve()), "--", *argv]

@@ -82,6 +82,24 @@ def create_held(stage: Path, dest: Path, name: str) -> HeldDir:
     return HeldDir(dest / name, fd)
 
 
+def create_in_own_fs(dest_fd: int, dest: Path, name: str) -> HeldDir:
+    """`dest/name` where `dest` (held open as `dest_fd`) is the job's own tmpfs (`verifier.sandbox.job_mount`):
+    made there and opened without following links; the descriptor must be an empty directory of that file
+    system. No stage is
+    needed (a rename into another file system is not possible anyway): should the candidate swap the
+    new directory for one of its own between the two calls, what the trusted side holds is still a
+    directory of the job's tmpfs, which holds no trusted file (a hard link cannot cross file systems,
+    links are never followed, every file is created with O_EXCL and read as a bounded regular file)."""
+    dev = os.fstat(dest_fd).st_dev
+    os.mkdir(name, 0o700, dir_fd=dest_fd)
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+    st = os.fstat(fd)
+    if st.st_dev != dev or any(True for _ in os.scandir(fd)):
+        os.close(fd)
+        raise OSError(errno.EEXIST, "the new directory was replaced before the verifier opened it")
+    return HeldDir(dest / name, fd)
+
+
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name or "/" in name or "\0" in name or name.startswith("."):
         raise ValueError(f"bad file name {name!r}")

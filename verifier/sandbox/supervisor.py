@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verifier.sandbox import lifetime
 from verifier.sandbox.procs import descendants
@@ -286,6 +287,7 @@ class LiveJob:
         self.limits = limits
         self.on_mark = on_mark
         self.isolated = spec is not None
+        self.mount: Any = None  # the job tmpfs held by descriptor (`verifier.sandbox.job_mount.JobMount`), if any
         self._marks: queue.Queue = queue.Queue()
         self.marks: list[tuple[float, dict]] = []
         self.started = time.monotonic()

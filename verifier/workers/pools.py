@@ -157,7 +157,7 @@ class _Spares:
             return None
         if spare[0] == key and spare[1].proc.poll() is None:
             return spare[1], spare[2]
-        spare[1].kill()
+        release(spare[1], spare[2])
         return None
 
     def refill(self, key: str, start: Callable[[], tuple[LiveJob, Path]]) -> None:
@@ -167,7 +167,7 @@ class _Spares:
                 with self._lock:
                     old, self._spare = self._spare, (key, job, job_dir)
                 if old is not None:
-                    old[1].kill()
+                    release(old[1], old[2])
 
         threading.Thread(target=run, name="evokernel-spare-sandbox", daemon=True).start()
 
@@ -175,8 +175,7 @@ class _Spares:
         with self._lock:
             spare, self._spare = self._spare, None
         if spare is not None:
-            spare[1].kill()
-            discard(spare[2].parent, spare[2].parent.parent.parent / "trash")
+            release(spare[1], spare[2])
 
 
 _SPARES = _Spares()
@@ -187,9 +186,12 @@ def _sandbox_spec(job_dir: Path, config: VerifyConfig, be: Backend):
 
     root = config.root()
     hidden = [*default_hidden(), root, _scratch(), *map(Path, config.hidden_paths)]
+    from verifier.sandbox.job_mount import job_bytes
+
     return SandboxSpec(writable=[job_dir], readonly=[root / "shared"], hidden=hidden,
                        devices=gpu_device_nodes() if be.device == "cuda" else [],
-                       tmp_bytes=int(config.sandbox_tmp_mb * 1024**2))
+                       tmp_bytes=int(config.sandbox_tmp_mb * 1024**2),
+                       job_bytes=job_bytes(config.memory_gb, config.job_dir_mb))
 
 
 def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bool) -> tuple[LiveJob, Path]:
@@ -204,13 +206,39 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
     env = _clean_env(be.child_env()) if isolated else {**_trusted_env(), **be.child_env()}
     wall = config.build_timeout_s + config.run_timeout_s + (3600 if wait else 0)
     # a GPU job gets a socket for descriptors: its results go to the trusted side as shared device memory
-    return LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=be.device == "cuda"), job_dir
+    job = LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=be.device == "cuda")
+    if spec is not None and spec.job_bytes > 0:
+        # the job's own tmpfs, held by descriptor before the harness runs any candidate code (it waits)
+        from verifier.sandbox.job_mount import attach
+
+        try:
+            job.mount = attach(job.proc.pid, job_dir.resolve(), os.stat(job_dir).st_dev)
+        except OSError as exc:
+            job.kill()
+            discard(run, run.parent.parent / "trash")
+            raise VerifierError(f"the sandbox could not start: {exc}") from None
+    return job, job_dir
+
+
+def job_paths(job: LiveJob, job_dir: Path) -> tuple[Path, Path]:
+    """(how the trusted side reaches the job directory, where the sandbox sees it): the held tmpfs's
+    descriptor path for an isolated job (`job_mount`), else the directory itself for both."""
+    mount = getattr(job, "mount", None)
+    return (mount.path, mount.inner) if mount is not None else (job_dir, job_dir)
+
+
+def release(job: LiveJob, job_dir: Path) -> None:
+    """Kill a job that was never used (a spare) and free what it held: its tmpfs, its run directory."""
+    job.kill()
+    if getattr(job, "mount", None) is not None:
+        job.mount.close()
+    discard(job_dir.parent, job_dir.parent.parent.parent / "trash")
 
 
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
     return content_key("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
                    config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
-                   config.sandbox_tmp_mb)
+                   config.sandbox_tmp_mb, config.job_dir_mb)
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:

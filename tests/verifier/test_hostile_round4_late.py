@@ -1,0 +1,323 @@
+"""The last parts of the fourth held-out hostile round (issue 37): a decoy that raises on its garbled
+result, the job directory's cap, executable memory made at run time, the mount table in a verdict, the
+sandbox as an ordinary user, and a verification killed mid-way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from verifier import verify
+
+ROUND4 = Path(__file__).resolve().parents[1] / "candidates" / "hostile_round4"
+
+
+# ---------------------------------------------------------------------------------------------------
+# a checked forward that raises is a refusal, not a skipped check
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeded", [True, False], ids=["seeded", "files"])
+def test_a_forward_raising_on_its_garbled_result_is_refused(task_source, make_config, seeded):
+    """Before: the candidate (torch computes, the kernel's result is only fingerprinted, forward raises
+    when the fingerprint breaks) raised in both checked forwards and nowhere else; a raise there read as
+    "the result reached the control flow", so it was feasible under `kernelbench`. Now it is `decoy-kernel`."""
+    source = (ROUND4 / "raises_on_garbled_result.py").read_text()
+    res = verify(task_source("relu"), source,
+                 config=make_config(time_kernels=False, extra={"seeded_inputs": seeded}))
+    gate = res.gates[0]
+    assert not res.feasible and gate.detail.get("rule") == "decoy-kernel", res.feedback()[:2000]
+    assert "forward raised in a checked call" in json.dumps(res.to_dict())
+    assert "changed under me" in json.dumps(res.to_dict())  # the candidate's own error, quoted
+
+
+# ---------------------------------------------------------------------------------------------------
+# the job directory on a tmpfs of its own, capped
+# ---------------------------------------------------------------------------------------------------
+
+
+def _shmem_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _verify_watching_shmem(reference: str, source: str, config) -> tuple[object, int]:
+    """`verify(...)` while a thread samples the host's Shmem every 10 ms: (result, highest rise seen)."""
+    import threading
+    import time
+
+    base = _shmem_bytes()
+    peak = [base]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _shmem_bytes())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        res = verify(reference, source, config=config)
+    finally:
+        done.set()
+        t.join()
+    return res, peak[0] - base
+
+
+def test_the_sandbox_mounts_the_job_directory_as_a_tmpfs_of_the_planned_size(tmp_path):
+    from verifier.sandbox.isolation import SandboxSpec, bwrap_argv
+    from verifier.sandbox.job_mount import MIN_JOB_BYTES, job_bytes
+
+    assert job_bytes(8.0) == 2 * 1024**3 and job_bytes(1.0) == MIN_JOB_BYTES and job_bytes(8.0, 300) == 300 << 20
+    job = tmp_path / "job"
+    job.mkdir()
+    argv = bwrap_argv(SandboxSpec(writable=[job], job_bytes=123 << 20), ["/bin/true"], trees=[Path("/usr")])
+    i = argv.index(str(job.resolve()))
+    assert argv[i - 3:i] == ["--size", str(123 << 20), "--tmpfs"]  # not a bind of the host directory
+    assert "--bind" not in argv
+
+
+def test_a_spare_sandbox_with_another_job_cap_is_not_taken():
+    """A spare started with the default cap (2 GiB) served a verification asking for 256 MiB (seen as the
+    ordinary user: the candidate wrote 1.94 GiB): the cap is part of the spare's key now."""
+    from verifier.backends import get_backend
+    from verifier.config import VerifyConfig
+    from verifier.workers.pools import _spare_key
+
+    be = get_backend("cpu")
+    assert _spare_key(VerifyConfig(), be, True) != _spare_key(VerifyConfig(job_dir_mb=256), be, True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep_going", [False, True], ids=["raises", "keeps-going"])
+def test_a_candidate_filling_its_job_directory_stops_at_the_cap(task_source, make_config, keep_going):
+    """Before: four 1 GiB files in the job directory (host /dev/shm) raised host Shmem by 4 GB. Now the job
+    directory is a tmpfs of its own (256 MiB here): the writes stop there with ENOSPC, host Shmem rises by
+    no more than the cap (and the other work on the machine), and the verdict fails cleanly, whether the
+    candidate raises or carries on into the full directory."""
+    cap = 256 << 20
+    source = (ROUND4 / "fills_job_dir.py").read_text()
+    if keep_going:
+        source = source.replace("KEEP_GOING = False", "KEEP_GOING = True")
+    config = make_config(static_scan=False, time_kernels=False, job_dir_mb=cap >> 20)
+    res, rise = _verify_watching_shmem(task_source("relu"), source, config)
+    text = json.dumps(res.to_dict())
+    assert not res.feasible, text[:2000]
+    assert rise < cap + (384 << 20), f"host Shmem rose by {rise >> 20} MiB with a {cap >> 20} MiB cap"
+    if keep_going:
+        assert "No space left on device" in text or "job directory was full" in text, text[:3000]
+    else:
+        wrote = int(text.split("JOB-FILL wrote=")[1].split()[0])
+        assert "enospc=True" in text and cap - (128 << 20) <= wrote <= cap, text[:2000]
+
+
+# ---------------------------------------------------------------------------------------------------
+# executable memory with no file behind it: out of the binary audit's sight
+# ---------------------------------------------------------------------------------------------------
+
+MAPS = """\
+55d0c0a00000-55d0c0a21000 r-xp 00001000 fd:01 1234 /usr/bin/python3.11
+7f0c8467e000-7f0c846be000 rwxp 00000000 00:00 0
+7f0c8727e000-7f0c8727f000 r-xp 00000000 00:00 0                          [anon:jit]
+7f0c87280000-7f0c87281000 r-xp 00000000 00:05 77 /memfd:evk-jit (deleted)
+7ffd1e5f4000-7ffd1e5f6000 r-xp 00000000 00:00 0                          [vdso]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
+7ffd1e5a0000-7ffd1e5c1000 rw-p 00000000 00:00 0                          [stack]
+"""
+
+
+def test_anonymous_executable_mappings_are_found_in_a_maps_text():
+    from verifier.policy.mapped_audit import anonymous_exec, anonymous_exec_finding
+
+    found = anonymous_exec(MAPS)
+    assert found == [("7f0c8467e000-7f0c846be000", "rwxp", 0x40000), ("7f0c8727e000-7f0c8727f000", "r-xp", 4096)]
+    rule, text = anonymous_exec_finding({(7, r): (p, n) for r, p, n in found})
+    assert rule == "anon-exec" and "2 executable memory region(s)" in text and "260 KiB" in text
+    assert anonymous_exec_finding({}) is None
+
+
+def test_anon_exec_is_reported_under_kernelbench_and_refused_under_strict():
+    from verifier.policy.rules import make_policy
+
+    assert make_policy("strict").refuses("anon-exec") and not make_policy("kernelbench").refuses("anon-exec")
+
+
+def _rules(res) -> tuple[list[str], list[str]]:
+    gate = res.gates[0]
+    refused = [v["rule"] for v in gate.detail.get("violations", [])]
+    return refused, [r.get("rule") if isinstance(r, dict) else r for r in gate.detail.get("reported", [])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["kernelbench", "strict"])
+def test_code_written_to_anonymous_memory_at_run_time_is_seen(task_source, make_config, policy):
+    """Before: no finding at all (the audit reads mapped files only; the region has none), the verdict
+    feasible under both presets. Now `anon-exec`: refused under strict, reported under kernelbench."""
+    source = (ROUND4 / "runs_code_made_at_run_time.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False, policy=policy))
+    refused, reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    if policy == "strict":
+        assert not res.feasible and "anon-exec" in refused, text[:2000]
+    else:
+        assert res.feasible and "anon-exec" in text, text[:2000]
+    assert "executable memory region(s) with no file behind them" in text
+
+
+@pytest.mark.slow
+def test_code_in_a_memfd_mapped_executable_is_refused(task_source, make_config):
+    """The memfd variant: a deleted file mapped executable is read by the audit, and raw code is no ELF
+    object: it cannot be audited, refused under the default policy."""
+    source = (ROUND4 / "runs_code_made_at_run_time.py").read_text().replace('MODE = "anon"', 'MODE = "memfd"')
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+    refused, _reported = _rules(res)
+    assert not res.feasible and "binary-import" in refused, json.dumps(res.to_dict())[:2000]
+    assert "memfd:evk-jit" in json.dumps(res.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------------
+# the mount table raised as an error: no host path in the verdict
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_mountinfo_raised_as_an_error_leaves_no_host_path_in_the_verdict(task_source, make_config):
+    """The candidate packs every mount point and bind source of its /proc/self/mountinfo into its error.
+    Before: the project's path, the private scratch and its run directory (the job's path) were in the
+    verdict text. Now the candidate still reads them (the placeholders show where), the verdict has none."""
+    import sys
+
+    from verifier.sandbox.isolation import private_scratch
+
+    config = make_config(static_scan=False, time_kernels=False)
+    res = verify(task_source("relu"), (ROUND4 / "mountinfo_in_error.py").read_text(), config=config)
+    text = json.dumps(res.to_dict()) + res.feedback()
+    assert not res.feasible and "MOUNTS " in text, text[:2000]
+    project = str(Path(__file__).resolve().parents[2])
+    assert "<project>" in text or "<host-path>" in text, text[:2000]  # it did read host paths
+    for host in (project, str(private_scratch()), str(Path(config.root())), str(Path.home()), sys.prefix):
+        if len(Path(host).parts) > 2:  # /root, /usr: a system path says nothing of this host
+            assert host not in text, (host, text[:3000])
+    at = text.find("evokernel-")
+    assert at < 0, text[max(0, at - 300):at + 100]  # the private scratch's name (/dev/shm/evokernel-UID)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the sandbox as an ordinary user: real verifications run as `evk`
+# ---------------------------------------------------------------------------------------------------
+
+AS_USER = r'''
+import json, sys
+from pathlib import Path
+from verifier import verify, VerifyConfig
+from core.tasks import load_task
+
+root = Path(sys.argv[1])
+relu = load_task("relu").source
+out = {}
+cases = {"honest": (root / "tests/candidates/cpu/relu.py", {}),
+         "raises": (root / "tests/candidates/hostile_round4/raises_on_garbled_result.py", {}),
+         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256})}
+for name, (path, extra) in cases.items():
+    cfg = VerifyConfig(use_cache=False, trials=2, time_kernels=name == "honest", timing_budget_s=1.0, **extra)
+    res = verify(relu, path.read_text(), config=cfg)
+    gate = res.gates[0]
+    out[name] = {"feasible": res.feasible, "isolated": res.isolated, "rule": gate.detail.get("rule"),
+                 "text": json.dumps(res.to_dict())[:4000]}
+print("RESULT " + json.dumps(out))
+'''
+
+
+def _ordinary_user():
+    """(pwd entry, environment) of the ordinary user `evk`, when this runs as root and `evk` can run this
+    virtual environment's Python; else the test is skipped with what to do."""
+    import pwd
+    import subprocess
+    import sys
+
+    if os.getuid() != 0:
+        pytest.skip("not root: the suite itself runs as an ordinary user, the other tests cover it")
+    try:
+        user = pwd.getpwnam("evk")
+    except KeyError:
+        pytest.skip("no ordinary user `evk` (useradd -m evk; CI creates it)")
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": user.pw_dir, "LANG": "C.UTF-8",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "EVOKERNEL_BUILD_DIR": f"{user.pw_dir}/evk-builds"}
+    try:
+        code = subprocess.run([sys.executable, "-c", "import torch, verifier"], capture_output=True, text=True,
+                              env=env, cwd="/", preexec_fn=_drop(user), timeout=120).returncode
+    except PermissionError:  # the exec itself: a directory on the interpreter's path is closed
+        code = -1
+    if code != 0:
+        pytest.skip(f"`evk` cannot run this virtual environment's Python ({sys.executable}): a directory on its "
+                    "path is closed to other users (its base Python under /root, say); make it traversable "
+                    "(chmod o+x) or put Python and the venv under a readable path")
+    return user, env
+
+
+def _drop(user):
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+    return drop
+
+
+
+@pytest.mark.slow
+def test_real_verifications_as_an_ordinary_user():
+    """As `evk` (no privileges): an honest relu feasible and isolated, the decoy that raises on its garbled
+    result refused (`decoy-kernel`), and the job-filling candidate stopped by its 256 MiB job tmpfs, which
+    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    user, env = _ordinary_user()
+    base = Path(tempfile.mkdtemp(prefix="evk-real-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        script = base / "as_user.py"
+        script.write_text(AS_USER)
+        script.chmod(0o644)
+        proc = subprocess.run([sys.executable, str(script), str(Path(__file__).resolve().parents[2])],
+                              capture_output=True, text=True, env=env, cwd=str(base), preexec_fn=_drop(user),
+                              timeout=1500)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, (proc.returncode, proc.stderr[-3000:])
+    out = json.loads(line.removeprefix("RESULT "))
+    assert out["honest"]["feasible"] and out["honest"]["isolated"], out["honest"]["text"]
+    assert not out["raises"]["feasible"] and out["raises"]["rule"] == "decoy-kernel", out["raises"]["text"]
+    fills = out["fills"]
+    assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
+    wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
+    assert wrote <= 256 << 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["kernelbench", "strict"])
+def test_a_forward_handing_back_its_garbled_result_shows_only_as_torch_work(task_source, make_config, policy):
+    """What the decoy checks cannot see (README, limits): the same fingerprint, and on garbage the garbled
+    result handed back, as an honest kernel's output would be. What shows is torch's relu in forward:
+    refused under strict, reported under kernelbench (with torch's share of forward's compute, which the
+    kernel's own useless pass makes small: 14% on the 2-core machine)."""
+    source = (ROUND4 / "mimics_on_garbled_result.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(time_kernels=False, policy=policy))
+    refused, reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    if policy == "strict":  # refused by the static scan already (torch.nn.functional.relu in forward)
+        assert not res.feasible and {"torch-op", "reference-op-at-runtime"} & set(refused), text[:2000]
+    else:
+        assert res.feasible and "reference-op-at-runtime" in reported, text[:2000]
+        assert "decoy-kernel" not in text  # the gap this test records
