@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from core.shell import runnable
+
 # subcommand name -> (module under evokernel_tui.commands, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("verify", "verify", "Run the multi-gate verifier on a candidate kernel."),
@@ -222,9 +224,12 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             stopped()
+        except click.ClickException as exc:
+            exc.message = runnable(exc.message)  # `evokernel memory repair` as the shell here can run it
+            raise
         except Exception as exc:
             if is_user_error(exc):
-                raise click.ClickException(one_line(exc)) from None
+                raise click.ClickException(runnable(one_line(exc))) from None
             raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -293,7 +298,7 @@ def stopped(message: str | None = None) -> NoReturn:
     from core import lifetime
 
     lifetime.kill_all()
-    click.echo(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}",
+    click.echo(runnable(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}"),
                err=True)
     sys.exit(lifetime.exit_code())
 
