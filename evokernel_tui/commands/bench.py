@@ -173,8 +173,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @options.backend
 @options.model
 @options.api_base
-@click.option("--draft-steps", type=click.IntRange(1, 100), default=4, show_default=True)
-@click.option("--refine-steps", type=click.IntRange(0, 100), default=4, show_default=True)
+@options.steps(draft_default=4, refine_default=4)
 @click.option("--retrieval", type=click.Choice(RETRIEVAL_MODES), default="value", show_default=True)
 @click.option("--epsilon", type=click.FloatRange(0.0, 1.0), default=None, help="Exploration rate of value retrieval.")
 @click.option("--pool-size", type=click.IntRange(min=1), default=None, help="K: candidates value retrieval picks from.")
@@ -205,7 +204,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default: bench_runs/<timestamp>); rerun with the same folder to resume.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Retrieval seed.")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
+@options.model_timeout
 @click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
 @click.option("--verdict-cache/--no-verdict-cache", "verdict_cache", default=False, show_default=True,
               help="Reuse signed cached verdicts of identical sources (their latency is then an old measurement, "
@@ -215,7 +214,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, policy, allow_rules, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, gpus_spec, executor_kind, address, model_concurrency, replay_dir, out, seed,
-          timeout, wall, verdict_cache, compare_compile, as_json) -> None:
+          model_timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
     Exit code 0 when every task finished; 1 when some are missing; 2 when no model is configured.
@@ -262,7 +261,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
             sys.exit(2)
         if not cfg.model.startswith("scripted:"):
             check_endpoint(cfg.api_base)
-        cfg.timeout_s = timeout
+        cfg.timeout_s = model_timeout
         tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
                              limit=limit)
         tasks = order_tasks(tasks, order, seed)

@@ -195,8 +195,7 @@ def run_replay(path: Path) -> None:
 @options.model
 @options.api_base
 @options.sessions_dir
-@click.option("--draft-steps", default=4, show_default=True, type=click.IntRange(0, 100))
-@click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
+@options.steps(draft_default=4, refine_default=4, draft_min=0)
 @click.option("--session", "session_ref", default=None, help="Resume a saved session (id or folder) instead of starting one.")
 @click.option("--replay", "replay_ref", default=None, help="Replay a saved session (id or folder); no model calls.")
 @options.memory_bank()

@@ -117,7 +117,7 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @options.tolerance
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of the reference.")
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for running the candidate.")
+@options.run_timeout
 @options.memory_gb()
 @click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
@@ -137,7 +137,7 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @options.unsafe_no_isolation
 @options.json_output()
 def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
+           run_timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
            allow_rules, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
@@ -178,7 +178,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         with one_line_errors(TaskError):
             probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend, say=say)
         config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
-                             use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
+                             use_cache=not no_cache, run_timeout_s=run_timeout, memory_gb=memory_gb, ncu=ncu,
                              threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
                              magnitude_probe=False if no_magnitude_probe else None,
                              shape_probe=False if no_shape_probe else None)
