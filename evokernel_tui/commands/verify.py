@@ -26,7 +26,7 @@ from core.tasks import (
     probe_device,
     task_degeneracy,
 )
-from core.verdicts import GATE_ORDER, GATE_TITLES, describe_tolerance
+from core.verdicts import GATE_ORDER, GATE_TITLES, VerificationResult, describe_tolerance
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
 from evokernel_tui.phase_lines import PhaseLine
@@ -81,6 +81,16 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
     return found or Degeneracy([], [])
 
 
+def _say_not_timed(result: VerificationResult) -> None:
+    """The latency gate of a `--no-timing` check reads "not timed (--no-timing)", not "not run" (which
+    would look like a verifier that gave up), and the verdict says so once."""
+    for gate in result.gates:
+        if gate.name == "latency" and gate.status == "skip":
+            gate.reason = "not timed (--no-timing)"
+    if result.feasible:
+        result.notes.append("correctness only (--no-timing): no speed measured; run without it to time the kernel")
+
+
 def _distributions(text: str) -> list[str]:
     from core.verdicts import DISTRIBUTIONS
 
@@ -116,6 +126,9 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @click.option("--trials", default=5, show_default=True, type=click.IntRange(1, 100), help="Correctness trials.")
 @options.tolerance
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of the reference.")
+@click.option("--no-timing", is_flag=True,
+              help="Correctness only: anti-hacking, compile and correctness (with its probes), no timing rounds; "
+                   "seconds instead of a minute when only whether it is right matters.")
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
 @options.run_timeout
 @options.memory_gb()
@@ -136,8 +149,8 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
               help="List every anti-hacking rule (name, when it runs, the presets that refuse it, what it means) and exit.")
 @options.unsafe_no_isolation
 @options.json_output()
-def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           run_timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
+def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_timing,
+           no_cache, run_timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
            allow_rules, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
@@ -181,7 +194,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                              use_cache=not no_cache, run_timeout_s=run_timeout, memory_gb=memory_gb, ncu=ncu,
                              threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
                              magnitude_probe=False if no_magnitude_probe else None,
-                             shape_probe=False if no_shape_probe else None)
+                             shape_probe=False if no_shape_probe else None,
+                             time_kernels=False if no_timing else None)
         with_degeneracy(config, probed.found, probed.separating)
         with_policy(config, the_policy)
         degenerate = probed.found
@@ -197,6 +211,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         with one_line_errors(VerifyError):
             result = verify_task(the_task, source, backend, config, on_gate=None if as_json else on_gate)
     result.tolerance = result.tolerance or tolerance_text
+    if no_timing:
+        _say_not_timed(result)
     result.degenerate = result.degenerate or degenerate
     if as_json:
         click.echo(json.dumps({"task": the_task.name, "candidate": str(path), **result.to_dict()}))
