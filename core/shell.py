@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 NAME = "evokernel"
-# `evokernel` followed by a subcommand or an option: not a path part (`/evokernel/builds`), not `evokernel:`
-_COMMAND = re.compile(r"(?<![\w/.\-])evokernel(?= [a-z\-])")
+SUBCOMMANDS = ("verify", "compare", "tasks", "memory", "draft", "resume", "replay", "sessions", "tui", "bench")
+# a command as messages write one: `evokernel SUBCOMMAND` in backticks, or after "with: " / a line's start;
+# never prose ("not an evokernel bench file"), a path part (`~/.cache/evokernel/builds`) or `evokernel:`
+_COMMAND = re.compile(rf"(?:(?<=`)|(?<=: )|^)evokernel(?= (?:{'|'.join(SUBCOMMANDS)})\b)", re.M)
 
 
 def _script() -> Path | None:

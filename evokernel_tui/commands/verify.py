@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -79,6 +79,18 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
         say(f"checking the task: degeneracy probe on the device ({device}; the task runs once)")
         found = task_degeneracy(task, preset, memory_gb=memory_gb, device=device)
     return found or Degeneracy([], [])
+
+
+@contextlib.contextmanager
+def _stopped_during(phase: PhaseLine, what: str) -> Iterator[None]:
+    """ctrl+c or SIGTERM inside: one line saying what was stopped and where it was (`stopped verifying k.py
+    against relu during compile: building the kernel, 12 s in; no verdict`), exit 130 or 143."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from evokernel_tui.cli import stopped
+
+        stopped(f"stopped {what} during {phase.where()}; no verdict")
 
 
 def _say_not_timed(result: VerificationResult) -> None:
@@ -181,12 +193,12 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
     # what runs and for how long, above the verdict: one live line on a terminal, plain lines in a pipe or
     # log (stderr keeps only a problem's one line), nothing with --json (stdout is the verdict's JSON)
     progress_console = Console()
-    phase = PhaseLine(progress_console, live=progress_console.is_terminal)
+    phase = PhaseLine(progress_console, live=progress_console.is_terminal and not as_json, silent=as_json)
     states: dict[str, str] = {}
     view = Live(Group(phase), console=progress_console, refresh_per_second=10, transient=True)
-    say = (lambda text: None) if as_json else phase.say
-    with contextlib.ExitStack() as live_view:
-        if phase.live and not as_json:
+    say = phase.say
+    with contextlib.ExitStack() as live_view, _stopped_during(phase, f"verifying {path.name} against {the_task.name}"):
+        if phase.live:
             live_view.enter_context(view)
         with one_line_errors(TaskError):
             probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend, say=say)
@@ -209,7 +221,7 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                 view.update(Group(_live_table(states), phase))
 
         with one_line_errors(VerifyError):
-            result = verify_task(the_task, source, backend, config, on_gate=None if as_json else on_gate)
+            result = verify_task(the_task, source, backend, config, on_gate=on_gate)
     result.tolerance = result.tolerance or tolerance_text
     if no_timing:
         _say_not_timed(result)
