@@ -79,6 +79,16 @@ class TaskOutcome:
     #: the verifier marked the best kernel's timing noisy: its speedup is shown as such and is not counted as
     #: faster in fast_p (a noisy figure is not a claim of faster)
     noisy: bool = False
+    #: the 95% interval of the best kernel's paired speedup over eager (None: not timed, or an old bench.json):
+    #: shown beside the speedup and used by `bench compare` to say when a difference is within noise
+    speedup_lo: float | None = None
+    speedup_hi: float | None = None
+
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        if self.speedup_lo is None or self.speedup_hi is None:
+            return None
+        return self.speedup_lo, self.speedup_hi
 
     @property
     def status(self) -> str:
@@ -165,6 +175,7 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
     best = results[best_i] if best_i is not None else None
     compiled = any(r is not None and (g := r.gate("compile")) is not None and g.passed for r in results)
     device = next((r.device for r in results if r is not None and r.device), "")
+    interval = best.speedup_interval if best is not None and best.speedup is not None else None
     return TaskOutcome(
         task=task, level=level, compiled=compiled, feasible=best is not None,
         speedup=best.speedup if best else None,
@@ -180,4 +191,6 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         rejected=sum(r is not None and r.outcome == "hack_fail" for r in results),
         compile_failed=sum(r is not None and r.outcome == "compile_fail" for r in results),
         noisy=bool(best is not None and best.noisy and best.speedup is not None),
+        speedup_lo=interval[0] if interval else None,
+        speedup_hi=interval[1] if interval else None,
     )

@@ -117,7 +117,7 @@ def progress_printer(console: Console, total: int):
         else:
             state = "[green]correct[/]" if outcome.feasible else (
                 "incorrect" if outcome.compiled else f"[red]{outcome.status}[/]")
-            extra = f" {fmt_speed(outcome.speedup, outcome.noisy)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
+            extra = f" {fmt_speed(outcome.speedup, outcome.noisy, outcome.speedup_interval)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
             console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
                           f"{outcome.seconds:.1f}s",
                           highlight=False)
@@ -323,7 +323,8 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
             "b": {"path": str(b), "settings": db.get("settings"), "devices": device_counts(ob)},
             "levels": [{"a": x.to_dict(), "b": y.to_dict()} for x, y in levels],
             "tasks": [{"task": t.task, "level": t.level, "a": t.a.to_dict() if t.a else None,
-                       "b": t.b.to_dict() if t.b else None, "ratio": t.ratio} for t in tasks],
+                       "b": t.b.to_dict() if t.b else None, "ratio": t.ratio, "within_noise": t.within_noise}
+                      for t in tasks],
         }, indent=2, default=str))
         return
     console = Console()
@@ -352,15 +353,14 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     for col in ("task", "level", "A", "B", "B / A", "on A / B"):
         per_task.add_column(col, justify="left" if col == "task" else "right")
     for t in tasks:
-        noisy = t.ratio is not None and ((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy))
         per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b),
-                         fmt_x(t.ratio) + (" (noise)" if noisy else ""),
+                         fmt_x(t.ratio) + (" within noise" if t.within_noise else ""),
                          f"{best_device_cell(t.a)} / {best_device_cell(t.b)}")
     console.print(per_task)
-    if any((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy) for t in tasks):
-        console.print("noisy: the verifier could not resolve that speedup (its timing varied too much); a ratio "
-                      "marked (noise) may be within noise, and a noisy speedup is not counted in fast_p.",
-                      highlight=False, soft_wrap=True)
+    if any(t.within_noise for t in tasks):
+        console.print("within noise: A's and B's 95% intervals overlap, or the verifier marked one noisy (its "
+                      "timing varied too much to resolve): that ratio is no measured difference. A noisy speedup "
+                      "is not counted in fast_p.", highlight=False, soft_wrap=True)
 
 
 def _task_cell(o: TaskOutcome | None) -> str:

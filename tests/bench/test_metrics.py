@@ -213,3 +213,14 @@ def test_report_md_marks_a_noisy_speedup():
     assert "Noisy speedups (1: relu)" in md
     all_row = next(line for line in md.splitlines() if line.startswith("| all"))
     assert "| 50% |" in all_row                                       # fast_1: gelu only
+
+
+def test_the_speedup_interval_travels_from_the_verdict_into_bench_json():
+    """Issue 34: the interval travels with every figure: from the best kernel's verdict into the outcome
+    (and through bench.json's round trip); an untimed kernel has none."""
+    timed = result("feasible", 0.5, ref=1.0)
+    timed.timing = {"lo": 1.8, "hi": 2.25}
+    o = outcome_from_results("relu", 1, [timed])
+    assert o.speedup == 2.0 and o.speedup_interval == (1.8, 2.25)
+    assert TaskOutcome.from_dict(o.to_dict()).speedup_interval == (1.8, 2.25)
+    assert outcome_from_results("relu", 1, [result("feasible", 0.5, ref=1.0)]).speedup_interval is None
