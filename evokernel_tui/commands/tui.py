@@ -204,6 +204,9 @@ def run_replay(path: Path) -> None:
 @options.policy
 @options.memory_gb(default=None, then="is shown in the panes (the app opens at once)")
 @options.threads
+@click.option("--watch", "watch_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also watch this kernel file of your own (in your repository, any editor): each save is "
+                   "verified and credited as your edit, like a save of the session's copy; the file is only read.")
 def tui(
     task: str | None,
     backend: str = "cpu",
@@ -226,6 +229,7 @@ def tui(
     allow_rules: tuple[str, ...] = (),
     memory_gb: float | None = None,
     threads: int | None = None,
+    watch_path: Path | None = None,
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
@@ -245,6 +249,8 @@ def tui(
         run_replay(_find(replay_ref, sessions_dir))
         return
     check_backend(backend)  # no GPU for --backend cuda: one line instead of an app whose gates cannot run
+    if watch_path is not None:
+        _check_watched(watch_path)
     if session_ref is not None:
         path = _find(session_ref, sessions_dir)
         _refuse_if_open(path)
@@ -263,7 +269,7 @@ def tui(
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True,
                        task_checks=task_checks(memory_gb),  # memory estimate, probe, degeneracy: after the paint
-                       starter=_first_starter(first, backend, model))
+                       starter=_first_starter(first, backend, model), watch_path=watch_path)
     run_app(app)
 
 
@@ -302,6 +308,17 @@ def _first_starter(task: Any, backend: str, model: str | None) -> str | None:
     if load_settings().model:
         return None
     return starter_kernel(task.name, task.source, backend)
+
+
+def _check_watched(path: Path) -> None:
+    """`--watch FILE` names a readable text file (one line before the full screen when not)."""
+    if not path.is_file():
+        raise click.ClickException(f"--watch {path}: no such file; give a kernel file that exists (a KernelBench "
+                                   "ModelNew), e.g. a copy of the starter from `evokernel tui` (x saves it)")
+    try:
+        path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"--watch {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _refuse_if_open(path: Path) -> None:
