@@ -118,6 +118,13 @@ def check_endpoint(api_base: str | None) -> None:
         raise click.ClickException(problem)
 
 
+def recorded_api_base(model_meta: dict[str, Any] | None) -> str | None:
+    """The `--api-base` a saved session's model was created with (None: none, or not a served model)."""
+    if not model_meta or model_meta.get("kind") != "litellm":
+        return None
+    return (model_meta.get("config") or {}).get("api_base") or None
+
+
 def check_backend(backend: str) -> None:
     """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu):
     the check `verify` makes, made before any model call, session folder or task run; one line when not."""

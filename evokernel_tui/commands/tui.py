@@ -233,7 +233,15 @@ def tui(
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
-    from evokernel_tui.cli import check_backend, check_memory, check_model, check_settings, check_task
+    from evokernel_tui.cli import (
+        check_backend,
+        check_endpoint,
+        check_memory,
+        check_model,
+        check_settings,
+        check_task,
+        recorded_api_base,
+    )
 
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
@@ -256,6 +264,8 @@ def tui(
         _refuse_if_open(path)
         if model:
             check_model(model, api_base)
+        else:  # the server the session was created with answers, before the screen and any model call
+            check_endpoint(recorded_api_base(_meta_model(path)))
         bank = check_memory(memory_path, not no_memory)
         opener = resume_opener(path, model, api_base, memory=bank, verify_config=config)
         first = None
@@ -319,6 +329,17 @@ def _check_watched(path: Path) -> None:
         path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"--watch {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _meta_model(path: Path) -> dict[str, Any] | None:
+    """The model a saved session records (its meta.json), None when it has none or cannot be read (the
+    session's opening says why)."""
+    from core.session import SessionError, load_meta
+
+    try:
+        return load_meta(path).model
+    except (SessionError, OSError, ValueError):
+        return None
 
 
 def _refuse_if_open(path: Path) -> None:

@@ -261,3 +261,48 @@ def test_a_reachable_api_base_passes_the_check():
         assert srv.requests == []  # a connection, not a request
     assert endpoint_problem(None) is None
     assert "names no host" in endpoint_problem("http:///v1")
+
+
+def _saved_session(env, backend: str, api_base: str) -> str:
+    """A session created (no model call yet) with a served model at `api_base`, as `draft` would leave it."""
+    from core.llm import ModelConfig
+    from core.session import Budgets, Session
+    from core.tasks import load_task
+
+    s = Session.create(load_task("relu"), backend=backend, model=ModelConfig("openai/x", api_base=api_base),
+                       memory=None, root=env / "sessions", budgets=Budgets(draft_steps=2, refine_steps=0))
+    s.close()
+    return s.id
+
+
+def test_resume_checks_the_sessions_backend_before_any_model_call(env, monkeypatch, no_gpu):
+    """Issue 34: every check before a model call, for `resume` too: the session's own backend (cuda on a
+    machine without a GPU) is one line, and its model server hears nothing."""
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as srv:
+        sid = _saved_session(env, "cuda", srv.api_base)
+        res = invoke("resume", sid, "--no-memory")
+        assert res.exit_code == 1, res.output
+        assert res.stderr.strip().splitlines()[-1] == f"Error: {NO_GPU}"
+        assert srv.requests == []
+
+
+@pytest.mark.parametrize("command", ["resume", "tui"])
+def test_resume_checks_the_recorded_server_before_any_model_call(env, monkeypatch, command):
+    """The server a session was created with (`--api-base`), unreachable now: one line in seconds from
+    `resume` and `tui --session`, before the screen or a model call."""
+    import socket
+    import time
+
+    _no_app(monkeypatch)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    sid = _saved_session(env, "cpu", base)
+    started = time.monotonic()
+    res = invoke(*(["resume", sid] if command == "resume" else ["tui", "--session", sid]), "--no-memory")
+    assert time.monotonic() - started < 10
+    assert res.exit_code == 1, res.output
+    assert f"cannot reach the model server at {base}" in res.stderr.strip().splitlines()[-1]
