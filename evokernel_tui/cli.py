@@ -126,11 +126,11 @@ def recorded_api_base(model_meta: dict[str, Any] | None) -> str | None:
 
 
 def check_backend(backend: str) -> None:
-    """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu):
-    the check `verify` makes, made before any model call, session folder or task run; one line when not."""
-    from core.verifying import backend_problem
+    """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu,
+    room on the build folder's disk): the check `verify` makes, made before any model call, session folder or task run; one line when not."""
+    from core.verifying import backend_problem, build_root_problem
 
-    problem = backend_problem(backend)
+    problem = backend_problem(backend) or build_root_problem()
     if problem:
         raise click.ClickException(problem)
 

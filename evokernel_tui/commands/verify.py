@@ -190,6 +190,11 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    from core.verifying import build_root_problem
+
+    room = build_root_problem()  # a full disk: one line now, not a compiler's error half-way
+    if room:
+        raise click.ClickException(room)
     # what runs and for how long, above the verdict: one live line on a terminal, plain lines in a pipe or
     # log (stderr keeps only a problem's one line), nothing with --json (stdout is the verdict's JSON)
     progress_console = Console()

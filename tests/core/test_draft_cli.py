@@ -306,3 +306,35 @@ def test_resume_checks_the_recorded_server_before_any_model_call(env, monkeypatc
     assert time.monotonic() - started < 10
     assert res.exit_code == 1, res.output
     assert f"cannot reach the model server at {base}" in res.stderr.strip().splitlines()[-1]
+
+
+def test_a_full_build_disk_is_one_line_before_any_model_call_or_folder(env, monkeypatch):
+    """Issue 34: disk for the build root is checked with the backend, before a model call, a session folder
+    or a verification (a full disk was found by the compiler half-way through a step)."""
+    import shutil
+    from collections import namedtuple
+
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    real = shutil.disk_usage
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30 - 100 * 2**20, 100 * 2**20))
+    monkeypatch.setenv("EVOKERNEL_BUILD_DIR", str(env / "builds"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    _no_app(monkeypatch)
+    (env / "k.py").write_text("x = 1\n")
+    with FakeOpenAI() as srv:
+        for command in (["draft", "relu"], ["tui", "relu"], ["bench", "--tasks", "relu", "--out", "b"],
+                        ["verify", "relu", "k.py"]):
+            model = [] if command[0] == "verify" else ["--model", "openai/x", "--api-base", srv.api_base]
+            res = invoke(*command, *model, *([] if command[0] == "verify" else ["--no-memory"]))
+            assert res.exit_code == 1, (command, res.output)
+            lines = res.stderr.strip().splitlines()
+            assert len(lines) == 1 and "only 100 MB free on the disk holding the build folder" in lines[0], command
+            assert "EVOKERNEL_BUILD_DIR" in lines[0]
+        assert srv.requests == []
+    assert not (env / "sessions").exists() and not (env / "b").exists()
+    monkeypatch.setattr(shutil, "disk_usage", real)
+    from core.verifying import build_root_problem
+
+    assert build_root_problem(env / "builds" / "not" / "made" / "yet") is None  # the nearest existing folder
