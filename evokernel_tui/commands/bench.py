@@ -73,7 +73,7 @@ TABLE_HEADERS = ("level", "n", "compiled", "correct", "fast_1", "fast_1.5", "fas
 
 def summary_table(data: dict[str, Any], title: str) -> Table:
     """Per-level rows narrow enough for 80 columns (tokens and cost: see `summary_note`)."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
                   show_edge=False)
     for col in TABLE_HEADERS:
         table.add_column(col, justify="left" if col == "level" else "right")
