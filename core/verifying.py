@@ -182,13 +182,14 @@ def prewarm_in_background(backend: str = "cpu", config: VerifyConfig | None = No
 
 
 def compare_sources(task: Task, source_a: str, source_b: str, backend: str = "cpu",
-                    config: VerifyConfig | None = None) -> dict:
-    """B's paired speedup over A (both re-timed back to back on the same inputs), or {"error": ...}."""
+                    config: VerifyConfig | None = None, on_gate: Callable[..., None] | None = None) -> dict:
+    """B's paired speedup over A (both re-timed back to back on the same inputs), or {"error": ...};
+    `on_gate` hears the work as `verify_task`'s does."""
     from verifier.api import VerifierError, compare
     from verifier.backends import BackendUnavailable
 
     try:
-        return compare(task.source, source_a, source_b, backend=backend, config=config)
+        return compare(task.source, source_a, source_b, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
 
