@@ -335,7 +335,7 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
                   "--retrieval", mode, "--seed", str(seed), "--draft-steps", str(args.draft_steps),
                   "--refine-steps", str(args.refine_steps), "--memory", str(bank)]
         if args.verifier == "real":
-            common += ["--verdict-cache", "--timeout", "60"]
+            common += ["--verdict-cache", "--model-timeout", "60"]
         outs = []
         kb_names = {*KERNELBENCH, *KB_ELEMENTWISE}
         builtin = [t for t in args.task_list if t not in kb_names]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
 from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
 from verifier.policy.rules import Policy, PolicyError, make_policy
 
-__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
+__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "build_root_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
            "with_policy"]
 
 
@@ -50,6 +51,42 @@ def backend_problem(backend: str) -> str | None:
         return get_backend(backend).availability()
     except BackendUnavailable as exc:
         return str(exc)
+
+
+#: free disk a kernel build needs in the build folder: headers, objects and the linked extension of a
+#: candidate (~100 MB for a CUDA one) beside the shared headers and bindings (~300 MB once), with room
+BUILD_ROOM_MB = 512
+
+
+def build_root_problem(root: Path | None = None, need_mb: float | None = None) -> str | None:
+    """Why the build folder cannot take a kernel build (one line: too little free disk, not writable), or
+    None; checked with the backend, before any model call, session folder or verification, so a full disk
+    is not found out by a compiler half-way through a step."""
+    import os
+    import shutil
+
+    from verifier.config import default_build_root
+
+    if need_mb is None:  # $EVOKERNEL_BUILD_ROOM_MB for a machine whose builds are known to need less (or more)
+        try:
+            need_mb = float(os.environ.get("EVOKERNEL_BUILD_ROOM_MB") or BUILD_ROOM_MB)
+        except ValueError:
+            need_mb = BUILD_ROOM_MB
+    root = Path(root) if root is not None else default_build_root()
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        return None  # cannot tell; the build says what went wrong
+    if free < need_mb * 2**20:
+        return (f"only {free / 2**20:.0f} MB free on the disk holding the build folder {root} (a kernel build "
+                f"needs about {need_mb:.0f} MB): free some, or set EVOKERNEL_BUILD_DIR to a folder on a disk "
+                "with room")
+    if not os.access(existing, os.W_OK):
+        return f"cannot write to the build folder {root}: set EVOKERNEL_BUILD_DIR to a folder you can write to"
+    return None
 
 
 def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol: float | None = None,
@@ -145,13 +182,14 @@ def prewarm_in_background(backend: str = "cpu", config: VerifyConfig | None = No
 
 
 def compare_sources(task: Task, source_a: str, source_b: str, backend: str = "cpu",
-                    config: VerifyConfig | None = None) -> dict:
-    """B's paired speedup over A (both re-timed back to back on the same inputs), or {"error": ...}."""
+                    config: VerifyConfig | None = None, on_gate: Callable[..., None] | None = None) -> dict:
+    """B's paired speedup over A (both re-timed back to back on the same inputs), or {"error": ...};
+    `on_gate` hears the work as `verify_task`'s does."""
     from verifier.api import VerifierError, compare
     from verifier.backends import BackendUnavailable
 
     try:
-        return compare(task.source, source_a, source_b, backend=backend, config=config)
+        return compare(task.source, source_a, source_b, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
 

@@ -81,6 +81,8 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         """The watched kernel file changed on disk (the person's own editor)."""
 
         text: str
+        #: the file that changed when it is the person's own (`tui --watch FILE`); None: the session's copy
+        path: Path | None = None
 
     @dataclass
     class SessionReady(Message):
@@ -126,8 +128,12 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         prebuild_starter: bool = False,
         task_checks: Callable[[Any], Iterable[TaskCheck]] | None = None,
         starter: str | None = None,
+        watch_path: Path | None = None,
     ) -> None:
         super().__init__()
+        #: a kernel file of the person's own (`tui --watch FILE`), watched beside the session's copy
+        self._watch_path = Path(watch_path) if watch_path is not None else None
+        self._own_watcher: KernelFileWatcher | None = None
         self._prebuild_starter = prebuild_starter
         self._task_checks = task_checks
         #: the starter kernel worked out from the task's source before the screen (manual mode): on screen
@@ -225,6 +231,7 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
                 Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
             ).start()
             self._watcher.note_own_write(session.current_source)
+        self._watch_own_file()
         self.task_problem = None
         self._pending_checks = list(self._task_checks(session)) if self._task_checks is not None else []
         if self._pending_checks:

@@ -198,7 +198,9 @@ class AppActions:
             return None
         pending = source_of(getattr(s, "pending", None)) is not None
         note = f" ({_pending_text(s.pending)} is still pending)" if pending else ""
-        return f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}"
+        from core.shell import runnable
+
+        return runnable(f"Session {sid} saved in {s.path}{note}; continue with: evokernel tui --session {sid}")
 
     def action_zoom(self) -> None:
         self.main_screen.action_zoom()

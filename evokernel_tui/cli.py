@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from core.shell import runnable
+
 # subcommand name -> (module under evokernel_tui.commands, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("verify", "verify", "Run the multi-gate verifier on a candidate kernel."),
@@ -116,12 +118,19 @@ def check_endpoint(api_base: str | None) -> None:
         raise click.ClickException(problem)
 
 
-def check_backend(backend: str) -> None:
-    """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu):
-    the check `verify` makes, made before any model call, session folder or task run; one line when not."""
-    from core.verifying import backend_problem
+def recorded_api_base(model_meta: dict[str, Any] | None) -> str | None:
+    """The `--api-base` a saved session's model was created with (None: none, or not a served model)."""
+    if not model_meta or model_meta.get("kind") != "litellm":
+        return None
+    return (model_meta.get("config") or {}).get("api_base") or None
 
-    problem = backend_problem(backend)
+
+def check_backend(backend: str) -> None:
+    """The backend can build and run kernels here (a GPU for cuda, triton installed, a C++ compiler for cpu,
+    room on the build folder's disk): the check `verify` makes, made before any model call, session folder or task run; one line when not."""
+    from core.verifying import backend_problem, build_root_problem
+
+    problem = backend_problem(backend) or build_root_problem()
     if problem:
         raise click.ClickException(problem)
 
@@ -222,9 +231,12 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             stopped()
+        except click.ClickException as exc:
+            exc.message = runnable(exc.message)  # `evokernel memory repair` as the shell here can run it
+            raise
         except Exception as exc:
             if is_user_error(exc):
-                raise click.ClickException(one_line(exc)) from None
+                raise click.ClickException(runnable(one_line(exc))) from None
             raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -293,7 +305,7 @@ def stopped(message: str | None = None) -> NoReturn:
     from core import lifetime
 
     lifetime.kill_all()
-    click.echo(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}",
+    click.echo(runnable(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}"),
                err=True)
     sys.exit(lifetime.exit_code())
 

@@ -16,6 +16,7 @@ from typing import Any
 from textual.app import SuspendNotSupported
 
 from evokernel_tui.view import source_of
+from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.kernel_pane import KernelPane
 
 
@@ -75,22 +76,47 @@ class KernelEdits:
             return
         self.submit_edit(after, "$EDITOR")
 
+    def _watch_own_file(self) -> None:
+        """`tui --watch FILE`: watch the person's own kernel file too. Its content, when it differs from the
+        session's kernel, is taken at once as their edit; then every save of it, as a save of the session's
+        copy is. The file is only read: the model's kernels go to the session's copy, never into it."""
+        path = self._watch_path
+        if path is None or self.session is None:
+            return
+        self._own_watcher = KernelFileWatcher(
+            path, lambda text: self.post_message(self.KernelFileChanged(text, path)), self._debounce).start()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            self._report(f"Cannot read the watched file {path}: {getattr(exc, 'strerror', None) or exc}.")
+            return
+        self.activity.note(f"Watching {path}: each save is verified as your edit.")
+        if text.strip() and text != self.session.current_source:
+            self.post_message(self.KernelFileChanged(text, path))
+
     def on_evo_kernel_app_kernel_file_changed(self, message: Any) -> None:
         s = self.session
         if s is None or message.text in (s.current_source, source_of(s.pending)):
             return
+        name = self._saved_name(message)
         if self._busy_with():
             self._deferred_edit = message.text
+            self._deferred_name = name
             running = self.running or "the running call"
-            self.activity.note(f"Picked up a save of {Path(s.kernel_path).name}; it will be verified once "
+            self.activity.note(f"Picked up a save of {name}; it will be verified once "
                                f"the running call ({running}) has finished.")
             return
-        self._take_file_edit(message.text)
+        self._take_file_edit(message.text, name)
 
-    def _take_file_edit(self, text: str) -> None:
+    def _saved_name(self, message: Any) -> str:
+        path = getattr(message, "path", None)
+        return str(path) if path is not None else Path(self.session.kernel_path).name
+
+    def _take_file_edit(self, text: str, name: str | None = None) -> None:
         if self.session is None or text == self.session.current_source:
             return
-        name = Path(self.session.kernel_path).name
+        name = name or getattr(self, "_deferred_name", None) or Path(self.session.kernel_path).name
+        self._deferred_name = None
         self.activity.note(f"Picked up a save of {name} from disk ({change_summary(self.session.current_source, text)}).")
         self.submit_edit(text, f"a save of {name}")
 
@@ -101,3 +127,6 @@ class KernelEdits:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if getattr(self, "_own_watcher", None) is not None:
+            self._own_watcher.stop()
+            self._own_watcher = None

@@ -88,3 +88,34 @@ def memory_gb(default: float | None = DEFAULT_MEMORY_GB, then: str = "is refused
 
 def json_output(help: str = "Print one JSON object.") -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+class Renamed(click.Option):
+    """An option whose first name is the one to use; the others are its old names, still accepted for one
+    release and hidden from `--help`, so every command shows one name with one meaning."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        names = self.opts
+        self.opts = names[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = names
+
+
+def steps(draft_default: int = 4, refine_default: int = 4, draft_min: int = 1) -> Callable[[F], F]:
+    """--draft-steps / --refine-steps (passed as `draft_steps`, `refine_steps`); `draft`'s old --steps and
+    --refine are hidden aliases."""
+    return stack(
+        click.option("--draft-steps", "--steps", "draft_steps", cls=Renamed, type=click.IntRange(draft_min, 100),
+                     default=draft_default, show_default=True, help="Drafting steps: model calls that write a kernel."),
+        click.option("--refine-steps", "--refine", "refine_steps", cls=Renamed, type=click.IntRange(0, 100),
+                     default=refine_default, show_default=True,
+                     help="Refining steps: model calls that try to make the best kernel faster."),
+    )
+
+
+model_timeout = click.option("--model-timeout", "--timeout", "model_timeout", cls=Renamed, type=float, default=120.0,
+                             show_default=True, help="Seconds allowed for one model call.")
+run_timeout = click.option("--run-timeout", "--timeout", "run_timeout", cls=Renamed, type=float, default=120.0,
+                           show_default=True, help="Seconds allowed for running the candidate.")

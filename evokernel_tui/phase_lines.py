@@ -21,10 +21,11 @@ from core.events import gate_phase
 
 class PhaseLine:
     """`say(text)` starts a phase; `on_gate` is a verifier watcher (`(gate, state[, progress])`) that says
-    each gate's work and its progress. `live=False`: plain lines on `console`, each phase once."""
+    each gate's work and its progress. `live=False`: plain lines on `console`, each phase once; `silent`:
+    nothing printed (`--json`), the phase only kept for the line an interrupt prints."""
 
-    def __init__(self, console: Console, live: bool, prefix: str = ""):
-        self.console, self.live, self.prefix = console, live, prefix
+    def __init__(self, console: Console, live: bool, prefix: str = "", silent: bool = False):
+        self.console, self.live, self.prefix, self.silent = console, live, prefix, silent
         self.text = ""
         self.started = self.since = time.monotonic()
         self._spinner = Spinner("dots", style="yellow")
@@ -33,9 +34,13 @@ class PhaseLine:
         if not text or text == self.text:
             return
         self.text, self.since = text, time.monotonic()
-        if not self.live:
+        if not self.live and not self.silent:
             self.console.print(f"{self.prefix}{text} [{self.since - self.started:.1f}s]", markup=False,
                                highlight=False, soft_wrap=True)
+
+    def where(self) -> str:
+        """`compile: building the kernel, 12 s in`: what ran when the command was stopped."""
+        return f"{self.text or 'starting'}, {time.monotonic() - self.started:.0f} s in"
 
     def on_gate(self, name: str, state: str, progress: Any = None) -> None:
         phase = gate_phase(name, state, getattr(progress, "text", "") if progress is not None else "")

@@ -35,7 +35,7 @@ from verifier.errors import JobTampered, VerifierError
 from verifier.gates.evidence import AntiHackingGate, CompileGate
 from verifier.policy.mapped_audit import writable_mappings_in
 from verifier.policy.rules import PolicyError, make_policy
-from verifier.result import FAIL, PASS, SKIP, GateResult, VerificationResult
+from verifier.result import FAIL, PASS, SKIP, GateResult, Progress, VerificationResult
 from verifier.run.ncu_profile import _attach_ncu
 from verifier.run.timed_calls import FRESH_OUTPUTS
 from verifier.run.verification import MAX_TRUSTED_BUILDS, _Run
@@ -187,11 +187,27 @@ def verify(
     return result
 
 
+def _labelled(on_gate: GateCallback | None, label: str) -> Notify:
+    """A watcher of `compare` that hears which kernel's work it is: each progress text starts `kernel A: `."""
+    if on_gate is None:
+        return Notify(None)
+    watcher = Notify(on_gate)
+
+    def tell(gate: str, state: str, progress: Progress | None = None) -> None:
+        if progress is not None:
+            progress = dataclasses.replace(progress, text=f"{label}: {progress.text}")
+        watcher(gate, state, progress)
+
+    return Notify(tell)
+
+
 def compare(reference_source: str, source_a: str, source_b: str, backend: str = "cpu",
-            config: VerifyConfig | None = None) -> dict:
+            config: VerifyConfig | None = None, on_gate: GateCallback | None = None) -> dict:
     """Re-time two kernels back to back: both build in their own sandboxes, both must be correct, then
     paired rounds on the same fresh inputs. Returns B's speedup over A with its 95% interval
-    (`speedup`, `lo`, `hi`, `noisy`, `a_ms`, `b_ms`, ...) or {"error": one line}."""
+    (`speedup`, `lo`, `hi`, `noisy`, `a_ms`, `b_ms`, ...) or {"error": one line}. `on_gate` hears the work
+    as `verify`'s does (`(gate, "running", Progress)`, each text naming kernel A, B or both): a comparison
+    builds and checks two kernels before its rounds, a minute on a busy machine."""
     from verifier.clock.stats import robust_paired
 
     config = config or VerifyConfig()
@@ -207,9 +223,8 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         if static is not None and static.status == FAIL:
             return {"error": f"kernel {label} is refused under the {hack.policy.label()} policy: {static.reason}",
                     "policy": hack.policy.to_dict()}
-    quiet = Notify(None)
-    run_a = _Run(reference_source, source_a, be, config, isolated, quiet)
-    run_b = _Run(reference_source, source_b, be, config, isolated, quiet)
+    run_a = _Run(reference_source, source_a, be, config, isolated, _labelled(on_gate, "kernel A"))
+    run_b = _Run(reference_source, source_b, be, config, isolated, _labelled(on_gate, "kernel B"))
     try:
         run_a.start_candidate()
         run_a.prepare_reference()
@@ -220,11 +235,13 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         run_b.trusted_dir = run_a.trusted_dir
         run_a.shares_inputs = True
         for label, run in (("A", run_a), ("B", run_b)):
+            run.progress("compile", "build", "building the kernel")
             if run.build_candidate() is None:
                 return {"error": f"kernel {label} did not build: {CompileGate().evaluate(run.evidence()).reason}"}
             correct = run.correctness()
             if not correct.passed:
                 return {"error": f"kernel {label} is not correct: {correct.reason}"}
+        run_a.notify = _labelled(on_gate, "A and B")  # the paired rounds time both
         rounds = _timed_rounds(run_a, [run_a, run_b], lambda m, keep: robust_paired(
             m[1], m[2], keep, rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
         if rounds is None:

@@ -20,7 +20,7 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 #: What a `Progress` can be about, in the order a verification meets them: the trusted side building a shared
 #: artefact the candidate's build asked for (`bindings`, `pch`), a correctness trial or numerics probe (`trial`),
 #: the timing window's calibration and warm-up rounds (`calibrate`, `warmup`) and its measured rounds (`round`).
-PROGRESS_STEPS = ("bindings", "pch", "trial", "calibrate", "warmup", "round")
+PROGRESS_STEPS = ("build", "bindings", "pch", "trial", "calibrate", "warmup", "round")
 
 
 def device_label_id(visible: str | None, index: int, uuid: str = "") -> str:

@@ -157,6 +157,18 @@ class ComparedTask:
             return self.b.speedup / self.a.speedup
         return None
 
+    @property
+    def within_noise(self) -> bool:
+        """A's and B's speedups differ by less than their timing resolved: either is marked noisy, or their
+        95% intervals overlap. Such a ratio is no measured difference (`bench compare` says so)."""
+        a, b = self.a, self.b
+        if self.ratio is None or a is None or b is None:
+            return False
+        if a.noisy or b.noisy:
+            return True
+        ia, ib = a.speedup_interval, b.speedup_interval
+        return ia is not None and ib is not None and ia[0] <= ib[1] and ib[0] <= ia[1]
+
 
 def compare_outcomes(a: Sequence[TaskOutcome], b: Sequence[TaskOutcome]) -> tuple[list[tuple[LevelSummary, LevelSummary]],
                                                                                   list[ComparedTask]]:

@@ -83,6 +83,16 @@ class TaskOutcome:
     #: eager reference's on the same calls; None without a figure, a peak, or where the timing was noisy
     bandwidth_fraction: float | None = None
     reference_bandwidth_fraction: float | None = None
+    #: the 95% interval of the best kernel's paired speedup over eager (None: not timed, or an old bench.json):
+    #: shown beside the speedup and used by `bench compare` to say when a difference is within noise
+    speedup_lo: float | None = None
+    speedup_hi: float | None = None
+
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        if self.speedup_lo is None or self.speedup_hi is None:
+            return None
+        return self.speedup_lo, self.speedup_hi
 
     @property
     def status(self) -> str:
@@ -169,6 +179,7 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
     best = results[best_i] if best_i is not None else None
     compiled = any(r is not None and (g := r.gate("compile")) is not None and g.passed for r in results)
     device = next((r.device for r in results if r is not None and r.device), "")
+    interval = best.speedup_interval if best is not None and best.speedup is not None else None
     return TaskOutcome(
         task=task, level=level, compiled=compiled, feasible=best is not None,
         speedup=best.speedup if best else None,
@@ -186,6 +197,8 @@ def outcome_from_results(task: str, level: int, results: Sequence[VerificationRe
         noisy=bool(best is not None and best.noisy and best.speedup is not None),
         bandwidth_fraction=_fraction(best, "bandwidth_fraction"),
         reference_bandwidth_fraction=_fraction(best, "reference_bandwidth_fraction"),
+        speedup_lo=interval[0] if interval else None,
+        speedup_hi=interval[1] if interval else None,
     )
 
 

@@ -22,9 +22,13 @@ def fmt_x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-def fmt_speed(v: float | None, noisy: bool = False) -> str:
-    """A task's speedup, `1.07x noisy` where the verifier marked its timing noisy (not counted in fast_p)."""
-    return fmt_x(v) + (" noisy" if noisy and v is not None else "")
+def fmt_speed(v: float | None, noisy: bool = False, interval: tuple[float, float] | None = None) -> str:
+    """A task's speedup with its 95% interval when known, `1.07x [0.69-1.52] noisy` where the verifier marked
+    its timing noisy (not counted in fast_p)."""
+    if v is None:
+        return fmt_x(v)
+    text = fmt_x(v) + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text + (" noisy" if noisy else "")
 
 
 def noise_note(outcomes: Sequence[object]) -> str:
@@ -146,7 +150,8 @@ def render_markdown(data: dict[str, object], plot_file: str | None = None) -> st
         status = o.status
         if o.rejected and o.status not in ("rejected by anti-hacking",) and not o.error and not o.skipped:
             status += f" ({o.rejected} of {o.kernels} kernels rejected by anti-hacking)"
-        rows.append([o.task, str(o.level), status, fmt_speed(o.speedup, o.noisy), fmt_speed(o.speedup_vs_compile, o.noisy),
+        rows.append([o.task, str(o.level), status, fmt_speed(o.speedup, o.noisy, o.speedup_interval),
+                     fmt_speed(o.speedup_vs_compile, o.noisy),
                      "-" if o.best_ms is None else f"{o.best_ms:.4f}",
                      f"{fmt_fraction(o.bandwidth_fraction)} (eager {fmt_fraction(o.reference_bandwidth_fraction)})"
                      if o.bandwidth_fraction is not None else "-",

@@ -74,7 +74,7 @@ TABLE_HEADERS = ("level", "n", "compiled", "correct", "fast_1", "fast_1.5", "fas
 
 def summary_table(data: dict[str, Any], title: str) -> Table:
     """Per-level rows narrow enough for 80 columns (tokens and cost: see `summary_note`)."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
                   show_edge=False)
     for col in TABLE_HEADERS:
         table.add_column(col, justify="left" if col == "level" else "right")
@@ -118,7 +118,7 @@ def progress_printer(console: Console, total: int):
         else:
             state = "[green]correct[/]" if outcome.feasible else (
                 "incorrect" if outcome.compiled else f"[red]{outcome.status}[/]")
-            extra = f" {fmt_speed(outcome.speedup, outcome.noisy)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
+            extra = f" {fmt_speed(outcome.speedup, outcome.noisy, outcome.speedup_interval)} vs eager, refine {fmt_x(outcome.refine_speedup)}" if outcome.feasible else ""
             if outcome.feasible and outcome.bandwidth_fraction is not None:
                 extra += f", {fmt_fraction(outcome.bandwidth_fraction)} of memory bandwidth"
             console.print(f"{prefix} {task}: {state}{extra}, {outcome.kernels} kernel{'s' if outcome.kernels != 1 else ''}, "
@@ -176,8 +176,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @options.backend
 @options.model
 @options.api_base
-@click.option("--draft-steps", type=click.IntRange(1, 100), default=4, show_default=True)
-@click.option("--refine-steps", type=click.IntRange(0, 100), default=4, show_default=True)
+@options.steps(draft_default=4, refine_default=4)
 @click.option("--retrieval", type=click.Choice(RETRIEVAL_MODES), default="value", show_default=True)
 @click.option("--epsilon", type=click.FloatRange(0.0, 1.0), default=None, help="Exploration rate of value retrieval.")
 @click.option("--pool-size", type=click.IntRange(min=1), default=None, help="K: candidates value retrieval picks from.")
@@ -208,7 +207,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default: bench_runs/<timestamp>); rerun with the same folder to resume.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Retrieval seed.")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
+@options.model_timeout
 @click.option("--wall", type=float, default=None, help="Wall-time budget per task in seconds.")
 @click.option("--verdict-cache/--no-verdict-cache", "verdict_cache", default=False, show_default=True,
               help="Reuse signed cached verdicts of identical sources (their latency is then an old measurement, "
@@ -218,7 +217,7 @@ def finish(console: Console, out: Path, data: dict[str, Any], as_json: bool) -> 
 @click.pass_context
 def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, rtol, policy, allow_rules, memory_gb, backend, model, api_base, draft_steps, refine_steps, retrieval,
           epsilon, pool_size, k_items, no_memory, per_task_memory, order, budget, refine_norm, memory_path, fresh_memory, workers, gpus_spec, executor_kind, address, model_concurrency, replay_dir, out, seed,
-          timeout, wall, verdict_cache, compare_compile, as_json) -> None:
+          model_timeout, wall, verdict_cache, compare_compile, as_json) -> None:
     """Run draft -> refine over every selected task with one shared memory bank, then report per level.
 
     Exit code 0 when every task finished; 1 when some are missing; 2 when no model is configured.
@@ -265,7 +264,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
             sys.exit(2)
         if not cfg.model.startswith("scripted:"):
             check_endpoint(cfg.api_base)
-        cfg.timeout_s = timeout
+        cfg.timeout_s = model_timeout
         tasks = select_tasks(suite, kernelbench=kernelbench, levels=parse_levels(levels), names=parse_names(task_names),
                              limit=limit)
         tasks = order_tasks(tasks, order, seed)
@@ -327,7 +326,8 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
             "b": {"path": str(b), "settings": db.get("settings"), "devices": device_counts(ob)},
             "levels": [{"a": x.to_dict(), "b": y.to_dict()} for x, y in levels],
             "tasks": [{"task": t.task, "level": t.level, "a": t.a.to_dict() if t.a else None,
-                       "b": t.b.to_dict() if t.b else None, "ratio": t.ratio} for t in tasks],
+                       "b": t.b.to_dict() if t.b else None, "ratio": t.ratio, "within_noise": t.within_noise}
+                      for t in tasks],
         }, indent=2, default=str))
         return
     console = Console()
@@ -356,15 +356,14 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     for col in ("task", "level", "A", "B", "B / A", "on A / B"):
         per_task.add_column(col, justify="left" if col == "task" else "right")
     for t in tasks:
-        noisy = t.ratio is not None and ((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy))
         per_task.add_row(t.task, str(t.level), _task_cell(t.a), _task_cell(t.b),
-                         fmt_x(t.ratio) + (" (noise)" if noisy else ""),
+                         fmt_x(t.ratio) + (" within noise" if t.within_noise else ""),
                          f"{best_device_cell(t.a)} / {best_device_cell(t.b)}")
     console.print(per_task)
-    if any((t.a is not None and t.a.noisy) or (t.b is not None and t.b.noisy) for t in tasks):
-        console.print("noisy: the verifier could not resolve that speedup (its timing varied too much); a ratio "
-                      "marked (noise) may be within noise, and a noisy speedup is not counted in fast_p.",
-                      highlight=False, soft_wrap=True)
+    if any(t.within_noise for t in tasks):
+        console.print("within noise: A's and B's 95% intervals overlap, or the verifier marked one noisy (its "
+                      "timing varied too much to resolve): that ratio is no measured difference. A noisy speedup "
+                      "is not counted in fast_p.", highlight=False, soft_wrap=True)
 
 
 def _task_cell(o: TaskOutcome | None) -> str:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
 import click
+from rich.console import Console
+from rich.live import Live
 
 from core.config import sessions_root
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
+from evokernel_tui.phase_lines import PhaseLine
 
 
 def _version(text: str) -> int:
@@ -50,9 +54,20 @@ def compare(session_ref, version_a, version_b, sessions_dir, threads, policy, al
         raise click.ClickException(f"{' and '.join(missing)} not in session {path.name} (versions: {known})")
     config = VerifyConfig(threads=threads, isolate=not unsafe, use_cache=False, policy=the_policy.preset,
                           allow=list(the_policy.allowed))
-    with one_line_errors(VerifyError):
-        result = compare_sources(Task.from_dict(session.meta["task"]), sources[va], sources[vb], session.backend,
-                                 config)
+    # what runs and for how long: a live line on a terminal, plain lines in a pipe, nothing with --json
+    console = Console(stderr=as_json)
+    phase = PhaseLine(console, live=console.is_terminal and not as_json, silent=as_json)
+    phase.say("starting the kernels' sandboxes")
+    with contextlib.ExitStack() as live, one_line_errors(VerifyError):
+        if phase.live:
+            live.enter_context(Live(phase, console=console, refresh_per_second=10, transient=True))
+        try:
+            result = compare_sources(Task.from_dict(session.meta["task"]), sources[va], sources[vb], session.backend,
+                                     config, on_gate=phase.on_gate)
+        except KeyboardInterrupt:  # ctrl+c or SIGTERM: what was stopped, exit 130/143
+            from evokernel_tui.cli import stopped
+
+            stopped(f"stopped comparing v{va} and v{vb} of session {path.name} during {phase.where()}; no result")
     if as_json:
         click.echo(json.dumps({"session": path.name, "a": f"v{va}", "b": f"v{vb}", **result}))
     else:

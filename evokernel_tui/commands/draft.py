@@ -233,15 +233,14 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
 @options.backend
 @options.model
 @options.api_base
-@click.option("--steps", type=click.IntRange(1, 100), default=4, show_default=True, help="Drafting steps.")
-@click.option("--refine", type=click.IntRange(0, 100), default=0, show_default=True, help="Refining steps.")
+@options.steps(draft_default=4, refine_default=0)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the final kernel (default: <task>_<backend>.py).")
 @options.json_output("Print one JSON summary instead of the report.")
 @options.sessions_dir
 @options.memory_bank()
 @options.kernelbench
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per model call.")
+@options.model_timeout
 @click.option("--wall", type=float, default=None, help="Wall-time budget in seconds.")
 @click.option("--max-tokens", type=int, default=None, help="Token budget for the session.")
 @click.option("--max-cost", type=float, default=None, help="Cost budget in dollars (known prices only).")
@@ -249,8 +248,8 @@ def model_or_exit(model: str | None, api_base: str | None, timeout: float, as_js
 @options.tolerance
 @options.policy
 @options.threads
-def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_dir, memory_path, no_memory,
-          kernelbench, level, problem, timeout, wall, max_tokens, max_cost, memory_gb, tolerance="kernelbench",
+def draft(task, backend, model, api_base, draft_steps, refine_steps, out, as_json, sessions_dir, memory_path, no_memory,
+          kernelbench, level, problem, model_timeout, wall, max_tokens, max_cost, memory_gb, tolerance="kernelbench",
           atol=None, rtol=None, policy=None, allow_rules=(), threads=None) -> None:
     """Draft a kernel for TASK (a built-in name, a task file, or --kernelbench) and optionally refine it.
 
@@ -265,7 +264,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
     with one_line_errors(TaskError, SessionError, ModelError, ConfigError):
         the_task = resolve_task(task, kernelbench, level, problem, as_json)
         check_task_size(the_task, memory_gb, backend=backend)
-        cfg = model_or_exit(model, api_base, timeout, as_json)  # a bad model is one line before the task runs
+        cfg = model_or_exit(model, api_base, model_timeout, as_json)  # a bad model is one line before the task runs
         verify_config = mark_degenerate(the_task, make_config(tolerance, atol, rtol, memory_gb=memory_gb,
                                                               threads=threads, policy=the_policy.preset,
                                                               allow=list(the_policy.allowed)), backend)
@@ -273,7 +272,7 @@ def draft(task, backend, model, api_base, steps, refine, out, as_json, sessions_
         shapes = task_shapes(the_task) if memory is not None else ""
         session = Session.create(
             the_task, backend=backend, model=cfg, memory=memory, root=sessions_root(sessions_dir),
-            budgets=Budgets(draft_steps=steps, refine_steps=refine, wall_s=wall, max_tokens=max_tokens, max_cost=max_cost),
+            budgets=Budgets(draft_steps=draft_steps, refine_steps=refine_steps, wall_s=wall, max_tokens=max_tokens, max_cost=max_cost),
             auto_accept=True, shapes=shapes, verify_config=verify_config,
         )
     console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)

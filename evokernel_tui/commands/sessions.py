@@ -19,7 +19,14 @@ from core.llm import ModelError, resolve_model
 from core.session import Session, SessionError, find_session, list_sessions, reverify_all
 from core.session import replay as replay_events
 from evokernel_tui import options
-from evokernel_tui.cli import check_model, one_line_errors, open_memory_checked
+from evokernel_tui.cli import (
+    check_backend,
+    check_endpoint,
+    check_model,
+    one_line_errors,
+    open_memory_checked,
+    recorded_api_base,
+)
 from evokernel_tui.commands.draft import default_out, finish, run_headless
 
 
@@ -161,6 +168,9 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
             session.add_steps("draft", add_draft)
         if add_refine:
             session.add_steps("refine", add_refine)
+    if session.stage != "done":  # what `draft` checks before a model call, for the session's own settings
+        check_backend(session.backend)
+        check_endpoint(api_base if model else recorded_api_base(session.meta.model))
     if session.stage == "done":
         console.print(f"session {session.id} is finished ({session.done_reason}); grant steps with --add-draft/--add-refine")
     else:

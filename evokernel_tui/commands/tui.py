@@ -195,8 +195,7 @@ def run_replay(path: Path) -> None:
 @options.model
 @options.api_base
 @options.sessions_dir
-@click.option("--draft-steps", default=4, show_default=True, type=click.IntRange(0, 100))
-@click.option("--refine-steps", default=4, show_default=True, type=click.IntRange(0, 100))
+@options.steps(draft_default=4, refine_default=4, draft_min=0)
 @click.option("--session", "session_ref", default=None, help="Resume a saved session (id or folder) instead of starting one.")
 @click.option("--replay", "replay_ref", default=None, help="Replay a saved session (id or folder); no model calls.")
 @options.memory_bank()
@@ -205,6 +204,9 @@ def run_replay(path: Path) -> None:
 @options.policy
 @options.memory_gb(default=None, then="is shown in the panes (the app opens at once)")
 @options.threads
+@click.option("--watch", "watch_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also watch this kernel file of your own (in your repository, any editor): each save is "
+                   "verified and credited as your edit, like a save of the session's copy; the file is only read.")
 def tui(
     task: str | None,
     backend: str = "cpu",
@@ -227,10 +229,19 @@ def tui(
     allow_rules: tuple[str, ...] = (),
     memory_gb: float | None = None,
     threads: int | None = None,
+    watch_path: Path | None = None,
 ) -> None:
     """Open the app on TASK (a built-in name or a task file; default relu), or on problem N of level L of
     a KernelBench checkout (--kernelbench DIR --level L --problem N)."""
-    from evokernel_tui.cli import check_backend, check_memory, check_model, check_settings, check_task
+    from evokernel_tui.cli import (
+        check_backend,
+        check_endpoint,
+        check_memory,
+        check_model,
+        check_settings,
+        check_task,
+        recorded_api_base,
+    )
 
     check_settings()  # every problem below is one line before the full screen starts
     from functools import partial
@@ -246,11 +257,15 @@ def tui(
         run_replay(_find(replay_ref, sessions_dir))
         return
     check_backend(backend)  # no GPU for --backend cuda: one line instead of an app whose gates cannot run
+    if watch_path is not None:
+        _check_watched(watch_path)
     if session_ref is not None:
         path = _find(session_ref, sessions_dir)
         _refuse_if_open(path)
         if model:
             check_model(model, api_base)
+        else:  # the server the session was created with answers, before the screen and any model call
+            check_endpoint(recorded_api_base(_meta_model(path)))
         bank = check_memory(memory_path, not no_memory)
         opener = resume_opener(path, model, api_base, memory=bank, verify_config=config)
         first = None
@@ -264,7 +279,7 @@ def tui(
 
     app = EvoKernelApp(open_session=opener, task=first.name if first is not None else task, prebuild_starter=True,
                        task_checks=task_checks(memory_gb),  # memory estimate, probe, degeneracy: after the paint
-                       starter=_first_starter(first, backend, model))
+                       starter=_first_starter(first, backend, model), watch_path=watch_path)
     run_app(app)
 
 
@@ -303,6 +318,28 @@ def _first_starter(task: Any, backend: str, model: str | None) -> str | None:
     if load_settings().model:
         return None
     return starter_kernel(task.name, task.source, backend)
+
+
+def _check_watched(path: Path) -> None:
+    """`--watch FILE` names a readable text file (one line before the full screen when not)."""
+    if not path.is_file():
+        raise click.ClickException(f"--watch {path}: no such file; give a kernel file that exists (a KernelBench "
+                                   "ModelNew), e.g. a copy of the starter from `evokernel tui` (x saves it)")
+    try:
+        path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"--watch {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _meta_model(path: Path) -> dict[str, Any] | None:
+    """The model a saved session records (its meta.json), None when it has none or cannot be read (the
+    session's opening says why)."""
+    from core.session import SessionError, load_meta
+
+    try:
+        return load_meta(path).model
+    except (SessionError, OSError, ValueError):
+        return None
 
 
 def _refuse_if_open(path: Path) -> None:

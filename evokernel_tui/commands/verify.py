@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -26,7 +26,7 @@ from core.tasks import (
     probe_device,
     task_degeneracy,
 )
-from core.verdicts import GATE_ORDER, GATE_TITLES, describe_tolerance
+from core.verdicts import GATE_ORDER, GATE_TITLES, VerificationResult, describe_tolerance
 from evokernel_tui import options
 from evokernel_tui.cli import one_line_errors
 from evokernel_tui.phase_lines import PhaseLine
@@ -81,6 +81,28 @@ def task_warnings(task: Task, memory_gb: float, preset: str, check_degenerate: b
     return found or Degeneracy([], [])
 
 
+@contextlib.contextmanager
+def _stopped_during(phase: PhaseLine, what: str) -> Iterator[None]:
+    """ctrl+c or SIGTERM inside: one line saying what was stopped and where it was (`stopped verifying k.py
+    against relu during compile: building the kernel, 12 s in; no verdict`), exit 130 or 143."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from evokernel_tui.cli import stopped
+
+        stopped(f"stopped {what} during {phase.where()}; no verdict")
+
+
+def _say_not_timed(result: VerificationResult) -> None:
+    """The latency gate of a `--no-timing` check reads "not timed (--no-timing)", not "not run" (which
+    would look like a verifier that gave up), and the verdict says so once."""
+    for gate in result.gates:
+        if gate.name == "latency" and gate.status == "skip":
+            gate.reason = "not timed (--no-timing)"
+    if result.feasible:
+        result.notes.append("correctness only (--no-timing): no speed measured; run without it to time the kernel")
+
+
 def _distributions(text: str) -> list[str]:
     from core.verdicts import DISTRIBUTIONS
 
@@ -116,8 +138,11 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
 @click.option("--trials", default=5, show_default=True, type=click.IntRange(1, 100), help="Correctness trials.")
 @options.tolerance
 @click.option("--compare-compile", is_flag=True, help="Also time torch.compile of the reference.")
+@click.option("--no-timing", is_flag=True,
+              help="Correctness only: anti-hacking, compile and correctness (with its probes), no timing rounds; "
+                   "seconds instead of a minute when only whether it is right matters.")
 @click.option("--no-cache", is_flag=True, help="Re-run even if this exact source was verified before.")
-@click.option("--timeout", default=120.0, show_default=True, help="Seconds allowed for running the candidate.")
+@options.run_timeout
 @options.memory_gb()
 @click.option("--no-degenerate-check", is_flag=True, help="Skip finding out whether a trivial answer passes the task.")
 @click.option("--ncu", is_flag=True, help="GPU backends: add an Nsight Compute summary (occupancy, DRAM) if ncu is on PATH.")
@@ -136,8 +161,8 @@ def _list_rules(ctx: click.Context, value: bool) -> None:
               help="List every anti-hacking rule (name, when it runs, the presets that refuse it, what it means) and exit.")
 @options.unsafe_no_isolation
 @options.json_output()
-def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_cache,
-           timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
+def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, rtol, compare_compile, no_timing,
+           no_cache, run_timeout, memory_gb, no_degenerate_check, ncu, dists, no_magnitude_probe, no_shape_probe, threads, policy,
            allow_rules, unsafe, as_json) -> None:
     """Verify CANDIDATE (a KernelBench ModelNew file) against TASK (a built-in name or a task file), or
     against problem N of level L of a KernelBench checkout (--kernelbench DIR --level L --problem N CANDIDATE).
@@ -165,23 +190,29 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(f"cannot read the candidate {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    from core.verifying import build_root_problem
+
+    room = build_root_problem()  # a full disk: one line now, not a compiler's error half-way
+    if room:
+        raise click.ClickException(room)
     # what runs and for how long, above the verdict: one live line on a terminal, plain lines in a pipe or
     # log (stderr keeps only a problem's one line), nothing with --json (stdout is the verdict's JSON)
     progress_console = Console()
-    phase = PhaseLine(progress_console, live=progress_console.is_terminal)
+    phase = PhaseLine(progress_console, live=progress_console.is_terminal and not as_json, silent=as_json)
     states: dict[str, str] = {}
     view = Live(Group(phase), console=progress_console, refresh_per_second=10, transient=True)
-    say = (lambda text: None) if as_json else phase.say
-    with contextlib.ExitStack() as live_view:
-        if phase.live and not as_json:
+    say = phase.say
+    with contextlib.ExitStack() as live_view, _stopped_during(phase, f"verifying {path.name} against {the_task.name}"):
+        if phase.live:
             live_view.enter_context(view)
         with one_line_errors(TaskError):
             probed = task_warnings(the_task, memory_gb, tolerance, not no_degenerate_check, backend, say=say)
         config = make_config(tolerance, atol, rtol, trials=trials, compare_compile=compare_compile,
-                             use_cache=not no_cache, run_timeout_s=timeout, memory_gb=memory_gb, ncu=ncu,
+                             use_cache=not no_cache, run_timeout_s=run_timeout, memory_gb=memory_gb, ncu=ncu,
                              threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
                              magnitude_probe=False if no_magnitude_probe else None,
-                             shape_probe=False if no_shape_probe else None)
+                             shape_probe=False if no_shape_probe else None,
+                             time_kernels=False if no_timing else None)
         with_degeneracy(config, probed.found, probed.separating)
         with_policy(config, the_policy)
         degenerate = probed.found
@@ -195,8 +226,10 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                 view.update(Group(_live_table(states), phase))
 
         with one_line_errors(VerifyError):
-            result = verify_task(the_task, source, backend, config, on_gate=None if as_json else on_gate)
+            result = verify_task(the_task, source, backend, config, on_gate=on_gate)
     result.tolerance = result.tolerance or tolerance_text
+    if no_timing:
+        _say_not_timed(result)
     result.degenerate = result.degenerate or degenerate
     if as_json:
         click.echo(json.dumps({"task": the_task.name, "candidate": str(path), **result.to_dict()}))

@@ -41,6 +41,8 @@ class VersionRow:
     source: str
     #: the paired measurement's interval stayed too wide to claim a speed (shown as ≈)
     noisy: bool = False
+    #: the speedup's 95% interval (lo, hi): in the version's own view, where there is room for it
+    interval: tuple[float, float] | None = None
 
     def cells(self, short: bool = False) -> tuple[str, ...]:
         """The row's cells in `COLUMNS` order; `short` writes the status with ✓/✗ (`best ✓ loop`)."""
@@ -55,7 +57,12 @@ class VersionRow:
     def heading(self) -> str:
         """The title of the version's own view: every column a narrow table may leave out is here."""
         runs = f" · {self.runs} runs" if self.runs else ""
-        return f"v{self.version} · {self.author} · {self.stage} · {self.outcome}{runs}"
+        speed = ""
+        if self.speedup:
+            speed = f" · {'≈' if self.noisy else ''}{self.speedup:.2f}×"
+            speed += f" [{self.interval[0]:.2f}–{self.interval[1]:.2f}]" if self.interval else ""
+            speed += " noisy" if self.noisy else ""
+        return f"v{self.version} · {self.author} · {self.stage} · {self.outcome}{runs}{speed}"
 
 
 def short_status(status: str) -> str:
@@ -128,7 +135,8 @@ def version_rows(session: Any, events: list[dict[str, Any]]) -> list[VersionRow]
             version=attempt.version, author=attempt.author, stage=attempt.stage, outcome=attempt.outcome,
             median_ms=attempt.latency_ms, spread_ms=float(spread) if spread is not None else None,
             runs=int(detail["runs"]) if detail.get("runs") else None, speedup=attempt.speedup, status=status,
-            source=attempt.source, noisy=bool(result and result.noisy)))
+            source=attempt.source, noisy=bool(result and result.noisy),
+            interval=result.speedup_interval if result is not None and attempt.speedup else None))
     return rows
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -42,16 +43,22 @@ STATE_LABELS = {"waiting": "waiting", "running": "running", "checking": "checkin
                 "skip": "skipped"}
 
 
-def gate_line(gate: GateView, frame: int = 0, width: int = 60, blocked: bool = False) -> Text:
+def gate_line(gate: GateView, frame: int = 0, width: int = 60, blocked: bool = False,
+              elapsed: float | None = None) -> Text:
     """`● Compile    pass   1.23s`; a failed gate's reason follows on its own indented lines, wrapped
     inside the row (the option list wraps the prompt to the pane's width). The light's style is left
-    to the caller. `blocked`: nothing will run (a task check failed), so a waiting gate says `not run`."""
+    to the caller. `blocked`: nothing will run (a task check failed), so a waiting gate says `not run`.
+    `elapsed`: seconds a running gate has run, shown before its progress (`⠋ Correctness 12s trial 3/8`),
+    where a long progress text cut at 80 columns cannot take it away."""
     light = SPINNER[frame % len(SPINNER)] if gate.state == "running" else "●"
     seconds = f"{gate.seconds:6.2f}s" if gate.seconds is not None and gate.state in ("pass", "fail") else "       "
+    if gate.state == "running" and elapsed is not None:
+        seconds = f"{elapsed:6.0f}s"
     label = "not run" if blocked and gate.state == "waiting" else STATE_LABELS.get(gate.state, gate.state)
     line = f"{light} {gate.title:<12} {label:<8}{seconds}"
     if gate.state == "running" and gate.progress:  # `⠋ Correctness  trial 3/8`: where its work is, not just that it runs
-        line = f"{light} {gate.title:<12} {gate.progress}"
+        clock = f"{elapsed:.0f}s " if elapsed is not None else ""
+        line = f"{light} {gate.title:<12} {clock}{gate.progress}"
     text = Text(line, no_wrap=True, overflow="ellipsis")
     reason = cpp_line_label(gate.reason).strip() if gate.state == "fail" else ""
     if gate.state == "pass" and gate.detail.get("reported"):
@@ -106,6 +113,8 @@ class GatePanel(OptionList):
         super().__init__(id=id)
         self.border_title = "Gates"
         self._frame = 0
+        #: when each running gate started running (monotonic), for its elapsed seconds
+        self._since: dict[str, float] = {}
 
     def on_mount(self) -> None:
         self._spinner = self.set_interval(0.1, self._tick, pause=True)
@@ -124,6 +133,8 @@ class GatePanel(OptionList):
         self._subtitle()
 
     def watch_gates(self, gates: list[GateView]) -> None:
+        now = time.monotonic()
+        self._since = {g.name: self._since.get(g.name, now) for g in gates if g.state == "running"}
         names = [g.name for g in gates]
         known = [str(self.get_option_at_index(i).id) for i in range(self.option_count)]
         if names != known:
@@ -148,7 +159,9 @@ class GatePanel(OptionList):
         return next((g for g in self.gates if g.name == name), None)
 
     def _prompt(self, gate: GateView) -> Text:
-        text = gate_line(gate, self._frame, max(self.size.width - 2, 40), blocked=bool(self.blocked))
+        since = self._since.get(gate.name)
+        text = gate_line(gate, self._frame, max(self.size.width - 2, 40), blocked=bool(self.blocked),
+                         elapsed=time.monotonic() - since if since is not None else None)
         text.stylize(self.get_component_rich_style(f"gate--{gate.state}", partial=True), 0, 1)
         return text
 

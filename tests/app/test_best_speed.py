@@ -78,6 +78,8 @@ async def test_noisy_best_is_marked_in_app_sessions_and_replay(recorded):
     session = Session.open(path, lock=False)
     (row,) = version_rows(session, [e.to_dict() for e in read_events(path)])
     assert row.cells()[7] == "≈1.25×"                                      # the versions table marks it too
+    # issue 34: the interval travels with the figure: the version's own view (enter) names it
+    assert row.heading().endswith("· ≈1.25× [1.20–4.10] noisy"), row.heading()
 
 
 async def test_cached_best_says_when_it_was_measured(recorded):

@@ -112,3 +112,22 @@ async def test_history_table_keeps_every_figure_and_decision_whole(tmp_path, siz
             assert str(app.screen.query_one(".modal-title", Label).render()) == "v2 · model · draft · feasible · 412 runs"
         else:
             assert "stage" in header and "runs" in header
+
+
+def test_bench_summary_headers_whole_at_80_columns():
+    """Issue 34: at 80 columns the bench summary cut its headers to `compi…`, `fast_…` (fast_1.5 or
+    fast_2?), `rejec…`: every header and figure is whole."""
+    from rich.console import Console
+
+    from core.bench.records import TaskOutcome
+    from evokernel_tui.commands.bench import TABLE_HEADERS, summary_table
+
+    outcomes = [TaskOutcome(f"task_{i}", level, compiled=True, feasible=True, speedup=12.5 + i, first_feasible_ms=2.0,
+                            best_ms=1.0).to_dict() for i, level in enumerate((1, 2, 3))]
+    console = Console(width=80, record=True)
+    console.print(summary_table({"outcomes": outcomes}, "Bench run"))
+    text = console.export_text()
+    assert "…" not in text, text
+    header = next(line for line in text.splitlines() if line.startswith("level"))
+    assert header.split() == list(TABLE_HEADERS)
+    assert all(len(line) <= 80 for line in text.splitlines())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 
 from support import reply
@@ -70,8 +71,12 @@ async def test_a_running_trial_is_shown_in_its_gate_and_the_title_then_cleared_b
         await _wait(pilot, lambda: app.view.gates["correctness"].progress == "trial 3/8")
         await pilot.pause(0.1)
         shown = gate_text(app)
-        assert "Correctness  trial 3/8" in shown, shown              # the gate's own line
+        # the gate's own line, with the seconds it has run (issue 34: a phase line with elapsed time)
+        assert re.search(r"Correctness  \d+s trial 3/8", shown), shown
         assert "Gates · v1 correctness: trial 3/8" in shown, shown   # and the pane's title
+        await pilot.pause(1.2)  # the clock moves on its own while the gate runs
+        later = re.search(r"Correctness  (\d+)s trial 3/8", gate_text(app))
+        assert later and int(later.group(1)) >= 1, gate_text(app)
         verifier.release.set()
         await _wait(pilot, lambda: app.running is None and app.view.gates["profile"].state == "pass")
         await pilot.pause(0.1)
@@ -93,7 +98,7 @@ async def test_timing_rounds_fit_the_gates_pane_at_80_columns(tmp_path, store):
         await _wait(pilot, lambda: app.view.gates["latency"].progress.startswith("timing round 4"))
         await pilot.pause(0.1)
         shown = gate_text(app)
-        assert "Latency      timing round 4 (3 kept)" in shown, shown
+        assert re.search(r"Latency      \d+s timing round 4 \(3 kept\)", shown), shown
         verifier.release.set()
         await _wait(pilot, lambda: app.running is None)
     s.close()

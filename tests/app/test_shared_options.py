@@ -87,3 +87,41 @@ def test_one_line_errors_turns_user_errors_into_one_line_and_leaves_bugs_alone()
         raise TaskError("bad task")
     with pytest.raises(KeyError), one_line_errors(TaskError):       # a bug keeps its traceback
         raise KeyError("x")
+
+
+def _visible_names(command: click.Command) -> set[str]:
+    """The option names `--help` shows (a renamed option shows only its new name)."""
+    names: set[str] = set()
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            shown = param.opts[:1] if isinstance(param, options.Renamed) else param.opts
+            names.update(shown + param.secondary_opts)
+    return names
+
+
+def test_one_name_one_meaning_for_steps_and_timeouts():
+    """Issue 34: `--steps/--refine` in draft were `--draft-steps/--refine-steps` elsewhere, and `--timeout`
+    was the candidate's run time in verify but one model call's time in draft and bench."""
+    shown = {name: _visible_names(_command(name)) for name in COMMANDS}
+    for name in ("draft", "tui", "bench"):
+        assert {"--draft-steps", "--refine-steps"} <= shown[name], name
+    assert not any({"--steps", "--refine", "--timeout"} & names for names in shown.values()), shown
+    assert "--model-timeout" in shown["draft"] and "--model-timeout" in shown["bench"]
+    assert "--run-timeout" in shown["verify"] and "--model-timeout" not in shown["verify"]
+    from click.testing import CliRunner
+
+    helps = {name: CliRunner().invoke(cli, [name, "--help"]).output for name in ("draft", "verify", "bench")}
+    assert all("--timeout" not in text and "--steps " not in text for text in helps.values())
+
+
+@pytest.mark.parametrize("name, argv, expected", [
+    ("draft", ["--steps", "2", "--refine", "1", "--timeout", "7"], {"draft_steps": 2, "refine_steps": 1, "model_timeout": 7.0}),
+    ("draft", ["--draft-steps", "3", "--refine-steps", "2", "--model-timeout", "9"],
+     {"draft_steps": 3, "refine_steps": 2, "model_timeout": 9.0}),
+    ("bench", ["--timeout", "5"], {"model_timeout": 5.0}),
+    ("verify", ["--timeout", "30", "relu", "k.py"], {"run_timeout": 30.0}),
+    ("verify", ["--run-timeout", "31", "relu", "k.py"], {"run_timeout": 31.0}),
+])
+def test_old_names_still_work_as_hidden_aliases(name, argv, expected):
+    ctx = _command(name).make_context(name, list(argv), resilient_parsing=True)
+    assert {k: ctx.params[k] for k in expected} == expected

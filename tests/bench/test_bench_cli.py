@@ -101,12 +101,50 @@ def test_compare_marks_a_noisy_ratio_and_does_not_count_it_in_fast_1(tmp_path, f
     result = CliRunner().invoke(cli, ["bench", "compare", str(a), str(b)], env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     relu = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("relu"))
-    assert "2.00x noisy" in relu and "(noise)" in relu, relu
+    assert "2.00x noisy" in relu and "within noise" in relu, relu
     fast_1 = next(line for line in result.output.splitlines() if "fast_1 " in line)
     assert "-33 pt" in fast_1, fast_1                   # relu no longer counts as faster in B
     noisy_row = next(line for line in result.output.splitlines() if "noisy speedups" in line)
     assert [c.strip() for c in noisy_row.split("│")][3:5] == ["0", "1"], noisy_row
-    assert "may be within noise" in result.output
+    assert "no measured difference" in result.output
+
+
+def test_the_interval_travels_with_the_speedup_and_compare_says_when_a_difference_is_within_noise(tmp_path, fake):
+    """Issue 34: the interval travels with every figure (bench.json, the per-task lines, report.md), and
+    `bench compare` says a ratio is within noise when A's and B's 95% intervals overlap, though neither
+    was marked noisy; a ratio whose intervals are apart is a measured difference."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert bench(*run_args(tmp_path, a)).exit_code == 0
+    assert bench(*run_args(tmp_path, b)).exit_code == 0
+    for folder, relu, gelu in ((a, (1.8, 2.2), (0.2, 0.3)), (b, (2.1, 2.6), (0.45, 0.55))):
+        data = json.loads((folder / "bench.json").read_text())
+        assert "speedup_lo" in data["outcomes"][0] and "speedup_hi" in data["outcomes"][0]
+        data["outcomes"][0]["speedup_lo"], data["outcomes"][0]["speedup_hi"] = relu
+        data["outcomes"][1]["speedup_lo"], data["outcomes"][1]["speedup_hi"] = gelu
+        (folder / "bench.json").write_text(json.dumps(data))
+    data["outcomes"][0]["speedup"] = 2.3                # relu 1.15x in B, inside both intervals
+    data["outcomes"][1]["speedup"] = 0.5                # gelu 2x in B, intervals apart
+    (b / "bench.json").write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["bench", "compare", str(a), str(b)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    rows = {line.strip("│ ").split()[0]: line for line in result.output.splitlines() if line.startswith("│")}
+    assert "1.15x within noise" in rows["relu"] and "within noise" not in rows["gelu"], result.output
+    assert "intervals overlap" in result.output
+    js = json.loads(CliRunner().invoke(cli, ["bench", "compare", str(a), str(b), "--json"]).output)
+    assert [t["within_noise"] for t in js["tasks"]] == [True, False, False]
+
+
+def test_the_per_task_line_and_report_show_the_interval():
+    from core.bench import fmt_speed
+    from core.bench.report import render_markdown
+    from tests.bench.test_metrics import rec
+
+    assert fmt_speed(1.07, True, (0.69, 1.52)) == "1.07x [0.69-1.52] noisy"
+    assert fmt_speed(2.0, False, (1.9, 2.1)) == "2.00x [1.90-2.10]" and fmt_speed(None, True, (1, 2)) == "-"
+    o = rec("relu", 1, speedup=2.0)
+    o.speedup_lo, o.speedup_hi = 1.9, 2.1
+    text = render_markdown({"settings": {}, "outcomes": [o.to_dict()]})
+    assert "2.00x [1.90-2.10]" in next(line for line in text.splitlines() if line.startswith("| relu"))
 
 
 def test_replay_needs_no_model(tmp_path, fake, monkeypatch):

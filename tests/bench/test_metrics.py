@@ -235,3 +235,14 @@ def test_speed_of_light_travels_to_bench_json_and_report_md_but_not_from_a_noisy
     relu = next(line for line in md.splitlines() if line.startswith("| relu"))
     gelu = next(line for line in md.splitlines() if line.startswith("| gelu"))
     assert "86% (eager 43%)" in relu and "%" not in gelu.split("|")[7]
+
+
+def test_the_speedup_interval_travels_from_the_verdict_into_bench_json():
+    """Issue 34: the interval travels with every figure: from the best kernel's verdict into the outcome
+    (and through bench.json's round trip); an untimed kernel has none."""
+    timed = result("feasible", 0.5, ref=1.0)
+    timed.timing = {"lo": 1.8, "hi": 2.25}
+    o = outcome_from_results("relu", 1, [timed])
+    assert o.speedup == 2.0 and o.speedup_interval == (1.8, 2.25)
+    assert TaskOutcome.from_dict(o.to_dict()).speedup_interval == (1.8, 2.25)
+    assert outcome_from_results("relu", 1, [result("feasible", 0.5, ref=1.0)]).speedup_interval is None

@@ -261,3 +261,80 @@ def test_a_reachable_api_base_passes_the_check():
         assert srv.requests == []  # a connection, not a request
     assert endpoint_problem(None) is None
     assert "names no host" in endpoint_problem("http:///v1")
+
+
+def _saved_session(env, backend: str, api_base: str) -> str:
+    """A session created (no model call yet) with a served model at `api_base`, as `draft` would leave it."""
+    from core.llm import ModelConfig
+    from core.session import Budgets, Session
+    from core.tasks import load_task
+
+    s = Session.create(load_task("relu"), backend=backend, model=ModelConfig("openai/x", api_base=api_base),
+                       memory=None, root=env / "sessions", budgets=Budgets(draft_steps=2, refine_steps=0))
+    s.close()
+    return s.id
+
+
+def test_resume_checks_the_sessions_backend_before_any_model_call(env, monkeypatch, no_gpu):
+    """Issue 34: every check before a model call, for `resume` too: the session's own backend (cuda on a
+    machine without a GPU) is one line, and its model server hears nothing."""
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI() as srv:
+        sid = _saved_session(env, "cuda", srv.api_base)
+        res = invoke("resume", sid, "--no-memory")
+        assert res.exit_code == 1, res.output
+        assert res.stderr.strip().splitlines()[-1] == f"Error: {NO_GPU}"
+        assert srv.requests == []
+
+
+@pytest.mark.parametrize("command", ["resume", "tui"])
+def test_resume_checks_the_recorded_server_before_any_model_call(env, monkeypatch, command):
+    """The server a session was created with (`--api-base`), unreachable now: one line in seconds from
+    `resume` and `tui --session`, before the screen or a model call."""
+    import socket
+    import time
+
+    _no_app(monkeypatch)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    sid = _saved_session(env, "cpu", base)
+    started = time.monotonic()
+    res = invoke(*(["resume", sid] if command == "resume" else ["tui", "--session", sid]), "--no-memory")
+    assert time.monotonic() - started < 10
+    assert res.exit_code == 1, res.output
+    assert f"cannot reach the model server at {base}" in res.stderr.strip().splitlines()[-1]
+
+
+def test_a_full_build_disk_is_one_line_before_any_model_call_or_folder(env, monkeypatch):
+    """Issue 34: disk for the build root is checked with the backend, before a model call, a session folder
+    or a verification (a full disk was found by the compiler half-way through a step)."""
+    import shutil
+    from collections import namedtuple
+
+    from tests.core.fake_openai_server import FakeOpenAI
+
+    real = shutil.disk_usage
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30 - 100 * 2**20, 100 * 2**20))
+    monkeypatch.setenv("EVOKERNEL_BUILD_DIR", str(env / "builds"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    _no_app(monkeypatch)
+    (env / "k.py").write_text("x = 1\n")
+    with FakeOpenAI() as srv:
+        for command in (["draft", "relu"], ["tui", "relu"], ["bench", "--tasks", "relu", "--out", "b"],
+                        ["verify", "relu", "k.py"]):
+            model = [] if command[0] == "verify" else ["--model", "openai/x", "--api-base", srv.api_base]
+            res = invoke(*command, *model, *([] if command[0] == "verify" else ["--no-memory"]))
+            assert res.exit_code == 1, (command, res.output)
+            lines = res.stderr.strip().splitlines()
+            assert len(lines) == 1 and "only 100 MB free on the disk holding the build folder" in lines[0], command
+            assert "EVOKERNEL_BUILD_DIR" in lines[0]
+        assert srv.requests == []
+    assert not (env / "sessions").exists() and not (env / "b").exists()
+    monkeypatch.setattr(shutil, "disk_usage", real)
+    from core.verifying import build_root_problem
+
+    assert build_root_problem(env / "builds" / "not" / "made" / "yet") is None  # the nearest existing folder

@@ -8,6 +8,7 @@ time, so one reparented to init after the kill is still found, and a reused pid 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,6 +183,10 @@ def _cancel(tmp_path: Path, phase: str, sig: signal.Signals) -> None:
             assert code == 128 + sig, (code, err[-3000:])
             assert "Traceback" not in err, err[-3000:]
             assert "interrupted" in err, err[-3000:]
+            # issue 34: what was stopped and where, as `bench` says it
+            stopped = next(line for line in err.splitlines() if "interrupted" in line)
+            assert f"stopped verifying {KERNEL.name} against relu_task during " in stopped, stopped
+            assert re.search(r"during .+, \d+ s in; no verdict$", stopped), stopped
     finally:
         if proc.poll() is None:
             proc.kill()

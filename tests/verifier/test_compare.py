@@ -15,8 +15,16 @@ def test_two_honest_kernels_get_a_paired_ratio_with_an_interval(task_source, mak
 
     a = kernel_source(RELU_BODY + "\n// compare A")
     b = (HONEST / "relu.py").read_text()
-    out = compare(task_source("relu"), a, b, config=make_config(timing="full"))
+    told: list[tuple[str, str]] = []
+    out = compare(task_source("relu"), a, b, config=make_config(timing="full"),
+                  on_gate=lambda gate, state, progress=None: progress and told.append((gate, progress.text)))
     assert "error" not in out, out
+    # issue 34: a comparison says what it is doing (two builds, two checks, the paired rounds), kernel by kernel
+    texts = [text for _gate, text in told]
+    assert "kernel A: building the kernel" in texts and "kernel B: building the kernel" in texts
+    assert any(t.startswith("kernel A: trial") for t in texts) and any(t.startswith("kernel B: trial") for t in texts)
+    assert any(t.startswith("A and B: timing round") for t in texts), texts
+    assert texts.index("kernel B: building the kernel") > texts.index("kernel A: building the kernel")
     assert out["a_ms"] > 0 and out["b_ms"] > 0
     assert out["lo"] <= out["speedup"] <= out["hi"]
     assert out["speedup"] == pytest.approx(out["a_ms"] / out["b_ms"], rel=0.25)

@@ -107,3 +107,20 @@ def test_incorrect_candidate_exit_one(tmp_path, build_root):
     data = json.loads(proc.stdout)
     assert data["outcome"] == "incorrect"
     assert data["gates"][2]["detail"]["max_abs"] >= 1.0
+
+
+@pytest.mark.slow
+def test_no_timing_checks_correctness_only(build_root):
+    """Issue 34: a correctness-only check (`verify --no-timing`, as popcorn-cli's `test` beside `benchmark`):
+    the kernel is judged feasible with no timing rounds; the latency gate says it was not timed."""
+    candidate = str(CANDIDATES / "cpu" / "relu.py")
+    proc = _evokernel(["relu", candidate, "--json", "--trials", "2", "--no-cache", "--no-timing"], build_root)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    gates = {g["name"]: g for g in data["gates"]}
+    assert data["feasible"] is True and gates["correctness"]["status"] == "pass"
+    assert gates["latency"]["status"] == "skip" and gates["latency"]["reason"] == "not timed (--no-timing)"
+    assert data["latency_ms"] is None and data["speedup"] is None and not data["timing"].get("rounds")
+    table = _evokernel(["relu", candidate, "--trials", "2", "--no-timing"], build_root)  # the cached verdict
+    assert table.returncode == 0 and "not timed (--no-timing)" in table.stdout
+    assert "correctness only (--no-timing)" in table.stdout and "latency: timing round" not in table.stdout

@@ -117,7 +117,7 @@ class ReferenceSide:
             self._drop_reference()
             if mark is None:
                 raise VerifierError("the reference task did not finish (too slow or out of memory?); check it with "
-                                    "`evokernel tasks`, or raise --timeout / --memory-gb")
+                                    "`evokernel tasks`, or raise --run-timeout (verify) / --memory-gb")
             raise VerifierError(f"the reference task failed: {mark.get('error_type')}: {str(mark.get('error', ''))[:200]}")
         if mark.get("phase") == "prepared":
             self.prepare_pending = False
