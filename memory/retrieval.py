@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memory.items import MemoryItem, TaskSignature, check_stage
-from memory.values import check_scheme, normalised_value
+from memory.values import check_credit_rule, check_scheme, normalised_value
 
 MODES = ("value", "similarity", "random")
 EXPLORATION = ("epsilon", "screen", "ucb", "none")
@@ -224,7 +224,11 @@ class RetrievalPolicy:
     - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
       m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
       its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
-      said it helps; 0: Q as stored.
+      said it helps; 0: Q as stored;
+    - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
+      "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
+      surprise, the reward less the mean Q of the items shown, so items shown together can still end
+      apart (`values.context_baselines`; issue 38).
     """
 
     mode: str = "value"
@@ -249,6 +253,7 @@ class RetrievalPolicy:
     keep_evidence: bool = False  # off: on the growing-bank simulator it lost 0.44 -> 0.31 (issue 38 note)
     prior_visits: float = 0.0
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
+    credit: str = "mc"
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -276,6 +281,7 @@ class RetrievalPolicy:
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
         check_scheme(self.reward)
+        check_credit_rule(self.credit)
         self._rng = random.Random(self.seed)
 
     @property
@@ -292,7 +298,7 @@ class RetrievalPolicy:
             "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
             "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward, "refine_norm": self.refine_norm,
             "seed_ties": self.seed_ties, "keep_evidence": self.keep_evidence,
-            "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor,
+            "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor, "credit": self.credit,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:
