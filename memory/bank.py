@@ -24,7 +24,7 @@ from filelock import FileLock, Timeout
 
 from memory.index import LexicalIndex
 from memory.items import MemoryItem, ValueChange, now
-from memory.schema import SCHEMA_VERSION, MemoryCorrupt, items_from_rows, migrate_record
+from memory.schema import SCHEMA_VERSION, MemoryCorrupt, check_record, items_from_rows, migrate_record
 from memory.storage import (
     Journal,
     atomic_write_bytes,
@@ -224,6 +224,8 @@ class Bank:
             schedule = record.get("schedule", "constant")
             device = str(record.get("device") or "")
             baselines = record.get("baseline") or [0.0] * len(record["ids"])
+            if "baseline" in record and (why := check_record(record)):
+                raise MemoryCorrupt(f"{self.journal.path} has a damaged record (seq {seq}: {why})")
             lo, hi = reward_range(stage)
             for item_id, baseline in zip(record["ids"], baselines, strict=True):
                 held = self.items.get(item_id)

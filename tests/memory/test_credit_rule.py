@@ -82,3 +82,25 @@ def test_unknown_credit_rule_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="unknown credit rule"):
         RetrievalPolicy(credit="shared")
     assert RetrievalPolicy().settings()["credit"] == RetrievalPolicy().credit
+
+
+@pytest.mark.parametrize("baseline", [[0.5], [0.1, "x"], [0.1, None], [0.1, True], "0.1"])
+def test_a_journal_credit_with_malformed_baselines_is_damage_not_a_crash(tmp_path, baseline):
+    """The defeating candidate: a hand-edited or torn-and-glued journal line whose baselines do not give
+    one finite number per id. It must read as a damaged record (repair says so), never a traceback."""
+    import json
+
+    from memory import MemoryCorrupt
+    from memory.storage import journal_path
+
+    path = tmp_path / "memory.json"
+    store = MemoryStore(path, seed=False, fsync=False)
+    store.add_many([_seed("a"), _seed("b")])
+    store.close()
+    line = json.dumps({"seq": 99, "op": "credit", "ids": ["a", "b"], "stage": "draft", "reward": 1.0, "alpha": 0.1,
+                       "t": 1.0, "baseline": baseline})
+    with open(journal_path(path), "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    with pytest.raises(MemoryCorrupt, match="damaged record"):
+        MemoryStore(path, seed=False, fsync=False)
+    assert "not one finite number per id" in MemoryStore.repair(path)
