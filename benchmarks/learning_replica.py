@@ -117,7 +117,7 @@ def run(mode: str, seed: int, tasks: list[Any], sources: dict[str, str], helpful
                         stats.shown += share > 0
                         stats.p.append(p)
                         stats.good += good
-                        store.credit(ids, "draft", draft_reward(outcome))
+                        store.credit(ids, "draft", draft_reward(outcome), rule=pol.credit)
                         code = sources.get(task.name, "")
                         code = code if good else real.broken(code, kind)
                         result = fake_verify("", f"# verdict: {outcome} 2.0")  # the verdict a real run maps to

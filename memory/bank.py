@@ -24,7 +24,7 @@ from filelock import FileLock, Timeout
 
 from memory.index import LexicalIndex
 from memory.items import MemoryItem, ValueChange, now
-from memory.schema import SCHEMA_VERSION, MemoryCorrupt, items_from_rows, migrate_record
+from memory.schema import SCHEMA_VERSION, MemoryCorrupt, check_record, items_from_rows, migrate_record
 from memory.storage import (
     Journal,
     atomic_write_bytes,
@@ -37,7 +37,7 @@ from memory.storage import (
     write_snapshot,
 )
 from memory.tally import Tally
-from memory.values import mc_update, step_size
+from memory.values import mc_update, reward_range, step_size
 
 
 class Bank:
@@ -223,19 +223,25 @@ class Bank:
             stage, reward, alpha, when = record["stage"], record["reward"], record["alpha"], record["t"]
             schedule = record.get("schedule", "constant")
             device = str(record.get("device") or "")
-            for item_id in record["ids"]:
+            baselines = record.get("baseline") or [0.0] * len(record["ids"])
+            if "baseline" in record and (why := check_record(record)):
+                raise MemoryCorrupt(f"{self.journal.path} has a damaged record (seq {seq}: {why})")
+            lo, hi = reward_range(stage)
+            for item_id, baseline in zip(record["ids"], baselines, strict=True):
                 held = self.items.get(item_id)
                 if held is None:
                     continue
+                # rule "advantage" records what each item's reward is lessened by (`values.context_baselines`)
+                target = min(hi, max(lo, reward - float(baseline))) if baseline else reward
                 old, visits = held.q(stage), held.visits(stage) + 1
-                new = mc_update(old, reward, step_size(alpha, visits, schedule))
+                new = mc_update(old, target, step_size(alpha, visits, schedule))
                 if self._tally is not None:
                     self._tally.count(held, -1)  # only its values change: its place in its group stays
                 held.set_value(stage, new, visits, when)
                 if self._tally is not None:
                     self._tally.count(held, 1)
                 if device:
-                    _credit_device(held, device, stage, reward, alpha, schedule)
+                    _credit_device(held, device, stage, target, alpha, schedule)
                 changes.append(ValueChange(item_id, stage, old, new, held.visits(stage), device))
         else:
             raise MemoryCorrupt(f"{self.journal.path} has an unknown operation {op!r}")

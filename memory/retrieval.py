@@ -5,7 +5,9 @@ task (BM25 plus a backend boost; when drafting, an untried trajectory, lesson or
 as similar as the best match gives its place to the next candidate, see `fresh_floor`), and N of them are picked epsilon-greedily by the stage's Q (each
 slot is the pool's best remaining Q, or with probability epsilon a random remaining candidate; equal
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
-context is then credited with the attempt's reward (`store.credit`), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
+context is then credited (`store.credit`): by default with its own Q plus the context's surprise (the reward
+less the mean Q of the items shown, `credit`; the paper credits each with the reward itself, which is the
+same when one item is shown), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
 API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
 rule, outside the N ranked slots, and is not credited.
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memory.items import MemoryItem, TaskSignature, check_stage
-from memory.values import check_scheme, normalised_value
+from memory.values import check_credit_rule, check_scheme, normalised_value
 
 MODES = ("value", "similarity", "random")
 EXPLORATION = ("epsilon", "screen", "ucb", "none")
@@ -224,7 +226,14 @@ class RetrievalPolicy:
     - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
       m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
       its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
-      said it helps; 0: Q as stored.
+      said it helps; 0: Q as stored;
+    - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
+      "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
+      surprise, the reward less the mean Q of the items shown, so items shown together can still end
+      apart (`values.context_baselines`; issue 38). Default "advantage": on `benchmarks/learning_replica.py`
+      (32 seeds) value's second-pass contexts were worth more with it (mean p 0.380 against 0.349, hidden
+      helpful set; 0.368 against 0.379 on the similar set, within noise), the simulator unchanged (0.573
+      against 0.576 of the oracle, 12 seeds); figures in `benchmarks/results/memory_learning_real.md`.
     """
 
     mode: str = "value"
@@ -249,6 +258,7 @@ class RetrievalPolicy:
     keep_evidence: bool = False  # off: on the growing-bank simulator it lost 0.44 -> 0.31 (issue 38 note)
     prior_visits: float = 0.0
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
+    credit: str = "advantage"  # issue 38: items shown together can end apart (values.context_baselines)
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -276,6 +286,7 @@ class RetrievalPolicy:
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
         check_scheme(self.reward)
+        check_credit_rule(self.credit)
         self._rng = random.Random(self.seed)
 
     @property
@@ -292,7 +303,7 @@ class RetrievalPolicy:
             "value_weight": self.value_weight, "min_similarity": self.min_similarity, "rules": self.rules,
             "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward, "refine_norm": self.refine_norm,
             "seed_ties": self.seed_ties, "keep_evidence": self.keep_evidence,
-            "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor,
+            "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor, "credit": self.credit,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:

@@ -10,6 +10,7 @@ row shape and its history can be read, and changed, in one place.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,12 @@ def check_record(record: Any) -> str | None:
         return f"{op} without {', '.join(absent)}"
     if not isinstance(record.get("items", record.get("ids")), list):
         return f"{op} with a malformed list"
+    baseline = record.get("baseline")  # credit rule "advantage": one number per id
+    if baseline is not None and not (
+        isinstance(baseline, list) and len(baseline) == len(record["ids"])
+        and all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in baseline)
+    ):
+        return f"{op} with a baseline that is not one finite number per id"
     return None
 
 

@@ -382,7 +382,7 @@ def run_method(world: World, method: str, workdir: Path, policy_seed: int = 0,
                 probe.update(stage, list(ids), reward)
             credit = list(ids) + ([start.item.id] if start is not None else [])
             if bank is not None and credit:
-                bank.credit(credit, stage, reward)
+                bank.credit(credit, stage, reward, rule=policy.credit if policy is not None else "mc")
             traj = trajectory(local, sig, stage, feasible, env, potential=new_potential if feasible else 0.0)
             if feasible:
                 traj.item.data["latency_ms"] = latency

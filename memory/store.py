@@ -17,12 +17,21 @@ from typing import Any
 
 import numpy as np
 
+from memory import values as _values
 from memory.bank import Bank
 from memory.items import INITIAL_Q1, INITIAL_Q2, KINDS, MemoryItem, ValueChange, check_stage, now
 from memory.schema import SCHEMA_VERSION
 from memory.storage import ENV_VAR, default_path
 from memory.upkeep import EXPORT_FORMAT, export_items, import_items, prune_items, repair_files
-from memory.values import DEFAULT_ALPHA, DEFAULT_SCHEDULE, SCHEDULES, mc_update
+from memory.values import (
+    DEFAULT_ALPHA,
+    DEFAULT_CREDIT,
+    DEFAULT_SCHEDULE,
+    SCHEDULES,
+    check_credit_rule,
+    context_baselines,
+    mc_update,
+)
 
 __all__ = ["DUPLICATE_CAP", "ENV_VAR", "EXPORT_FORMAT", "MemoryStore", "default_path"]
 
@@ -172,7 +181,8 @@ class MemoryStore:
             return len(present)
 
     def credit(
-        self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None, device: str = ""
+        self, ids: Iterable[str], stage: str, reward: float, alpha: float | None = None, device: str = "",
+        rule: str = DEFAULT_CREDIT,
     ) -> list[ValueChange]:
         """Monte-Carlo update of every item that was in an attempt's context: Q <- Q + a (G - Q).
 
@@ -183,15 +193,26 @@ class MemoryStore:
         Duplicate ids count once; ids no longer in the bank (pruned elsewhere) are skipped.
         `device` (a device class, given by the caller) is recorded with the update, and the same update
         is made to the items' values for that device (`MemoryItem.device_values`).
+        `rule` "advantage": each item is credited with its value plus the context's surprise, the reward
+        less the mean value of the items credited (`values.context_baselines`, from the values before this
+        update); what each item's reward was lessened by is recorded with the operation ("baseline"), so
+        replaying the journal gives the same values.
         """
         check_stage(stage)
+        check_credit_rule(rule)
         alpha = self.alpha if alpha is None else alpha
         mc_update(0.0, reward, alpha)  # validates alpha and reward before anything is written
         with self._bank.locked():
             present = [i for i in dict.fromkeys(ids) if i in self._bank.items]
             if not present:
                 return []
-            record = {"op": "credit", "ids": present, "stage": stage, "reward": float(reward), "alpha": alpha}
+            record: dict[str, Any] = {"op": "credit", "ids": present, "stage": stage, "reward": float(reward),
+                                      "alpha": alpha}
+            if rule == "advantage" and len(present) > 1:
+                items = [self._bank.items[i] for i in present]
+                mean = self._bank.tallied().mean(stage, 0.0)
+                qs = [i.q(stage) if i.visits(stage) else None for i in items]
+                record["baseline"] = [round(b, 6) for b in context_baselines(qs, mean, _values.ADVANTAGE_WEIGHT)]
             if self.schedule != "constant":
                 record["schedule"] = self.schedule
             if device:

@@ -46,6 +46,42 @@ SCHEDULES = ("constant", "mean")
 DEFAULT_SCHEDULE = "mean"
 
 
+#: How one attempt's reward is shared among the items in its context: "mc" credits every item with the
+#: reward itself (the paper's per-item Monte-Carlo update); "advantage" credits each item with its own value
+#: plus the context's surprise, the reward less the mean value of the items shown (`context_baselines`).
+CREDIT_RULES = ("mc", "advantage")
+DEFAULT_CREDIT = "mc"
+#: Share of the context's surprise rule "advantage" uses instead of the reward (1: all of it; 0: the paper's).
+ADVANTAGE_WEIGHT = 1.0
+
+
+def check_credit_rule(rule: str) -> str:
+    if rule not in CREDIT_RULES:
+        raise ValueError(f"unknown credit rule {rule!r}; expected one of {', '.join(CREDIT_RULES)}")
+    return rule
+
+
+def context_baselines(qs: list[float | None], mean: float, weight: float = ADVANTAGE_WEIGHT) -> list[float]:
+    """Per item of one context, what rule "advantage" takes off the reward: ``weight * (pred - q_i)``, where
+    q_i is the item's value in the stage (an untried item, None, counts as `mean`, the stage's mean value
+    over tried items) and pred the mean of the context's q. The item is then credited with
+    ``reward - baseline_i = q_i + (reward - pred)`` (clipped to the reward range) by the ordinary
+    Monte-Carlo step: it moves by the context's surprise, the same for every item shown.
+
+    Why (issue 38): every reward went whole to all five items in the context, so an item usually shown
+    beside a helpful one (a "rider") took its Q, and a helpful one first shown beside four poor ones took
+    their failures (Q = -1, under every untried item): Q measured E[reward | shown], and under value
+    retrieval the items shown together ended with the same Q. Moving every item by the surprise fits Q to
+    "a context's reward is the mean of its items' values" (least mean squares): a success the helpful
+    items' values already predict teaches the rider little, a failure a context of poor items was
+    expected to have costs the helpful one little. With one item in the context, or every item at the
+    context's mean, the target is the reward itself: the paper's update.
+    """
+    filled = [mean if q is None else q for q in qs]
+    pred = sum(filled) / len(filled)
+    return [weight * (pred - q) for q in filled]
+
+
 def check_scheme(scheme: str) -> str:
     if scheme not in REWARD_SCHEMES:
         raise ValueError(f"unknown reward scheme {scheme!r}; expected one of {', '.join(REWARD_SCHEMES)}")

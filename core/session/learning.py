@@ -96,7 +96,8 @@ class Learning:
         device = self._device_of(attempt)
         try:
             if ids and not defer:
-                changes = self.memory.credit(ids, stage=stage, reward=reward.value, device=device["class"])
+                changes = self.memory.credit(ids, stage=stage, reward=reward.value, device=device["class"],
+                                             rule=getattr(self.policy, "credit", "mc"))
                 self._emit(QUpdate(stage=stage, reward=reward.value, changes=[_as_dict(c) for c in changes],
                                    device=device["class"], backend=self.backend))
             if self._is_untouched_starter(attempt.source):
@@ -156,7 +157,8 @@ class Learning:
             return
         device = self._device_of(attempt)["class"]
         try:
-            changes = self.memory.credit(ids, stage=stage, reward=reward, device=device)
+            changes = self.memory.credit(ids, stage=stage, reward=reward, device=device,
+                                         rule=getattr(self.policy, "credit", "mc"))
         except Exception as exc:
             self._emit(ErrorEvent(where="memory", message=f"memory update failed: {_one_line(exc)}"))
             return
