@@ -5,9 +5,9 @@ task (BM25 plus a backend boost; when drafting, an untried trajectory, lesson or
 as similar as the best match gives its place to the next candidate, see `fresh_floor`), and N of them are picked epsilon-greedily by the stage's Q (each
 slot is the pool's best remaining Q, or with probability epsilon a random remaining candidate; equal
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
-context is then credited (`store.credit`): by default with its own Q plus the context's surprise (the reward
-less the mean Q of the items shown, `credit`; the paper credits each with the reward itself, which is the
-same when one item is shown), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
+context is then credited with the attempt's reward (`store.credit`; option `credit` "advantage" moves each
+by the context's surprise instead), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
+A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`).
 API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
 rule, outside the N ranked slots, and is not credited.
 
@@ -226,14 +226,17 @@ class RetrievalPolicy:
     - `prior_visits` (with `neutral`): a tried item ranks at ``(n Q + m mean) / (n + m)``, n its visits,
       m this, mean the pool's tried items' mean Q: the running-mean update makes an item's first reward
       its whole Q, so one lucky success (+1) put a fresh trajectory above every note whose many visits
-      said it helps; 0: Q as stored;
+      said it helps, and one failure beside four poor notes put a helpful note (-1) under every untried
+      item; 0: Q as stored. Default 5 (issue 38): real verifier, seeds 3 and 5, value's second pass showed
+      the helpful notes in every prompt (0.88 and 1.00 before) with contexts worth 0.39 (0.33 before, seed 3);
+      figures in `benchmarks/results/memory_learning_real.md`;
     - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
       "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
       surprise, the reward less the mean Q of the items shown, so items shown together can still end
-      apart (`values.context_baselines`; issue 38). Default "advantage": on `benchmarks/learning_replica.py`
-      (32 seeds) value's second-pass contexts were worth more with it (mean p 0.380 against 0.349, hidden
-      helpful set; 0.368 against 0.379 on the similar set, within noise), the simulator unchanged (0.573
-      against 0.576 of the oracle, 12 seeds); figures in `benchmarks/results/memory_learning_real.md`.
+      apart (`values.context_baselines`; issue 38). Default "mc": "advantage" raised value's second-pass
+      mean p on `benchmarks/learning_replica.py` (32 seeds: 0.381 against 0.348 on the hidden helpful set,
+      0.368 against 0.379 on the similar one) but not on the real verifier (seeds 3, 4), and it did not
+      raise the helpful notes' Q1 separation; figures in `benchmarks/results/memory_learning_real.md`.
     """
 
     mode: str = "value"
@@ -256,9 +259,9 @@ class RetrievalPolicy:
     refine_norm: bool = False
     seed_ties: bool = True
     keep_evidence: bool = False  # off: on the growing-bank simulator it lost 0.44 -> 0.31 (issue 38 note)
-    prior_visits: float = 0.0
+    prior_visits: float = 5.0  # issue 38: one lucky or unlucky reward is not an item's whole rank
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
-    credit: str = "advantage"  # issue 38: items shown together can end apart (values.context_baselines)
+    credit: str = "mc"  # "advantage" measured in issue 38 (values.context_baselines): not a win on the real path
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
