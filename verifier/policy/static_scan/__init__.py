@@ -4,7 +4,8 @@ Every rule names itself and the line, so a person (or the model's next prompt) k
 Dynamic checks (profiler, tripwires, clocks, threads) run in the sandbox; see `verifier.workers.harness`. The
 registry of every rule and the presets that refuse it is `verifier.policy.rules`; this package only finds.
 
-* `python_rules`: one AST pass over the candidate's Python;
+* `python_rules`: one AST pass over the candidate's Python (its state in `pass_state`, the rules over
+  names and attribute chains in `name_rules`);
 * `cpp`: the embedded native sources and linker flags;
 * `names`: the name tables both judge by; `violation`: the finding record.
 """
@@ -15,7 +16,7 @@ import ast
 
 from verifier.policy.rules import RULE_HELP
 from verifier.policy.static_scan.cpp import _embedded_sources, _vendor_ldflags, scan_cpp, strip_cpp_comments
-from verifier.policy.static_scan.python_rules import _Scanner
+from verifier.policy.static_scan.python_rules import PythonPass
 from verifier.policy.static_scan.violation import Violation
 
 RULES = RULE_HELP  # every rule's one-line help: verifier.policy.rules is the registry
@@ -29,11 +30,9 @@ def scan(source: str, backend: str = "cpu") -> list[Violation]:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"{exc.msg}")]
-    scanner = _Scanner(backend)
-    scanner.prepare(tree)
-    scanner.visit(tree)
-    violations = list(scanner.violations)
-    if not scanner.has_modelnew:
+    state = PythonPass(backend).run(tree)
+    violations = list(state.violations)
+    if not state.has_modelnew:
         violations.append(Violation("no-modelnew", 1, "define class ModelNew(nn.Module) with the same __init__ arguments as Model"))
     for line, code in _embedded_sources(tree):
         violations.extend(scan_cpp(line, code))
