@@ -188,31 +188,17 @@ def _fast_tier_starts_no_compiler_or_sandbox(request, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# pytest-xdist: the whole suite runs on several workers (sized here); a test marked `alone` (it times things,
+# pytest-xdist, opt-in (`-n auto`; NOT the default: 9 tests still fail beside another worker, see
+# benchmarks/results/suite_time_2026-11-28_session14.md); a test marked `alone` (it times things,
 # or reads state the whole machine shares) runs while no other test does.
 # ---------------------------------------------------------------------------------------------------
 
 MAX_WORKERS = 4  # each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config):
-    """`pytest` without `-n` uses workers where pytest-xdist is installed (the test extra installs it; a
-    machine without it, such as a GPU machine given only wheels, runs in one process as before): as if
-    `-n auto --dist worksteal` were given. worksteal, because the tests last from milliseconds to two
-    minutes: an idle worker takes queued tests from a busy one."""
-    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # a worker (or a pytest a test of one starts): never workers of its own
-    if config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None \
-            and not config.option.collectonly:
-        config.option.numprocesses = "auto"
-        if config.option.dist == "no":
-            config.option.dist = "worksteal"
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config) -> int:
-    """Workers for `-n auto` (and a run without -n): one per core the run may use, at most MAX_WORKERS; none (the run stays
+    """Workers for `-n auto`: one per core the run may use, at most MAX_WORKERS; none (the run stays
     in this process, as before xdist) when the command names single tests (`file.py::test`), where
     starting workers costs more than it saves, or under --pdb. PYTEST_XDIST_AUTO_NUM_WORKERS overrides."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
