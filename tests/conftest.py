@@ -12,14 +12,13 @@ The suite's folder is removed when the run ends (`EVOKERNEL_TEST_KEEP=1` keeps i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-
-SUITE_ROOT = Path(tempfile.mkdtemp(prefix="evokernel-tests-"))
 
 
 def _prewarmed_shared() -> Path:
@@ -32,21 +31,46 @@ def _prewarmed_shared() -> Path:
     return Path(user_cache_dir("evokernel")) / "builds" / "shared"
 
 
-# Only read (copied from): `pytest_collection_finish`, tests/app/test_compile_latency.py.
-os.environ["EVOKERNEL_TEST_PREWARMED"] = str(_prewarmed_shared())
+def _xdist_worker_of_this_run() -> str | None:
+    """This process's worker id when it is a pytest-xdist worker of the run whose controller made the suite
+    folder (a direct child of it), else None. A pytest a test starts in a subprocess inherits
+    PYTEST_XDIST_WORKER too, but it is no worker of this run and gets a folder of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    controller = os.environ.get("EVOKERNEL_TEST_CONTROLLER_PID")
+    if worker and controller and controller == str(os.getppid()) and os.environ.get("EVOKERNEL_TEST_SUITE_ROOT"):
+        return worker
+    return None
+
+
+# One folder per pytest run. Under pytest-xdist the controller makes it and its workers (started after this
+# file is imported, with its environment) share it: one build root for all (the precompiled headers and pybind
+# objects built once, by whichever worker needs them first: the builds are locked and content-keyed, as
+# for the bench's workers), and a folder of their own for memory, sessions, config and the peaks cache.
+WORKER = _xdist_worker_of_this_run()
+if WORKER is None:
+    SUITE_ROOT = Path(tempfile.mkdtemp(prefix="evokernel-tests-"))
+    OWN_ROOT = SUITE_ROOT
+    os.environ["EVOKERNEL_TEST_SUITE_ROOT"] = str(SUITE_ROOT)
+    os.environ["EVOKERNEL_TEST_CONTROLLER_PID"] = str(os.getpid())
+    # Only read (copied from): `pytest_collection_finish`, tests/app/test_compile_latency.py.
+    os.environ["EVOKERNEL_TEST_PREWARMED"] = str(_prewarmed_shared())
+else:  # the controller's folder, and the controller's EVOKERNEL_TEST_PREWARMED (its EVOKERNEL_BUILD_DIR is the suite's)
+    SUITE_ROOT = Path(os.environ["EVOKERNEL_TEST_SUITE_ROOT"])
+    OWN_ROOT = SUITE_ROOT / WORKER
+    OWN_ROOT.mkdir(exist_ok=True)
 # Tests that import litellm directly must not fetch its price map from the network (core.llm sets this too).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ISOLATED = {
     "EVOKERNEL_BUILD_DIR": os.environ.get("EVOKERNEL_TEST_BUILD_DIR") or str(SUITE_ROOT / "builds"),
-    "EVOKERNEL_MEMORY": str(SUITE_ROOT / "memory" / "memory.json"),
-    "EVOKERNEL_CONFIG_DIR": str(SUITE_ROOT / "config"),
-    "EVOKERNEL_CONFIG": str(SUITE_ROOT / "config" / "config.toml"),
-    "EVOKERNEL_SESSIONS": str(SUITE_ROOT / "sessions"),
-    "XDG_DATA_HOME": str(SUITE_ROOT / "xdg-data"),
-    "XDG_CONFIG_HOME": str(SUITE_ROOT / "xdg-config"),
+    "EVOKERNEL_MEMORY": str(OWN_ROOT / "memory" / "memory.json"),
+    "EVOKERNEL_CONFIG_DIR": str(OWN_ROOT / "config"),
+    "EVOKERNEL_CONFIG": str(OWN_ROOT / "config" / "config.toml"),
+    "EVOKERNEL_SESSIONS": str(OWN_ROOT / "sessions"),
+    "XDG_DATA_HOME": str(OWN_ROOT / "xdg-data"),
+    "XDG_CONFIG_HOME": str(OWN_ROOT / "xdg-config"),
     # the machine's bandwidth peak (verifier.clock.bandwidth): measured once per suite, never the person's cache
-    "EVOKERNEL_PEAKS_CACHE": str(SUITE_ROOT / "peaks.json"),
+    "EVOKERNEL_PEAKS_CACHE": str(OWN_ROOT / "peaks.json"),
 }
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
@@ -64,8 +88,14 @@ def pytest_collection_finish(session):
         return
     if not any(item.get_closest_marker("slow") is not None for item in session.items):
         return
-    source = Path(os.environ["EVOKERNEL_TEST_PREWARMED"])
-    root = Path(os.environ["EVOKERNEL_BUILD_DIR"])
+    # Under pytest-xdist every worker collects and gets here: the first seeds the shared root while the others
+    # wait on the lock, then find it seeded.
+    with open(SUITE_ROOT / ".seed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _seed_build_root(Path(os.environ["EVOKERNEL_TEST_PREWARMED"]), Path(os.environ["EVOKERNEL_BUILD_DIR"]))
+
+
+def _seed_build_root(source: Path, root: Path) -> None:
     dest = root / "shared"
     if not source.is_dir() or dest.exists():
         return
@@ -91,9 +121,10 @@ def pytest_collection_finish(session):
 def pytest_sessionfinish(session, exitstatus):
     """The suite's folder (builds, memory, sessions: about 2 GB, and about 5 GB with the seeded headers) goes when the run ends. Runs that left it
     filled the disk a later CI run built on, and two of its tests failed at "the precompiled header failed
-    to build". Keep it with EVOKERNEL_TEST_KEEP=1 to look inside after a run."""
+    to build". Keep it with EVOKERNEL_TEST_KEEP=1 to look inside after a run. An xdist worker removes only its
+    own part; the controller, which finishes after every worker, the rest."""
     if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
-        shutil.rmtree(SUITE_ROOT, ignore_errors=True)
+        shutil.rmtree(OWN_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -154,3 +185,49 @@ def _fast_tier_starts_no_compiler_or_sandbox(request, monkeypatch):
     yield
     if started:
         pytest.fail(f"not marked `slow` but started {sorted(set(started))}: mark it @pytest.mark.slow")
+
+
+# ---------------------------------------------------------------------------------------------------
+# pytest-xdist, opt-in (`-n auto`; NOT the default: 9 tests still fail beside another worker, see
+# benchmarks/results/suite_time_2026-11-28_session14.md); a test marked `alone` (it times things,
+# or reads state the whole machine shares) runs while no other test does.
+# ---------------------------------------------------------------------------------------------------
+
+MAX_WORKERS = 4  # each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """Workers for `-n auto`: one per core the run may use, at most MAX_WORKERS; none (the run stays
+    in this process, as before xdist) when the command names single tests (`file.py::test`), where
+    starting workers costs more than it saves, or under --pdb. PYTEST_XDIST_AUTO_NUM_WORKERS overrides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    args = [a for a in config.args if not a.startswith("-")]
+    if args and all("::" in a for a in args):
+        return 0
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+@pytest.fixture(autouse=True)
+def _alone_tests_run_alone(request):
+    """Under xdist, a test marked `alone` (it asserts on the clock: speedups compared, rounds counted, an
+    elapsed bound; or on what the whole machine holds: no sandbox process left, an empty trash in the
+    per-user scratch) holds the run's lock exclusively and every other test holds it shared, so it never
+    has another worker's test beside it: it runs as in a run without workers. Outside xdist there is one
+    test at a time anyway."""
+    if WORKER is None:
+        yield
+        return
+    exclusive = request.node.get_closest_marker("alone") is not None
+    # A turnstile first, so a timed test waiting for the lock is not starved by a stream of shared holders:
+    # it holds the turnstile while it waits, and no new shared holder gets past it meanwhile.
+    with open(SUITE_ROOT / ".alone.turnstile", "w") as turnstile, open(SUITE_ROOT / ".alone.lock", "w") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        yield

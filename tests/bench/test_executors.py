@@ -90,6 +90,7 @@ def test_a_pool_workers_progress_reaches_the_caller_while_it_verifies():
     assert [(n, st) for _, (n, st, *_) in seen if st != "running"] == FINAL
 
 
+@pytest.mark.alone
 def test_pool_overlaps_jobs_in_two_processes():
     with ProcessPoolExecutor(2) as pool:
         pids = set(pool.map(where_slowly, range(8)))

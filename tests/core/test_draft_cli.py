@@ -231,6 +231,7 @@ def test_cuda_without_a_gpu_stops_before_any_model_call_or_folder(env, monkeypat
     assert not (env / "sessions").exists() and not (env / "b").exists()
 
 
+@pytest.mark.alone
 def test_unreachable_api_base_is_one_line_before_a_session_folder(env, monkeypatch):
     """Issue 34: an unreachable --api-base cost 17 s and left an empty session folder."""
     import socket

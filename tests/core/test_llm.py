@@ -67,6 +67,7 @@ def test_rate_limit_after_retries(server):
     assert err.value.reason == "rate_limit"
 
 
+@pytest.mark.alone
 def test_hang_past_timeout(server):
     server.push(("hang", 10))
     start = time.monotonic()

@@ -48,6 +48,7 @@ def test_scan_flags_each_marked_line(path):
     assert not missing, f"{path.name}: not flagged {missing}; scan found {sorted(found)}"
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("path", HOSTILE, ids=[p.stem for p in HOSTILE])
 def test_verify_rejects_before_building(path, make_config, build_root):
     """Under strict every marked rule refuses before anything builds."""

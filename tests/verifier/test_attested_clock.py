@@ -14,7 +14,7 @@ import pytest
 from tests.verifier.test_isolation import PREAMBLE, RELU_EXT
 from verifier import verify
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it times things (tests/conftest.py)
 
 KERNEL = PREAMBLE + RELU_EXT  # the shared-extension relu of the isolation tests
 

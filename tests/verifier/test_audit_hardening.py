@@ -274,6 +274,7 @@ def _build_processes(root: Path) -> list[int]:
     return out
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_shared_builds_do_not_outlive_the_verification(task_source, make_config, tmp_path):
     """Ask for several full precompiled headers (hundreds of MB each), then fail at once: before, the
@@ -295,6 +296,7 @@ raise SystemExit("done asking")
     assert leftovers == []
 
 
+@pytest.mark.alone
 def test_concurrent_trusted_builds_are_capped(tmp_path):
     from verifier.build import owned_builds as trusted_builds
 

@@ -28,6 +28,8 @@ KERNEL = CANDIDATES / "cpu" / "relu.py"
 OURS = (b"verifier", b"task_probe", b"bwrap", b"shared_artefacts", b"cc1plus", b"evokernel")
 COMPILERS = (b"cc1plus", b"/as\0", b"collect2", b"/ld\0", b"shared_artefacts")
 GONE_WITHIN_S = 5.0
+# alone (tests/conftest.py): each test reads the process tree it started and gives it GONE_WITHIN_S to end
+pytestmark = pytest.mark.alone
 
 
 def _pythonpath() -> str:

@@ -7,7 +7,7 @@ import pytest
 from core.verifying import describe_comparison
 from verifier.api import compare
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it times things (tests/conftest.py)
 
 
 def test_two_honest_kernels_get_a_paired_ratio_with_an_interval(task_source, make_config, kernel_source):

@@ -425,6 +425,7 @@ def test_a_verdict_with_no_figure_carries_no_ratios(monkeypatch):
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.alone
 def test_the_overhead_subtracted_is_never_more_than_the_trusted_stub_nor_the_candidates_own():
     """`own_overhead_ratio`: the share of the trusted stub a candidate's rounds may subtract."""
     from verifier.clock.stats import attested_round_ms, own_overhead_ratio, unresolved

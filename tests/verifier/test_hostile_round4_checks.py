@@ -165,6 +165,7 @@ def test_a_timed_round_takes_no_block_from_mmap_in_either_process():
 MALLOPT_LINE = "ctypes.CDLL(None).mallopt(M_MMAP_MAX, 0)"
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 def test_the_mallopt_line_buys_nothing_over_the_same_kernel_without_it(task_source, make_config):
     """The relu with `mallopt(M_MMAP_MAX, 0)` against the identical kernel without the line, re-timed in

@@ -245,6 +245,7 @@ class ModelNew(nn.Module):
 }
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("trick", sorted(MEMO_MODELS))
 def test_memoised_or_stale_outputs_fail_during_timing(trick, task_source, hostile_config):
     """Every timed call gets fresh content in the same buffers and sampled timed outputs are checked:
@@ -398,6 +399,7 @@ if max(WRITTEN.values()) > 64:
     assert res.feasible, res.feedback()
 
 
+@pytest.mark.alone
 def test_forged_timings_are_bounded_by_the_parents_clock(task_source, hostile_config):
     """The candidate owns its process: it rewrites the harness's timing marks (here through the channel
     object it finds with gc) to claim 50x less time than a deliberately slow kernel takes. The parent's
@@ -422,6 +424,7 @@ for obj in gc.get_objects():
     assert res.speedup is not None and res.speedup < 1.0, (res.speedup, res.notes)
 
 
+@pytest.mark.alone
 def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
     """With the static scan on: the C++ transposes for real on a new input, but on a repeated input
     pointer (the timing loop refills the same buffers) returns a strided view of its input, which costs
@@ -483,6 +486,7 @@ sys.stdout.flush()
     assert biggest[0] < 1 << 20, biggest[0]
 
 
+@pytest.mark.alone
 def test_a_flood_of_marks_ends_the_run(task_source, hostile_config):
     """Marks written straight to the progress descriptor, 1 MB each without end: the parent stops reading
     past its budget and ends the job instead of keeping every line in memory."""
@@ -498,6 +502,7 @@ for _ in range(400):
     assert time.monotonic() - started < 60, res.feedback()
 
 
+@pytest.mark.alone
 def test_honest_kernel_after_all_hostile_runs(task_source, make_config, kernel_source, build_root):
     """After every hostile candidate above ran on this build root, an honest kernel gets a clean,
     feasible verdict with a sane speedup, and no sandbox process is left behind."""

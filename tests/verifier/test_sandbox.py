@@ -47,6 +47,7 @@ def test_normal_exit_and_progress_marks(tmp_path):
     assert out.describe() == "exited with code 0"
 
 
+@pytest.mark.alone
 def test_hang_is_killed_at_the_deadline(tmp_path):
     start = time.monotonic()
     out = _run(tmp_path, "while True:\n    pass\n", wall_s=2)
@@ -166,6 +167,7 @@ def test_caller_environment_untouched(tmp_path):
         del os.environ["EVK_FROM_CALLER"]
 
 
+@pytest.mark.alone
 def test_a_wait_on_one_job_gives_up_when_another_it_depends_on_has_ended(tmp_path):
     """The trusted worker comparing a candidate's results on the card waited 240 s after the candidate's
     process died (an H100, out of memory): `expect(abort=)` stops the wait, kills the stuck job, and is

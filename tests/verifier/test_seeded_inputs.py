@@ -224,6 +224,7 @@ class ModelNew(nn.Module):
 }
 
 
+@pytest.mark.alone
 @pytest.mark.slow
 @pytest.mark.parametrize(("trick", "sets"), [("address", "files"), ("address", "seeds"), ("seed", "seeds")])
 def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel_source):

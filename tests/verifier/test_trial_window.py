@@ -7,9 +7,13 @@ import os
 import threading
 import time
 
+import pytest
+
 from verifier.run.trials import drop_outputs
 from verifier.sandbox.job_dir import HeldDir
 from verifier.workers.reference_worker import WINDOW_MIN_BYTES, wait_for_room
+
+pytestmark = pytest.mark.alone  # its waits are timed (tests/conftest.py)
 
 
 def _trial(root, name):

@@ -167,6 +167,7 @@ def _verify_or_hang(*args, timeout: float = 600, **kw):
     return box["res"]
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("where", ["round", "trial"])
 def test_a_directory_swapped_for_a_link_to_the_reference_is_not_followed(where, task_source, hostile_config):
     """After the harness saved its (garbage) outputs, the candidate renames its hand-over directory and
@@ -197,6 +198,7 @@ def test_a_result_file_that_is_not_a_regular_file_fails_without_hanging(name, ki
     assert words in res.failed_gate.reason and name in res.failed_gate.reason, res.failed_gate.reason
 
 
+@pytest.mark.alone
 def test_a_deep_directory_chain_is_removed_and_the_next_verification_runs(task_source, hostile_config, kernel_source):
     """3000 nested directories (and a FIFO at the bottom) in the job: the old `shutil.rmtree` raised
     RecursionError out of verify(). Now the run passes on its merits, its directory is removed, and
@@ -213,6 +215,7 @@ def test_a_deep_directory_chain_is_removed_and_the_next_verification_runs(task_s
     assert honest.feasible, honest.feedback()
 
 
+@pytest.mark.alone
 def test_every_timed_call_is_checked(task_source, hostile_config):
     """Wrong on a single timed call (the 4th of the second timed round): a sample of 1-2 calls per round
     missed it more often than not; every call's outputs are compared now."""
@@ -224,6 +227,7 @@ def test_every_timed_call_is_checked(task_source, hostile_config):
     assert "timed call 4 of round 3" in gate.reason, gate.reason
 
 
+@pytest.mark.alone
 def test_latency_reports_how_many_timed_calls_were_checked(task_source, make_config, kernel_source):
     from tests.verifier.conftest import RELU_BODY
 

@@ -32,6 +32,7 @@ def _failed(res):
     return gate
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("task", ["relu", "softmax_rows"])
 def test_honest_candidate_passes_every_gate(task, task_source, make_config):
     seen = []
@@ -53,6 +54,7 @@ def test_honest_candidate_passes_every_gate(task, task_source, make_config):
     assert "Latency:" in res.feedback()
 
 
+@pytest.mark.alone
 def test_verdict_cache_returns_the_same_result(task_source, make_config, kernel_source):
     source = kernel_source(RELU + "\n    // cache test")
     first = verify(task_source("relu"), source, config=make_config(use_cache=True))
@@ -121,6 +123,7 @@ def test_compile_error_points_at_the_line(task_source, make_config, kernel_sourc
     assert errors[0].endswith((f"[file line {file_line}]", f"[file line {file_line + 1}]")), errors[0]
 
 
+@pytest.mark.alone
 def test_hang_in_forward_times_out(task_source, make_config):
     source = """import torch
 import torch.nn as nn
