@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,58 +208,53 @@ def _write_cache(path: Path, key: str, entry: dict) -> None:
         pass  # a read-only cache dir: measured again next time
 
 
-def peak_bandwidth(torch, device: str, threads: int, device_name: str = "", measure: bool = True,
-                   path: Path | None = None) -> dict[str, Any] | None:
-    """The machine's bandwidth peak `{"gbps", "method", "key", "measured_at", "cached"}`: from the cache when its
-    key is there with `PEAK_SAMPLES` measurements (or with none listed: a peak written by hand is used as is),
-    else measured now and added to the key's samples, the peak being their best (unless `measure` is off:
+def _cached_peak(path: Path, key: str, field: str, measure: bool, device: str, threads: int, device_name: str,
+                 take: Callable[[], tuple[float, str]]) -> dict[str, Any] | None:
+    """A peak `{field, "method", "key", "measured_at", "cached"}` from the cache when its key is there with
+    `PEAK_SAMPLES` measurements (or with none listed: a peak written by hand is used as is), else `take()`n
+    now (value, method) and added to the key's samples, the peak being their best (unless `measure` is off:
     then whatever the cache has, or None)."""
-    path = path or cache_path()
-    key = machine_key(device, threads, device_name)
     hit = _read_cache(path).get(key)
-    valid = isinstance(hit, dict) and isinstance(hit.get("gbps"), (int, float)) and hit["gbps"] > 0
+    valid = isinstance(hit, dict) and isinstance(hit.get(field), (int, float)) and hit[field] > 0
     samples = [float(x) for x in hit.get("samples") or ()] if valid and isinstance(hit, dict) else []
     if valid and isinstance(hit, dict) and ("samples" not in hit or len(samples) >= PEAK_SAMPLES or not measure):
         return {**hit, "key": key, "cached": True}
     if not measure:
         return None
-    if device == "cuda":  # pragma: no cover - GPU
-        gbps, method = cuda_copy_gbps(torch), "cuda device-to-device copy, CUDA events"
-    else:
-        total = cpu_triad_bytes()
-        gbps = cpu_triad_gbps(torch, threads, total)
-        method = f"STREAM triad, float32, {total // 1024**2} MiB, best of {CPU_RUNS}+ runs in {CPU_BUDGET_S} s"
-    samples.append(gbps)
-    entry = {"gbps": max(samples), "samples": samples, "method": method, "measured_at": time.time(),
+    value, method = take()
+    samples.append(value)
+    entry = {field: max(samples), "samples": samples, "method": method, "measured_at": time.time(),
              "threads": int(threads), "device": device, "model": device_name if device == "cuda" else cpu_model()}
     _write_cache(path, key, entry)
     return {**entry, "key": key, "cached": False}
+
+
+def peak_bandwidth(torch, device: str, threads: int, device_name: str = "", measure: bool = True,
+                   path: Path | None = None) -> dict[str, Any] | None:
+    """The machine's bandwidth peak `{"gbps", "method", "key", "measured_at", "cached"}` (`_cached_peak`)."""
+    def take() -> tuple[float, str]:
+        if device == "cuda":  # pragma: no cover - GPU
+            return cuda_copy_gbps(torch), "cuda device-to-device copy, CUDA events"
+        total = cpu_triad_bytes()
+        return (cpu_triad_gbps(torch, threads, total),
+                f"STREAM triad, float32, {total // 1024**2} MiB, best of {CPU_RUNS}+ runs in {CPU_BUDGET_S} s")
+
+    return _cached_peak(path or cache_path(), machine_key(device, threads, device_name), "gbps", measure, device,
+                        threads, device_name, take)
 
 
 def peak_flops(torch, device: str, threads: int, device_name: str = "", measure: bool = True,
                path: Path | None = None) -> dict[str, Any] | None:
     """The machine's float32 FLOP peak `{"gflops", "method", "key", "measured_at", "cached"}`, cached and
-    sampled as `peak_bandwidth` is (its own key: the machine's key and `|flops-fp32`)."""
-    path = path or cache_path()
-    key = machine_key(device, threads, device_name) + "|flops-fp32"
-    hit = _read_cache(path).get(key)
-    valid = isinstance(hit, dict) and isinstance(hit.get("gflops"), (int, float)) and hit["gflops"] > 0
-    samples = [float(x) for x in hit.get("samples") or ()] if valid and isinstance(hit, dict) else []
-    if valid and isinstance(hit, dict) and ("samples" not in hit or len(samples) >= PEAK_SAMPLES or not measure):
-        return {**hit, "key": key, "cached": True}
-    if not measure:
-        return None
-    if device == "cuda":  # pragma: no cover - GPU
-        gflops = cuda_matmul_gflops(torch)
-        method = f"float32 matmul {GPU_MATMUL_N}x{GPU_MATMUL_N}, torch's matmul precision, CUDA events"
-    else:
-        gflops = cpu_matmul_gflops(torch, threads)
-        method = f"float32 matmul {CPU_MATMUL_N}x{CPU_MATMUL_N}, best of {FLOP_RUNS}+ runs"
-    samples.append(gflops)
-    entry = {"gflops": max(samples), "samples": samples, "method": method, "measured_at": time.time(),
-             "threads": int(threads), "device": device, "model": device_name if device == "cuda" else cpu_model()}
-    _write_cache(path, key, entry)
-    return {**entry, "key": key, "cached": False}
+    sampled as the bandwidth peak is (`_cached_peak`; its own key: the machine's key and `|flops-fp32`)."""
+    def take() -> tuple[float, str]:
+        if device == "cuda":  # pragma: no cover - GPU
+            return (cuda_matmul_gflops(torch),
+                    f"float32 matmul {GPU_MATMUL_N}x{GPU_MATMUL_N}, torch's matmul precision, CUDA events")
+        return cpu_matmul_gflops(torch, threads), f"float32 matmul {CPU_MATMUL_N}x{CPU_MATMUL_N}, best of {FLOP_RUNS}+ runs"
+
+    return _cached_peak(path or cache_path(), machine_key(device, threads, device_name) + "|flops-fp32", "gflops",
+                        measure, device, threads, device_name, take)
 
 
 def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps: float | None,
