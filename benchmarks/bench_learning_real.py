@@ -291,7 +291,26 @@ def _handler(model: ShareModel):
 # --------------------------------------------------------------------------- running
 
 
-def run_bench_cli(args: list[str], fake: bool) -> None:
+def cached_shapes(real: Any) -> Any:
+    """`task_shapes` with its answers kept by task source in the cache folder ($XDG_CACHE_HOME, set from
+    `--cache`). Why: the retrieval query holds the task's shapes, which decide the pool from the very first
+    prompt; the fake path used to leave them out, so its runs diverged from the real verifier's at prompt one
+    (issue 38, session 4: seed 4's first draft prompts differed in two of five notes)."""
+    path = Path(os.environ.get("XDG_CACHE_HOME") or tempfile.gettempdir()) / "evk-bench-shapes.json"
+
+    def shapes(task: Any) -> str:
+        known = json.loads(path.read_text()) if path.is_file() else {}
+        key = hashlib.sha256(task.source.encode()).hexdigest()[:16]
+        if key not in known:
+            known[key] = real(task)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known))
+        return str(known[key])
+
+    return shapes
+
+
+def run_bench_cli(args: list[str], fake: bool, shapes: bool = True) -> None:
     from click.testing import CliRunner
 
     import evokernel_tui.commands.bench as bench_cmd
@@ -301,7 +320,8 @@ def run_bench_cli(args: list[str], fake: bool) -> None:
     if fake:
         from tests.fakes.verdicts import fake_verify
 
-        bench_cmd.JOB, bench_cmd.task_shapes = fake_verify, (lambda task: "")
+        bench_cmd.JOB = fake_verify
+        bench_cmd.task_shapes = cached_shapes(saved[1]) if shapes else (lambda task: "")
     try:
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
     finally:
@@ -342,12 +362,13 @@ def one_pass(mode: str, seed: int, number: int, root: Path, bank: Path, args: ar
         kb = [t for t in args.task_list if t in kb_names]
         if builtin:
             out = root / f"{mode}-{seed}-p{number}-builtin"
-            run_bench_cli(["bench", "--tasks", ",".join(builtin), *common, "--out", str(out)], args.verifier == "fake")
+            run_bench_cli(["bench", "--tasks", ",".join(builtin), *common, "--out", str(out)], args.verifier == "fake",
+                          args.shapes)
             outs.append(out)
         if kb:
             out = root / f"{mode}-{seed}-p{number}-kb"
             run_bench_cli(["bench", "--suite", str(args.kb_root), "--levels", "1", "--tasks", ",".join(kb), *common,
-                           "--out", str(out)], args.verifier == "fake")
+                           "--out", str(out)], args.verifier == "fake", args.shapes)
             outs.append(out)
         for out in outs:
             analyse_sessions(run, out, updates, helpful_titles, args)
@@ -492,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", type=float, default=0.1)
     ap.add_argument("--strength", type=float, default=0.8, help="p = base + strength * share of helpful titles")
     ap.add_argument("--verifier", choices=("real", "fake"), default="real")
+    ap.add_argument("--shapes", action=argparse.BooleanOptionalAction, default=True,
+                    help="With --verifier fake: put each task's shapes in the query as the real path does (the "
+                         "reference runs once per task, cached); --no-shapes: the fake path before issue 38 session 4.")
     ap.add_argument("--helpful", choices=tuple(HELPFUL_SETS), default="hidden",
                     help="the hidden helpful seeds: 'hidden' (seldom in similarity's top 5) or 'similar' (often in it)")
     ap.add_argument("--modes", default=",".join(MODES))

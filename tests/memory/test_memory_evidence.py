@@ -81,8 +81,8 @@ def test_keep_evidence_swaps_the_least_similar_untried_items_only():
 
 def test_one_lucky_success_does_not_outrank_a_note_with_much_evidence(tmp_path):
     """The running-mean update makes a first reward the whole Q: one success puts a fresh item at +1.
-    Ranked with `prior_visits` (5 by default since session 14), its Q is pulled toward the pool's mean, so a
-    note that helped in 7 of 10 contexts stays ahead of it; without it (`prior_visits=0`) the lucky one led."""
+    Ranked with `prior_visits` (5 by default since issue 38, session 4), its Q is pulled toward the pool's
+    mean, so a note that helped in 7 of 10 contexts stays ahead of it."""
     s = MemoryStore(tmp_path / "m.json", seed=False, fsync=False)
     s.add_many([_note(0, "relu elementwise cpu loop"), _note(1, "elementwise cpu loop"), _fresh(0)])
     for r in (1, 1, 1, 1, 1, 1, 1, -1, -1, -1):
