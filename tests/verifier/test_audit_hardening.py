@@ -246,7 +246,7 @@ def test_a_dead_sandbox_is_named_and_a_failed_correctness_gate_keeps_its_own_rea
         run.audit()
         return run
 
-    monkeypatch.setattr(mapped_audit, "audit_namespace", lambda *a, **k: mapped_audit.NamespaceAudit([], 0, []))
+    monkeypatch.setattr(mapped_audit, "audit_namespace", lambda *a, **k: mapped_audit.NamespaceAudit([], 0, [], {}))
     failed = fresh()
     failed.audit(run_failed=True)
     assert failed.audit_findings == []
