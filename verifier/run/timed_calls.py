@@ -174,26 +174,18 @@ class TimedCalls:
             checked = self.check_frozen(cmark, rdir, ref_mark, count, r)
             self.record_round(wall_ms, pre, post)
             self.round_facts[-1]["inner"] = cmark.get("inner_ms")
-            if checked and own_stub_enabled(self.be.device, self.config):
-                own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
-                if own is None:
-                    self._drop_held(d)
-                    return None
-                self.round_facts[-1].update(own)
-            self._drop_held(d)
-            return times if checked else None
-        # device memory cannot be read from /proc: blocks drawn after the round, saved by both sides
-        ok = self.check_blocks(d, rdir, ref_mark, count, r)
-        self.record_round(wall_ms, pre, post)
-        self.round_facts[-1].update(inner=cmark.get("inner_ms"), allocator=getattr(self, "allocator_counts", None))
-        if ok and own_stub_enabled(self.be.device, self.config):
+        else:  # device memory cannot be read from /proc: blocks drawn after the round, saved by both sides
+            checked = self.check_blocks(d, rdir, ref_mark, count, r)
+            self.record_round(wall_ms, pre, post)
+            self.round_facts[-1].update(inner=cmark.get("inner_ms"), allocator=getattr(self, "allocator_counts", None))
+        if checked and own_stub_enabled(self.be.device, self.config):
             own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
             if own is None:
                 self._drop_held(d)
                 return None
             self.round_facts[-1].update(own)
         self._drop_held(d)
-        return times if ok else None
+        return times if checked else None
 
     def own_stub(self, d: HeldDir, count: int, detach_inputs: bool, seeds: list[int] | None) -> dict | None:
         """The overhead of a round in the candidate's own process: its harness runs the round loop again on
