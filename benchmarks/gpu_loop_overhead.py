@@ -85,7 +85,49 @@ def loop(calls: int) -> dict:
     for _ in range(calls):
         torch.cuda.synchronize()
     out["sync_only"] = (time.perf_counter() - t0) * 1e3 / calls
+    out.update(verifier_rounds(torch))
     out["status"] = status()
+    return out
+
+
+def verifier_rounds(torch) -> dict:
+    """The verifier's own round loop (`time_round`) with the stub's ready model and with a real op, at a µs
+    size (64 calls a round) and at 0.4 and 1.6 GB (one call a round), as both sides of the clock run it:
+    median ms of a round over 15 rounds after 3 warm-ups, and the allocator's driver allocations."""
+    from verifier.clock.paired_calls import ready_model, time_round
+
+    out: dict = {}
+    for label, shape, count in (("v0", (16, 16384), 64), ("400MB", (100, 1 << 20), 1), ("1.6GB", (400, 1 << 20), 1)):
+        x = torch.randn(*shape, device="cuda")
+        ready = [[torch.relu(x)] for _ in range(min(count, 4))]
+        for kind in ("stub", "relu"):
+            model = ready_model(ready) if kind == "stub" else torch.relu
+            walls = []
+            for _ in range(18):
+                sets = [[torch.randn(*shape, device="cuda")] for _ in range(count)]
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                time_round(torch, model, sets, "cuda")
+                walls.append((time.perf_counter() - t0) * 1e3)
+                del sets
+            walls = sorted(walls[3:])
+            out[f"round_{label}_{kind}_ms"] = round(walls[len(walls) // 2], 4)
+        del x, ready
+        torch.cuda.empty_cache()
+    stats = torch.cuda.memory_stats()
+    out["device_alloc"] = int(stats.get("num_device_alloc", 0))
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    if os.fork() == 0:
+        for _ in range(2000):
+            os.read(r, 1)
+            os.write(w2, b"x")
+        os._exit(0)
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        os.write(w, b"x")
+        os.read(r2, 1)
+    out["pipe_pingpong_us"] = round((time.perf_counter() - t0) * 1e6 / 2000, 2)
     return out
 
 
@@ -125,6 +167,8 @@ def main() -> None:
         line = next((ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("{")), None)
         results[label] = json.loads(line) if line else {"error": (p.stderr or "no output")[-400:]}
         print(label, results[label], flush=True)
+    if "--out" in sys.argv:
+        Path(sys.argv[sys.argv.index("--out") + 1]).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -359,6 +359,8 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
         empty.append((_perf_ns() - t0) / 1e6)
     empty_ms = min(empty)
 
+    calls: list[list[float]] = []  # per call: [host ms from before the call to after its sync, ms to launch]
+
     def timed_call(args: list):
         start, end = event(enable_timing=True), event(enable_timing=True)
         sync()
@@ -367,16 +369,29 @@ def _time_round_cuda(torch, model, sets: list[list], keep_outputs: bool,
         record(start)
         out = model(*args)
         record(end)
+        t1 = _perf_ns()
         sync()
         host_ms = (_perf_ns() - t0) / 1e6
+        calls.append([round(host_ms, 4), round((t1 - t0) / 1e6, 4)])
         return out, cuda_call_ms(float(elapsed(start, end)), host_ms, empty_ms)
 
+    t_loop = _perf_ns()
     times, kept = _timed_calls(torch, sets, timed_call, keep_outputs, detach_inputs, adopt_first=True)
+    t_tail = _perf_ns()
     # the round's own tail (the inputs scrambled, the last outputs copied) finished inside its window: left
     # queued, it ran in the next command's window instead (a replay's tail in the stub's), and on a 6.4 GB
     # ReLU the stub then cost as much as the real round (every round "unresolved", no figure)
     sync()
+    _CUDA["last_loop"] = {"calls_ms": calls[:16], "empty_ms": round(empty_ms, 4),
+                          "loop_ms": round((t_tail - t_loop) / 1e6, 4), "tail_ms": round((_perf_ns() - t_tail) / 1e6, 4)}
     return times, kept
+
+
+def last_loop_detail() -> dict | None:
+    """Where the last GPU round loop's time went by this process's own clock (diagnostics only, a worker's
+    claim): each call's host span (from before the call to after its synchronise) and launch time, an
+    empty call's span, the loop and its tail."""
+    return _CUDA.pop("last_loop", None)
 
 
 def ready_model(outputs: list):

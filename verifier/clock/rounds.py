@@ -125,7 +125,7 @@ def _timed_rounds(owner, sides: list, estimate):
         if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
-        (replay_ms, replay_lost, replay_inner), (stub_ms, stub_lost, stub_inner) = replay, stub
+        (replay_ms, replay_lost, replay_inner, replay_loop), (stub_ms, stub_lost, stub_inner, stub_loop) = replay, stub
         ref_figure = attested_round_ms(replay_ms, stub_ms, count)
         ref_ok = not unresolved(replay_ms, stub_ms)
         ref_lost = max(ref_lost, replay_lost if ref_ok else 1.0)
@@ -144,6 +144,10 @@ def _timed_rounds(owner, sides: list, estimate):
             # allocator's running counts of driver allocations and retries
             clock.setdefault("candidate_inner_ms", [[] for _ in sides])[i].append(facts.get("inner"))
             clock.setdefault("candidate_walls_ms", [[] for _ in sides])[i].append(facts["wall_ms"])
+            clock.setdefault("candidate_segments_ms", [[] for _ in sides])[i].append(
+                {"round": facts.get("segments") or [], "own_stub": facts.get("own_stub_segments") or [],
+                 "loop": facts.get("loop_detail"), "own_loop": facts.get("own_stub_loop"),
+                 "device_alloc": (facts.get("allocator") or {}).get("device_alloc")})
             clock.setdefault("candidate_allocator", [None for _ in sides])[i] = facts.get("allocator")
             if r:
                 clock["idle_cpu_ms"][i].append(idle_ms)
@@ -169,6 +173,7 @@ def _timed_rounds(owner, sides: list, estimate):
         # the worker's own split of each window into drawing the sets and the timed loop)
         clock.setdefault("replay_walls_ms", []).append(replay_ms)
         clock.setdefault("reference_inner_ms", []).append({"replay": replay_inner, "stub": stub_inner})
+        clock.setdefault("reference_loops", []).append({"replay": replay_loop, "stub": stub_loop})
         ref_resolved.append(ref_ok)
         lost[0].append(ref_lost)
         lost[1].append(stub_lost)
@@ -248,12 +253,12 @@ def choose_blocks(rng: random.Random, numels: list[list[int]]) -> dict[str, list
 
 
 def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
-                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float, list] | None:
+                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float, list, dict | None] | None:
     """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
     round's input sets (drawn from `seeds` for a task with a recipe, as the harness does, else read from
     the round's files), clocked by the parent from sending it to `timing_end`, as a candidate's round is;
-    (wall ms, the share of it lost waiting for a CPU, the worker's own [sets ms, loop ms] split), or None
-    when the worker failed."""
+    (wall ms, the share of it lost waiting for a CPU, the worker's own [sets ms, loop ms] split followed by
+    `window_segments`, its GPU loop's own detail), or None when the worker failed."""
     from verifier.clock import cpu_accounting as acct
     from verifier.clock.stats import lost_share
 
@@ -261,13 +266,40 @@ def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bo
     t0 = time.monotonic()
     ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs, "seeds": seeds})
     done = ref.expect({"timing_end", "error"}, timeout_s) if ok else None
-    wall = (time.monotonic() - t0) * 1000.0
+    t1 = time.monotonic()
+    wall = (t1 - t0) * 1000.0
     if done is None or done.get("phase") != "timing_end":
         return None
     wait1 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
     inner = done.get("inner_ms")
     split = [float(x) for x in inner[:2]] if isinstance(inner, list) and all(isinstance(x, (int, float)) for x in inner[:2]) else []
-    return wall, lost_share(wall, (wait1 - wait0) / 1e6), split
+    split += window_segments(t0, done.get("stamps"), mark_read_at(ref, done), t1)
+    loop = done.get("loop_detail")
+    return wall, lost_share(wall, (wait1 - wait0) / 1e6), split, loop if isinstance(loop, dict) else None
+
+
+#: the parts of a clocked window `window_segments` gives, in order (the latency detail's `*_segments` legend)
+WINDOW_SEGMENTS = ("to worker", "before sets", "sets", "loop", "after loop", "to reader", "to parent")
+
+
+def mark_read_at(job, mark: dict) -> float | None:
+    """When the parent's reader thread took `mark` off the worker's pipe (`LiveJob.marks`), or None."""
+    for at, seen in reversed(getattr(job, "marks", None) or []):
+        if seen is mark:
+            return float(at)
+    return None
+
+
+def window_segments(sent: float, stamps, read: float | None, got: float) -> list[float]:
+    """Where one clocked window went, in ms, from the worker's own monotonic stamps ([command received,
+    sets started, loop started, loop ended, mark written]; the same system clock as the parent's) and the
+    parent's (`sent`, the reader's `read`, `got`): the parts named by `WINDOW_SEGMENTS`. Diagnostics only:
+    the stamps are the worker's claim (the candidate's can be anything) and decide no figure. Empty when
+    the stamps are missing or malformed."""
+    if not isinstance(stamps, list) or len(stamps) != 5 or not all(isinstance(x, (int, float)) for x in stamps):
+        return []
+    points = [sent, *map(float, stamps), read if read is not None else got, got]
+    return [round((b - a) * 1e3, 4) for a, b in zip(points, points[1:], strict=False)]
 
 
 def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int = 0) -> dict:
@@ -298,10 +330,15 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
         "stub_walls_ms": [round(x, 4) for x in clock["overhead_ms"][:60]],
         "replay_walls_ms": [round(x, 4) for x in (clock.get("replay_walls_ms") or [])[:60]],
         "reference_inner_ms": (clock.get("reference_inner_ms") or [])[:20],
+        "reference_loops": (clock.get("reference_loops") or [])[:8],  # the GPU loops' own detail (diagnostics)
         # every round of the candidate from the calibration on: the parent's wall and the harness's own split
         "candidate_walls_ms": [round(x, 4) for x in (clock.get("candidate_walls_ms") or [[]] * (side + 1))[side][:20]],
         "candidate_inner_ms": (clock.get("candidate_inner_ms") or [[]] * (side + 1))[side][:20],
         "candidate_allocator": (clock.get("candidate_allocator") or [None] * (side + 1))[side],
+        # where each clocked window went, by `WINDOW_SEGMENTS` (the workers' own stamps: diagnostics only);
+        # the reference's are the last entries of `reference_inner_ms` after its [sets, loop]
+        "window_segments": list(WINDOW_SEGMENTS),
+        "candidate_segments_ms": (clock.get("candidate_segments_ms") or [[]] * (side + 1))[side][:20],
         "own_overhead_ms": _median(own),
         "own_overhead_ratio": own_ratio,
         "own_overhead_cheaper": bool(own) and own_ratio < OWN_CHEAPER,

@@ -13,7 +13,14 @@ import threading
 import time
 from pathlib import Path
 
-from verifier.clock.rounds import _clock_detail, _median, _timed_rounds, choose_blocks
+from verifier.clock.rounds import (
+    _clock_detail,
+    _median,
+    _timed_rounds,
+    choose_blocks,
+    mark_read_at,
+    window_segments,
+)
 from verifier.correctness.compare import compare_tensor, output_spread
 from verifier.gates.evidence import compare_files
 from verifier.result import FAIL, PASS, GateResult
@@ -154,7 +161,8 @@ class TimedCalls:
         self.job.send({"cmd": "round", "dir": d.name, "count": count, "detach_inputs": not aliasing,
                        **({"seeds": seeds} if seeded else {})})
         cmark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
-        wall_ms = (time.monotonic() - wall0) * 1000.0
+        wall1 = time.monotonic()
+        wall_ms = (wall1 - wall0) * 1000.0
         post = self.sandbox_cpu()
         if cmark is None or cmark.get("phase") == "report":
             self._take_report(cmark)
@@ -178,6 +186,9 @@ class TimedCalls:
             checked = self.check_blocks(d, rdir, ref_mark, count, r)
             self.record_round(wall_ms, pre, post)
             self.round_facts[-1].update(inner=cmark.get("inner_ms"), allocator=getattr(self, "allocator_counts", None))
+        self.round_facts[-1]["segments"] = window_segments(wall0, cmark.get("stamps"), mark_read_at(self.job, cmark), wall1)
+        loop = cmark.get("loop_detail")
+        self.round_facts[-1]["loop_detail"] = loop if isinstance(loop, dict) else None
         if checked and own_stub_enabled(self.be.device, self.config):
             own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
             if own is None:
@@ -200,7 +211,8 @@ class TimedCalls:
         self.job.send({"cmd": "stub_round", "dir": d.name, "count": count, "detach_inputs": detach_inputs,
                        **({"seeds": seeds} if seeds is not None else {})})
         mark = self.job.expect({"timing_end", "report"}, max(1.0, self.config.run_timeout_s))
-        wall_ms = (time.monotonic() - wall0) * 1000.0
+        wall1 = time.monotonic()
+        wall_ms = (wall1 - wall0) * 1000.0
         post = self.sandbox_cpu()
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
@@ -209,7 +221,9 @@ class TimedCalls:
             post.wait_ns - pre.wait_ns + post.parent_wait_ns - pre.parent_wait_ns) / 1e6
         from verifier.clock.stats import lost_share
 
-        return {"own_stub_ms": wall_ms, "own_stub_lost": lost_share(wall_ms, wait)}
+        return {"own_stub_ms": wall_ms, "own_stub_lost": lost_share(wall_ms, wait),
+                "own_stub_segments": window_segments(wall0, mark.get("stamps"), mark_read_at(self.job, mark), wall1),
+                "own_stub_loop": mark.get("loop_detail") if isinstance(mark.get("loop_detail"), dict) else None}
 
     def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """The GPU's check of a timed round: for every call and output, blocks chosen here after the round

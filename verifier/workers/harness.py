@@ -204,6 +204,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
 
     from verifier.clock.paired_calls import (
         draw_sets,
+        last_loop_detail,
         load_args,
         load_sets,
         plain_outputs,
@@ -300,8 +301,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     with torch.no_grad():
         while True:
             cmd = channel.recv()
+            t_recv = _monotonic()  # when the command arrived (diagnostics: where a clocked window went)
             kind = cmd.get("cmd")
-            if device == "cuda":  # the card this process held so far: the allocator's peak and its shared buffer
+            # the card this process held so far: the allocator's peak and its shared buffer. Not read at the start
+            # of a clocked command: `max_memory_reserved` builds the allocator's whole statistics dict, 0.3 ms of
+            # the candidate's window that the trusted side's never held (session 15, H200); the next command reads it
+            if device == "cuda" and kind not in ("round", "stub_round"):
                 staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
                 report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
                                                   int(torch.cuda.max_memory_reserved()) + staged_bytes)
@@ -391,13 +396,15 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 times, kept = time_round(torch, counted_model(model, counter, per_call), sets, device,
                                          detach_inputs=cmd.get("detach_inputs") is not False, by_reference=device == "cpu")
                 # where this process's part of the clocked window went (diagnostics, as the reference worker's)
-                inner = [(t_loop - t_draw) * 1e3, (_monotonic() - t_loop) * 1e3]
+                t_end = _monotonic()
+                inner = [(t_loop - t_draw) * 1e3, (t_end - t_loop) * 1e3]
                 # On the CPU the parent pauses this sandbox and reads the kept outputs from this process's
                 # memory at these addresses (verifier/clock/frozen_read.py): nothing is saved after the clock.
                 at = ([[{"addr": o.data_ptr(), "nbytes": o.numel() * o.element_size(), "shape": list(o.shape),
                          "dtype": str(o.dtype).replace("torch.", "")} for o in outs] for outs in kept]
                       if device == "cpu" else None)
                 channel.mark("timing_end", times_ms=times, kernel_calls=per_call, inner_ms=inner,
+                             stamps=[t_recv, t_draw, t_loop, t_end, _monotonic()], loop_detail=last_loop_detail(),
                              **({"outputs_at": at} if at is not None else {}))
             elif kind == "stub_round":
                 # This process's own round loop with a model whose calls return the round's outputs again: the
@@ -406,22 +413,29 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # this (verifier.clock.stats.own_overhead_ratio): what the candidate sets in its process to
                 # make its loop cheaper makes this round cheaper too.
                 sets = None  # the round's, freed before the stub's are drawn (as the reference worker's are)
+                t_draw = _monotonic()
                 if recipe is not None and "seeds" in cmd:
                     sets = draw_sets(torch, recipe, cmd["seeds"], device)
                 else:
                     sets = load_sets(torch, np, _subdir(job_dir, cmd["dir"]), int(cmd["count"]), device)
+                t_loop = _monotonic()
                 channel.mark("timing_start")
                 times, _ = time_round(torch, ready_model(kept), sets, device,
                                       detach_inputs=cmd.get("detach_inputs") is not False, by_reference=device == "cpu")
+                t_end = _monotonic()
                 # `sets` stays until the next command replaces it, as a real round's does: freeing it here
                 # would put a cost in this window that the real round has only in the next one
-                channel.mark("timing_end", times_ms=times)
+                channel.mark("timing_end", times_ms=times, stamps=[t_recv, t_draw, t_loop, t_end, _monotonic()],
+                             loop_detail=last_loop_detail())
                 if device == "cuda":
                     kept = []  # checked and saved before this stub: back to the card before the next replay
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 if not cmd.get("keep"):  # kept for the own stub round that follows (EVOKERNEL_OWN_STUB=on)
                     kept = []
+                    # the round's sets freed here, outside any clocked window (the next round's would free them
+                    # inside its own, as the trusted worker's replay never does)
+                    sets = None
                 channel.mark("saved", outputs=saved, allocator=_allocator_counts(torch))
     report["threads_after_forward"] = threading.active_count() - threads_before
     report["patched_after_forward"] = _patched(before, _snapshot(torch))

@@ -534,20 +534,22 @@ class Worker:
         (`draw_sets` or `load_sets`, then `time_round` with the same `detach_inputs`) over the same input
         sets, with a model whose calls return the reference's ready outputs. Everything in that window but the
         calls themselves."""
-        from verifier.clock.paired_calls import ready_model, time_round
+        from verifier.clock.paired_calls import last_loop_detail, ready_model, time_round
 
         torch = self.torch
         kept = getattr(self, "kept", None) or []
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic()
         sets = self._round_sets(cmd)
-        t_sets = time.perf_counter()
+        t_sets, m_sets = time.perf_counter(), time.monotonic()
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, ready_model(kept), sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
         self.kept = None
-        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3]}
+        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3],
+                "stamps": [getattr(self, "recv_at", m0), m0, m_sets, time.monotonic(), time.monotonic()],
+                "loop_detail": last_loop_detail()}
 
     def replay(self, cmd: dict) -> dict:
         """The reference's own figure on the parent's clock: the candidate side's loop (`_round_sets`, then
@@ -555,18 +557,20 @@ class Worker:
         from the command to `timing_end` exactly as the candidate's round and the stub are. Both sides'
         figures are then (clocked round - stub) / calls: the same code, the same clock, so an A/A pairs
         like with like and no per-call timer of either process decides the speedup."""
-        from verifier.clock.paired_calls import time_round
+        from verifier.clock.paired_calls import last_loop_detail, time_round
 
         torch = self.torch
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic()
         sets = self._round_sets(cmd)
-        t_sets = time.perf_counter()
+        t_sets, m_sets = time.perf_counter(), time.monotonic()
         self.channel.mark("timing_start")
         with torch.no_grad():
             times, _ = time_round(torch, self.model, sets, self.device,
                                   detach_inputs=cmd.get("detach_inputs") is not False,
                                   by_reference=self.device == "cpu")
-        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3]}
+        return {"times_ms": times, "inner_ms": [(t_sets - t0) * 1e3, (time.perf_counter() - t_sets) * 1e3],
+                "stamps": [getattr(self, "recv_at", m0), m0, m_sets, time.monotonic(), time.monotonic()],
+                "loop_detail": last_loop_detail()}
 
 
 def _forward_names(task) -> list[str] | None:
@@ -626,6 +630,7 @@ def main() -> int:
     worker = Worker(channel)
     while True:
         cmd = channel.recv()
+        worker.recv_at = time.monotonic()  # when the command arrived (diagnostics of a clocked window)
         kind = cmd.get("cmd")
         if kind == "finish":
             return 0
