@@ -200,3 +200,24 @@ def test_own_stub_round_on_the_gpu_is_measured_and_the_kernel_still_checked(gpu_
     for wall, split in zip(detail["candidate_walls_ms"], detail["candidate_inner_ms"], strict=True):
         assert 0 < sum(split) <= wall, (wall, split)
     print("own stub", detail["own_overhead_ms"], "trusted", detail["trusted_overhead_ms"])
+
+
+def test_the_candidates_window_holds_no_harness_work_the_trusted_one_lacks(gpu_config):
+    """Session 15 (H200): the harness read `torch.cuda.max_memory_reserved()` (the allocator's whole
+    statistics dict) and freed the last round's sets at the start of every command, clocked ones included:
+    0.27-0.43 ms of "before sets" in each candidate round against 0.01 ms in the trusted worker's, all charged
+    to the kernel (GELU head 0.80 of KernelBench-style timing; 0.97 once removed). Each window is split by the
+    workers' own stamps (`window_segments`); the candidate's part before its sets must stay as small as the
+    trusted worker's."""
+    res = _verify("cuda", "relu", (CANDIDATES / "cuda" / "relu.py").read_text(), gpu_config)
+    assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+    detail = res.gate("latency").detail
+    names = detail["window_segments"]
+    before = names.index("before sets")
+    cand = sorted(s["round"][before] for s in detail["candidate_segments_ms"] if s["round"])
+    ref = sorted(r["replay"][2 + before] for r in detail["reference_inner_ms"] if len(r["replay"]) == 9)
+    assert cand and ref, detail["candidate_segments_ms"]
+    assert cand[len(cand) // 2] < 0.1, (cand, ref)
+    for seg in detail["candidate_segments_ms"]:
+        loop = seg.get("loop")  # the loop's own detail: one host span per call, each at least the empty call's
+        assert loop and loop["calls_ms"] and all(c[0] >= 0.5 * loop["empty_ms"] for c in loop["calls_ms"]), loop

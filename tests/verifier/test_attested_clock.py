@@ -33,6 +33,7 @@ _mark = Channel.mark
 def _forged(self, phase, **extra):
     if phase == "timing_end" and isinstance(extra.get("times_ms"), list):
         extra["times_ms"] = [t / 40.0 for t in extra["times_ms"]]
+        extra["stamps"] = ["forged"]  # the window's diagnostics too: they decide nothing
     return _mark(self, phase, **extra)
 
 
@@ -80,6 +81,14 @@ def test_forged_per_call_times_do_not_move_the_speedup(task_source, clock_config
     assert forged.detail["reported_vs_attested"] < 0.1
     assert forged.detail["reported_disagrees"]
     assert not honest.detail["reported_disagrees"]
+    # each clocked window split by the workers' own stamps (diagnostics): an honest harness's parts add up to
+    # the parent's wall of that round; forged stamps leave the split empty and the figure as it was
+    walls, segs = honest.detail["candidate_walls_ms"], honest.detail["candidate_segments_ms"]
+    assert segs and len(walls) == len(segs)
+    for wall, seg in zip(walls, segs, strict=True):
+        assert len(seg["round"]) == len(honest.detail["window_segments"]) == 7
+        assert abs(sum(seg["round"]) - wall) < 0.01 * wall + 0.05, (wall, seg["round"])
+    assert all(seg["round"] == [] for seg in forged.detail["candidate_segments_ms"])
 
 
 def test_a_burner_during_the_reference_turn_counts_against_the_candidate(task_source, clock_config):
