@@ -205,12 +205,16 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         inner = self.inner_dir()
         (self.job_dir / "candidate.py").write_text(self.candidate_source)
         (self.job_dir / "build").mkdir()
+        fields = self.be.job_fields()
         job = {"candidate_path": str(inner / "candidate.py"), "backend": self.be.name, "device": self.be.device,
                "installer": self.be.installer, "build_root": str(inner / "build"),
                "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
                "threads": _threads(self.config), "init_seed": self.init_seed,
-               "gpu_memory_fraction": self.config.gpu_memory_fraction, "l2_flush_bytes": flush_bytes_of(self.config),
-               **self.be.job_fields()}
+               "gpu_memory_fraction": self.config.gpu_memory_fraction, **fields,
+               # the flush the reference worker was told (`reference_replies`): the backend's default only where
+               # none was chosen. Before, the backend's fields came last and the harness always flushed 1 GiB
+               # while the worker flushed what was asked (a 128 MB flush read ReLU v0 at 0.055 of KernelBench)
+               "l2_flush_bytes": flush_bytes_of(self.config) or fields.get("l2_flush_bytes")}
         (self.job_dir / "job.json").write_text(json.dumps(job))
 
     def build_candidate(self) -> dict | None:
