@@ -137,6 +137,8 @@ def main() -> None:
                     help="the candidate's own stub round after each GPU round (EVOKERNEL_OWN_STUB; diagnostics)")
     ap.add_argument("--flush-mb", type=float, default=None,
                     help="the verifier's L2 flush before each timed GPU call (EVOKERNEL_L2_FLUSH_MB; default 1024)")
+    ap.add_argument("--wake", choices=("on", "off"), default=None,
+                    help="a wake handshake before each clocked window (EVOKERNEL_WAKE; issue 33 A/B)")
     ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kb_time:
@@ -146,6 +148,8 @@ def main() -> None:
         os.environ["EVOKERNEL_L2_FLUSH_MB"] = f"{args.flush_mb:g}"
     if args.own_stub:
         os.environ["EVOKERNEL_OWN_STUB"] = args.own_stub
+    if args.wake:
+        os.environ["EVOKERNEL_WAKE"] = args.wake
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

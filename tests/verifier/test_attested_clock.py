@@ -145,3 +145,15 @@ def test_work_deferred_past_the_clock_is_caught(task_source, clock_config):
     failed = res.failed_gate
     assert failed is not None and failed.name == "correctness", res.feedback()
     assert "timed call" in failed.reason and failed.detail.get("during") == "timing", failed.reason
+
+
+def test_a_wake_handshake_before_each_window_keeps_the_figure_and_stays_outside_the_clock(task_source, clock_config):
+    """`wake` (issue 33's A/B option, off by default): both workers answer a handshake just before each
+    clocked window. The verdict is the same kind (feasible, a figure, every round checked) and the window's
+    own split still adds up to the parent's wall of that round (the handshake is not inside it)."""
+    res = verify(task_source("relu"), KERNEL + MODEL, config=clock_config(extra={"wake": "on"}))
+    lat = _latency(res)
+    assert lat.detail["speedup"] and lat.detail["speedup"] > 0 and lat.detail["checked_calls"] > 0
+    for wall, seg in zip(lat.detail["candidate_walls_ms"], lat.detail["candidate_segments_ms"], strict=True):
+        assert abs(sum(seg["round"]) - wall) < 0.01 * wall + 0.05, (wall, seg["round"])
+

@@ -425,6 +425,26 @@ def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "
     return [_draw(torch, recipe, int(seed), dist, device) for seed in seeds]
 
 
+def wake(torch, device: str) -> None:
+    """The `wake` command both workers answer just before a clocked window (`wake_enabled`): one tiny
+    kernel and a synchronise on the GPU, so the process's thread and its CUDA context are running when the
+    window opens. The trusted worker's replay and stub follow its own work; the candidate's round followed
+    ~30 ms of idling while the trusted side ran, and its window on an H200 spent 0.1-0.2 ms more getting to
+    the harness and drawing its sets (session 15, Sigmoid and Sum at head size 0.86-0.90 of KernelBench)."""
+    if device == "cuda":
+        c = _cuda_refs(torch)
+        c["zero"](c["flush"][:1])
+        c["sync"]()
+
+
+def wake_enabled(device: str, config) -> bool:
+    """Whether each clocked window is preceded by a `wake` handshake with its worker: `VerifyConfig.extra
+    ["wake"]` ("on"/"off"), else `EVOKERNEL_WAKE`; off by default until measured on a GPU (issue 33). On the
+    CPU the handshake only wakes the thread (there is no context to touch)."""
+    mode = str((getattr(config, "extra", None) or {}).get("wake") or os.environ.get("EVOKERNEL_WAKE") or "off")
+    return mode == "on" and device in ("cuda", "cpu")
+
+
 if "torch" in sys.modules:  # the harness and the reference worker import torch first: take the references now
     try:
         _take_cuda_refs(sys.modules["torch"])

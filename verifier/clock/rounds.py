@@ -76,6 +76,9 @@ def _timed_rounds(owner, sides: list, estimate):
     aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
     by_file = sets_by_file(owner.be.device, per_set, owner.config)
     warmup_rounds = int((config.extra or {}).get("warmup_rounds", WARMUP_ROUNDS))
+    from verifier.clock.paired_calls import wake_enabled
+
+    waking = wake_enabled(owner.be.device, config)  # every clocked window opens on a running worker
     means: list[list[float]] = [[] for _ in range(len(sides) + 1)]
     lost: list[list[float]] = [[] for _ in range(len(sides) + 2)]  # reference, stub, then each side
     clock: dict = {"overhead_ms": [], "walls_ms": [], "idle_cpu_ms": [[] for _ in sides],
@@ -121,7 +124,7 @@ def _timed_rounds(owner, sides: list, estimate):
 
         clocked_seeds = None if by_file else seeds  # what the candidate's harness gets, so the stub is like for like
         replay, stub = (_clocked_reference(ref, kind, rdir, count, not aliasing, worker, parent, config.run_timeout_s,
-                                           clocked_seeds) for kind in ("replay", "stub_round"))
+                                           clocked_seeds, waking) for kind in ("replay", "stub_round"))
         if replay is None or stub is None:
             owner.candidate["ref_timing_failed"] = True
             return None
@@ -253,7 +256,8 @@ def choose_blocks(rng: random.Random, numels: list[list[int]]) -> dict[str, list
 
 
 def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bool, worker: int | None,
-                       parent: tuple, timeout_s: float, seeds: list[int]) -> tuple[float, float, list, dict | None] | None:
+                       parent: tuple, timeout_s: float, seeds: list[int] | None,
+                       wake: bool = False) -> tuple[float, float, list, dict | None] | None:
     """One command of the reference worker (`replay`: its real model, `stub_round`: the overhead) on the
     round's input sets (drawn from `seeds` for a task with a recipe, as the harness does, else read from
     the round's files), clocked by the parent from sending it to `timing_end`, as a candidate's round is;
@@ -262,6 +266,8 @@ def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bo
     from verifier.clock import cpu_accounting as acct
     from verifier.clock.stats import lost_share
 
+    if wake and (wake_worker(ref, timeout_s) or {}).get("phase") != "awake":
+        return None
     wait0 = (acct.thread_wait_ns(worker) if worker else 0.0) + acct.parent_wait_ns(parent)
     t0 = time.monotonic()
     ok = ref.send({"cmd": kind, "dir": str(rdir), "count": count, "detach_inputs": detach_inputs, "seeds": seeds})
@@ -276,6 +282,14 @@ def _clocked_reference(ref, kind: str, rdir: Path, count: int, detach_inputs: bo
     split += window_segments(t0, done.get("stamps"), mark_read_at(ref, done), t1)
     loop = done.get("loop_detail")
     return wall, lost_share(wall, (wait1 - wait0) / 1e6), split, loop if isinstance(loop, dict) else None
+
+
+def wake_worker(job, timeout_s: float) -> dict | None:
+    """The `wake` handshake before a clocked window (`verifier.clock.paired_calls.wake`), outside the clock:
+    the worker's answer (`awake`, or its `error`/`report` for the caller to take), None when it gave none."""
+    if not job.send({"cmd": "wake"}):
+        return None
+    return job.expect({"awake", "error", "report"}, timeout_s)
 
 
 #: the parts of a clocked window `window_segments` gives, in order (the latency detail's `*_segments` legend)

@@ -19,6 +19,7 @@ from verifier.clock.rounds import (
     _timed_rounds,
     choose_blocks,
     mark_read_at,
+    wake_worker,
     window_segments,
 )
 from verifier.correctness.compare import compare_tensor, output_spread
@@ -156,6 +157,10 @@ class TimedCalls:
         # outputs are copied after their inputs were overwritten (a view of the input shows), unless the
         # reference's own outputs alias its inputs (an in-place task), where that is the right answer
         aliasing = any(o.get("aliases_input") for t in self.reference.get("trials", []) for o in t.get("outputs", []))
+        woke = wake_worker(self.job, max(1.0, self.config.run_timeout_s)) if self._waking() else {"phase": "awake"}
+        if woke is None or woke.get("phase") != "awake":
+            self._take_report(woke)
+            return None
         pre = self.sandbox_cpu()  # the sandbox's CPU so far, and its run-queue wait: read before the clock starts
         wall0 = time.monotonic()
         self.job.send({"cmd": "round", "dir": d.name, "count": count, "detach_inputs": not aliasing,
@@ -206,6 +211,10 @@ class TimedCalls:
         window can work ahead. {"own_stub_ms": wall ms, "own_stub_lost": share lost waiting for a CPU}, or
         None (with the report taken) when the harness failed in it: the round fails as a failed round does."""
         assert self.job is not None
+        woke = wake_worker(self.job, max(1.0, self.config.run_timeout_s)) if self._waking() else {"phase": "awake"}
+        if woke is None or woke.get("phase") != "awake":
+            self._take_report(woke)
+            return None
         pre = self.sandbox_cpu()
         wall0 = time.monotonic()
         self.job.send({"cmd": "stub_round", "dir": d.name, "count": count, "detach_inputs": detach_inputs,
@@ -224,6 +233,11 @@ class TimedCalls:
         return {"own_stub_ms": wall_ms, "own_stub_lost": lost_share(wall_ms, wait),
                 "own_stub_segments": window_segments(wall0, mark.get("stamps"), mark_read_at(self.job, mark), wall1),
                 "own_stub_loop": mark.get("loop_detail") if isinstance(mark.get("loop_detail"), dict) else None}
+
+    def _waking(self) -> bool:
+        from verifier.clock.paired_calls import wake_enabled
+
+        return wake_enabled(self.be.device, self.config)
 
     def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """The GPU's check of a timed round: for every call and output, blocks chosen here after the round

@@ -214,6 +214,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         save_tensor,
         sync,
         time_round,
+        wake,
     )
     from verifier.correctness.decoy import counted_model, probe_forward, scrub_free_cuda_memory
     from verifier.correctness.input_recipe import draw
@@ -306,7 +307,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             # the card this process held so far: the allocator's peak and its shared buffer. Not read at the start
             # of a clocked command: `max_memory_reserved` builds the allocator's whole statistics dict, 0.3 ms of
             # the candidate's window that the trusted side's never held (session 15, H200); the next command reads it
-            if device == "cuda" and kind not in ("round", "stub_round"):
+            if device == "cuda" and kind not in ("round", "stub_round", "wake"):
                 staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
                 report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
                                                   int(torch.cuda.max_memory_reserved()) + staged_bytes)
@@ -429,6 +430,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                              loop_detail=last_loop_detail())
                 if device == "cuda":
                     kept = []  # checked and saved before this stub: back to the card before the next replay
+            elif kind == "wake":  # just before a clocked window (`paired_calls.wake_enabled`)
+                wake(torch, device)
+                channel.mark("awake")
             elif kind == "save" and isinstance(cmd.get("blocks"), dict):  # the GPU's block checks
                 saved = save_blocks(torch, np, _subdir(job_dir, cmd["dir"]), kept, cmd["blocks"], str(cmd.get("tag") or "b"))
                 if not cmd.get("keep"):  # kept for the own stub round that follows (EVOKERNEL_OWN_STUB=on)

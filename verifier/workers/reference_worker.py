@@ -656,6 +656,11 @@ def main() -> int:
                 channel.mark("examined", **worker.examine(cmd))
                 if worker.device == "cuda":  # the recomputed call's tensors back to the driver (room for the candidate)
                     worker.torch.cuda.empty_cache()
+            elif kind == "wake":  # just before a clocked window (`paired_calls.wake_enabled`)
+                from verifier.clock.paired_calls import wake
+
+                wake(worker.torch, worker.device)
+                channel.mark("awake")
             elif kind == "release":
                 worker.release()
             else:
