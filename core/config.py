@@ -151,9 +151,12 @@ def api_key_problem(model: str, api_base: str | None = None) -> str | None:
 
 
 def endpoint_problem(api_base: str | None, timeout_s: float = 3.0) -> str | None:
-    """Why the server at `api_base` cannot be reached (one line), or None: one TCP connection with a short
-    timeout, made before a session folder or a model call, so an unreachable `--api-base` costs seconds,
-    not a session's worth of retries. No request is sent (a server counting requests sees none)."""
+    """Why the server at `api_base` cannot be used (one line), or None: a connection and one `GET …/models`
+    with a short timeout, made before a session folder or a model call, so an unreachable `--api-base` costs
+    seconds, not a session's worth of retries. Any HTTP answer passes (an OpenAI-compatible server lists its
+    models; one that has no such route still answers 404 or 501): what fails is nothing listening, or
+    something listening that does not speak HTTP (a wrong port: a database, an SSH daemon), which a bare
+    connection took for a server. No model is called (a server counting completions sees none)."""
     if not api_base:
         return None
     import socket
@@ -168,11 +171,32 @@ def endpoint_problem(api_base: str | None, timeout_s: float = 3.0) -> str | None
         return f"--api-base {api_base} names no host; give e.g. http://127.0.0.1:8000/v1"
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
-            return None
+            pass
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         return (f"cannot reach the model server at {api_base} ({host}:{port}: {reason}); start it, or fix "
                 "--api-base")
+    return _http_problem(api_base, parts.scheme, host, port, parts.path, timeout_s)
+
+
+def _http_problem(api_base: str, scheme: str, host: str, port: int, path: str, timeout_s: float) -> str | None:
+    """One `GET {path}/models` to a server that accepted a connection: None on any HTTP status line."""
+    import http.client
+
+    conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(host, port, timeout=timeout_s)
+    try:
+        conn.request("GET", path.rstrip("/") + "/models", headers={"Accept": "application/json"})
+        conn.getresponse().read(65536)
+        return None
+    except (http.client.HTTPException, ConnectionError) as exc:
+        return (f"{host}:{port} accepted a connection but did not answer as an HTTP model server "
+                f"({type(exc).__name__}); is --api-base {api_base} the right port?")
+    except OSError as exc:
+        reason = "no answer in time" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        return f"the model server at {api_base} did not answer a request ({reason}); check that it is running"
+    finally:
+        conn.close()
 
 
 HOW_TO_CONFIGURE = (

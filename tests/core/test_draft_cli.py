@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -259,9 +260,41 @@ def test_a_reachable_api_base_passes_the_check():
 
     with FakeOpenAI() as srv:
         assert endpoint_problem(srv.api_base) is None
-        assert srv.requests == []  # a connection, not a request
+        assert srv.requests == []  # one GET of the model list, no completion
     assert endpoint_problem(None) is None
     assert "names no host" in endpoint_problem("http:///v1")
+
+
+def test_a_port_that_does_not_speak_http_is_refused_in_one_line():
+    """A wrong `--api-base` port where something else listens (a database, an SSH daemon) passed the bare
+    connection check and cost the run its model calls' retries; it must fail the check, in seconds."""
+    import socket
+    import threading
+    import time
+
+    from core.config import endpoint_problem
+
+    for greeting in (b"SSH-2.0-OpenSSH_9.6\r\n", b""):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        port = srv.getsockname()[1]
+
+        def answer(sock=srv, hello=greeting):
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = sock.accept()
+                    conn.recv(4096)
+                    if hello:
+                        conn.sendall(hello)
+                    conn.close()
+
+        threading.Thread(target=answer, daemon=True).start()
+        started = time.monotonic()
+        problem = endpoint_problem(f"http://127.0.0.1:{port}/v1", timeout_s=2.0)
+        srv.close()
+        assert problem and "did not answer as an HTTP model server" in problem, (greeting, problem)
+        assert "\n" not in problem and time.monotonic() - started < 5
 
 
 def _saved_session(env, backend: str, api_base: str) -> str:
