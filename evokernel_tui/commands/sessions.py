@@ -176,7 +176,12 @@ def resume(session_ref, sessions_dir, model, api_base, add_draft, add_refine, me
     else:
         console.print(f"resuming {session.id} at {session.stage} (draft {session.used['draft']}/{session.budgets.draft_steps}, "
                       f"refine {session.used['refine']}/{session.budgets.refine_steps})", highlight=False)
-        run_headless(console, session)
+        try:
+            run_headless(console, session)
+        except KeyboardInterrupt:  # as `draft` says it: every step so far is in the session's log
+            from evokernel_tui.cli import stopped
+
+            stopped(f"continue with `evokernel resume {session.id}`")
     finish(session, out or default_out(session), as_json, console)
 
 
@@ -210,7 +215,12 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
                       f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}"
                       + (f", refinement v{summary['pending']} pending" if summary["pending"] is not None else ""))
     if reverify:
-        differs = _reverify(console, path, as_json)
+        try:
+            differs = _reverify(console, path, as_json)
+        except KeyboardInterrupt:
+            from evokernel_tui.cli import stopped
+
+            stopped(f"stopped re-verifying session {path.name}; the recording is unchanged")
         sys.exit(1 if differs else 0)
 
 

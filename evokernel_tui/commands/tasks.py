@@ -40,8 +40,10 @@ def _table(rows: list[TaskMeta]) -> Table:
 
 
 def kernelbench_rows(root: str, level: int | None, category: str | None, memory_gb: float,
-                     degenerate: str | None) -> list[dict]:
-    """One record per problem: level, problem, name, category, shapes, memory estimate, and flags."""
+                     degenerate: str | None, progress: dict | None = None) -> list[dict]:
+    """One record per problem: level, problem, name, category, shapes, memory estimate, and flags.
+    `progress` (filled as it goes: `total`, `done`, `at`) lets the command say how far a long
+    `--degenerate` pass got, each problem as it starts and where it was when stopped."""
     from core.tasks import (
         estimate_many,
         fmt_bytes,
@@ -55,6 +57,8 @@ def kernelbench_rows(root: str, level: int | None, category: str | None, memory_
     if category is not None:
         tasks = [t for t in tasks if t.category == category.lower()]
     rows = []
+    progress = progress if progress is not None else {}
+    progress.update(total=len(tasks), done=0, at=None)
     for task, est in zip(tasks, estimate_many(tasks), strict=True):
         row = {"level": task.level, "problem": problem_number(task), "name": task.name, "category": task.category,
                "path": task.path, "inputs": None, "outputs": None, "memory_bytes": None, "fits": None,
@@ -67,8 +71,11 @@ def kernelbench_rows(root: str, level: int | None, category: str | None, memory_
             if row["fits"] is False:
                 row["degenerate"] = None
             else:
+                progress["at"] = task.name
+                click.echo(f"trivial answers: {progress['done'] + 1}/{progress['total']} {task.name}", err=True)
                 row["degenerate"] = task_degeneracy(task, degenerate, memory_gb=memory_gb)
         rows.append(row)
+        progress["done"] += 1
     return rows
 
 
@@ -107,8 +114,16 @@ def tasks(level: int | None, category: str | None, kernelbench: str | None, memo
           as_json: bool) -> None:
     """List the built-in tasks (name, level, category, description), or a KernelBench checkout's problems."""
     if kernelbench is not None:
-        with one_line_errors(TaskError):
-            rows = kernelbench_rows(kernelbench, level, category, memory_gb, degenerate)
+        progress: dict = {}
+        try:
+            with one_line_errors(TaskError):
+                rows = kernelbench_rows(kernelbench, level, category, memory_gb, degenerate, progress)
+        except KeyboardInterrupt:  # ctrl+c or SIGTERM in a long --degenerate pass: where it was, exit 130/143
+            from evokernel_tui.cli import stopped
+
+            at = f" (at {progress['at']})" if progress.get("at") else ""
+            stopped(f"stopped checking the problems of {kernelbench} after {progress.get('done', 0)} of "
+                    f"{progress.get('total', '?')}{at}; nothing printed")
         if as_json:
             click.echo(json.dumps(rows, indent=2))
         else:
