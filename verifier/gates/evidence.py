@@ -251,7 +251,10 @@ class CompileGate(Gate):
         if not cand or cand.get("phase") in ("build",):
             if _reached(ev.marks, "correctness"):
                 return GateResult(self.name, PASS, seconds, "", {"builds": builds, "note": "built; the run ended later"})
-            return GateResult(self.name, FAIL, seconds, _no_report_reason(ev, "while building"), no_report_detail(ev))
+            reason = _no_report_reason(ev, "while building")
+            if ev.outcome is not None and ev.outcome.timed_out:
+                reason += build_timeout_hint(cand.get("shared_builds") or [])
+            return GateResult(self.name, FAIL, seconds, reason, no_report_detail(ev))
         hits = sum(1 for b in builds if b.get("cache_hit"))
         return GateResult(self.name, PASS, seconds, "", {"builds": builds, "cache_hits": hits,
                                                          "import_seconds": cand.get("import_seconds")})
@@ -315,6 +318,31 @@ def _no_report_reason(ev: Evidence, when: str) -> str:
     if out.signal is not None or out.exit_code not in (0, 3, None):
         return f"the candidate process {out.describe()} {when}"
     return f"the candidate exited {when} without a result (os._exit or sys.exit in the candidate?)"
+
+
+SHARED_BUILD_NAMES = {"pch": "the precompiled header", "bind": "the Python bindings for a new signature"}
+
+
+def build_timeout_hint(shared_builds: list[str], load: float | None = None, cores: int | None = None) -> str:
+    """Why a build may have run out of time, as far as the trusted side knows it (issue 34: a cold first
+    build in a fresh HOME on a busy 2-core machine timed out twice with nothing but "timed out"): the
+    machine's shared parts it was also building (once per machine, or per signature) and the load."""
+    import os
+
+    parts = []
+    names = [SHARED_BUILD_NAMES.get(k, k) for k in dict.fromkeys(shared_builds)]
+    if names:
+        parts.append("this verification was also building " + " and ".join(names)
+                     + " (once per machine, kept once finished; `bash scripts/setup.sh` prebuilds them)")
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = None
+    cores = cores or os.cpu_count() or 1
+    if load is not None and load > cores:
+        parts.append(f"the machine was busy (load {load:.1f} on {cores} cores): try again when it is quieter")
+    return ("; " + "; ".join(parts)) if parts else ""
 
 
 OUTPUT_TAIL_CHARS = 1500
