@@ -212,7 +212,8 @@ class VerificationResult:
             return ""
         ff = t.get("flops_fraction")
         if t.get("bound") == "compute-bound" and ff is not None:  # past the ridge point: the compute roof is the one
-            text = f"{100 * ff:.0f}% of FP32 peak, compute-bound"
+            dtype = {"float16": "FP16", "bfloat16": "BF16"}.get(str(t.get("flops_peak_dtype")), "FP32")
+            text = f"{100 * ff:.0f}% of {dtype} peak, compute-bound"
             if "flops_fraction" in (t.get("bandwidth_over_peak") or ()):
                 text += " (above the measured peak: the figure or the model of its work is wrong)"
             return text

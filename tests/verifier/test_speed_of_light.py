@@ -136,7 +136,8 @@ def test_flop_peak_is_measured_once_per_occasion_and_cached(tmp_path, monkeypatc
     torch = pytest.importorskip("torch")
     path = tmp_path / "peaks.json"
     calls = []
-    monkeypatch.setattr(bandwidth, "cpu_matmul_gflops", lambda t, threads=None: calls.append(threads) or 50.0 + len(calls))
+    monkeypatch.setattr(bandwidth, "cpu_matmul_gflops",
+                        lambda t, threads=None, dtype="float32": calls.append(threads) or 50.0 + len(calls))
     first = bandwidth.peak_flops(torch, "cpu", 2, path=path)
     assert first is not None and first["gflops"] == 51.0 and first["cached"] is False
     assert first["key"].endswith("|flops-fp32") and first["key"] != machine_key("cpu", 2)
@@ -336,6 +337,47 @@ def test_the_reference_worker_counts_flops_and_reads_both_roofs_into_the_latency
     assert "cached" in detail["flops_peak_source"]
 
 
+def test_a_half_precision_task_is_held_to_its_own_dtypes_roof(tmp_path, monkeypatch):
+    """A bfloat16 GEMM against the float32 roof read far above 100% (tensor cores run bfloat16 many times
+    faster): the roof is measured in the dtype of the task's largest floating input, cached under its own
+    key, and the verdict names it."""
+    torch = pytest.importorskip("torch")
+    from verifier.run.timed_calls import speed_of_light_detail
+    from verifier.workers.reference_worker import Worker
+
+    assert bandwidth.compute_dtype(torch, [torch.zeros(4, dtype=torch.bfloat16), torch.zeros(2)]) == "bfloat16"
+    assert bandwidth.compute_dtype(torch, [torch.zeros(2, dtype=torch.float64), 3]) == "float32"
+    assert bandwidth.compute_dtype(torch, [torch.zeros(8, dtype=torch.int64)]) == "float32"
+    measured: list[str] = []
+    monkeypatch.setattr(bandwidth, "cpu_matmul_gflops",
+                        lambda t, threads=None, dtype="float32": measured.append(dtype) or 400.0)
+    key = machine_key("cpu", 1)
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({key: {"gbps": 10.0, "method": "given by the test", "measured_at": 0.0},
+                                 key + "|flops-fp32": {"gflops": 50.0, "method": "given by the test", "measured_at": 0.0}}))
+    monkeypatch.setenv("EVOKERNEL_PEAKS_CACHE", str(peaks))
+    worker = Worker.__new__(Worker)
+    worker.torch, worker.device = torch, "cpu"
+    n = 64
+    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
+    found = worker._speed_of_light(lambda x, y: x @ y, [a, b], {"threads": 1, "measure_peak": True})
+    assert measured == ["bfloat16"], measured  # not the cached float32 peak
+    assert found["flops_peak"]["dtype"] == "bfloat16" and found["flops_peak"]["key"].endswith("|flops-bf16")
+    assert found["flops_peak"]["gflops"] == 400.0
+
+    class Run:
+        config = type("C", (), {"extra": {}})()
+        reference = found
+        be = type("B", (), {"device": "cpu"})()
+
+    detail = speed_of_light_detail(Run(), 3 * n * n * 2, gbps=2.0, reference_gbps=1.0)
+    assert detail["flops_peak_dtype"] == "bfloat16"
+    res = _result(0.3)
+    res.timing.update(bound="compute-bound", gflops=61.0, flops_peak_gflops=100.0, flops_fraction=0.61,
+                      flops_peak_dtype="bfloat16")
+    assert res.bandwidth_text() == "61% of BF16 peak, compute-bound"
+
+
 @pytest.mark.gpu
 def test_cuda_matmul_peak():
     torch = pytest.importorskip("torch")
@@ -343,3 +385,15 @@ def test_cuda_matmul_peak():
         pytest.skip("no GPU")
     gflops = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3)
     assert 1_000 < gflops < 2_000_000  # an H100's float32 is ~50 TFLOP/s (TF32 and below: more)
+
+
+@pytest.mark.gpu
+def test_cuda_bfloat16_peak_is_above_the_float32_one():
+    """Tensor cores: an H100's bfloat16 matmul runs several times its float32 one (not yet measured here)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    fp32 = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3)
+    bf16 = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3, dtype="bfloat16")
+    print(f"float32 {fp32:.0f} GFLOP/s, bfloat16 {bf16:.0f} GFLOP/s")
+    assert bf16 > 1.5 * fp32

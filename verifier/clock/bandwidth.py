@@ -146,16 +146,31 @@ def cuda_copy_gbps(torch, nbytes: int = GPU_COPY_BYTES, runs: int = GPU_RUNS) ->
     return 2 * 4 * n / best / 1e9
 
 
+#: the floating dtypes a FLOP peak is measured for, and their short names in the cache key and the verdict
+PEAK_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def compute_dtype(torch, tensors: list) -> str:
+    """The dtype a task's arithmetic runs in, for its compute roof: that of its largest floating-point input
+    (float32 when it has none, or one without a measured peak, e.g. float64). A bfloat16 GEMM's roof is the
+    card's bfloat16 peak, many times its float32 one: a float32 roof would flag it above 100%."""
+    best, size = "float32", -1
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > size:
+            best, size = str(t.dtype).replace("torch.", ""), t.numel()
+    return best if best in PEAK_DTYPES else "float32"
+
+
 def cpu_matmul_gflops(torch, threads: int | None = None, n: int = CPU_MATMUL_N, runs: int = FLOP_RUNS,
-                      budget_s: float = FLOP_BUDGET_S) -> float:
-    """A float32 `n`x`n` matmul with torch's threads (set to `threads` for it), best of `runs` or more while
-    `budget_s` lasts: 2n^3 FLOPs per run."""
+                      budget_s: float = FLOP_BUDGET_S, dtype: str = "float32") -> float:
+    """An `n`x`n` matmul in `dtype` with torch's threads (set to `threads` for it), best of `runs` or more
+    while `budget_s` lasts: 2n^3 FLOPs per run."""
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(int(threads))
     try:
-        a = torch.randn(n, n, dtype=torch.float32)
-        b = torch.randn(n, n, dtype=torch.float32)
+        a = torch.randn(n, n, dtype=getattr(torch, dtype))
+        b = torch.randn(n, n, dtype=getattr(torch, dtype))
         out = torch.mm(a, b)  # warm (not timed)
         best, done, end = float("inf"), 0, time.perf_counter() + budget_s
         while done < max(1, runs) or (time.perf_counter() < end and done < 4 * runs):
@@ -168,11 +183,12 @@ def cpu_matmul_gflops(torch, threads: int | None = None, n: int = CPU_MATMUL_N, 
         torch.set_num_threads(before)
 
 
-def cuda_matmul_gflops(torch, n: int = GPU_MATMUL_N, runs: int = FLOP_RUNS) -> float:  # pragma: no cover - GPU
-    """A float32 `n`x`n` matmul on the card under torch's current matmul precision, timed with CUDA events,
-    best of `runs`: 2n^3 FLOPs per run."""
-    a = torch.randn(n, n, dtype=torch.float32, device="cuda")
-    b = torch.randn(n, n, dtype=torch.float32, device="cuda")
+def cuda_matmul_gflops(torch, n: int = GPU_MATMUL_N, runs: int = FLOP_RUNS,
+                       dtype: str = "float32") -> float:  # pragma: no cover - GPU
+    """An `n`x`n` matmul in `dtype` on the card (float32 under torch's current matmul precision), timed with
+    CUDA events, best of `runs`: 2n^3 FLOPs per run."""
+    a = torch.randn(n, n, dtype=getattr(torch, dtype), device="cuda")
+    b = torch.randn(n, n, dtype=getattr(torch, dtype), device="cuda")
     out = torch.mm(a, b)
     torch.cuda.synchronize()
     best = float("inf")
@@ -244,17 +260,23 @@ def peak_bandwidth(torch, device: str, threads: int, device_name: str = "", meas
 
 
 def peak_flops(torch, device: str, threads: int, device_name: str = "", measure: bool = True,
-               path: Path | None = None) -> dict[str, Any] | None:
-    """The machine's float32 FLOP peak `{"gflops", "method", "key", "measured_at", "cached"}`, cached and
-    sampled as the bandwidth peak is (`_cached_peak`; its own key: the machine's key and `|flops-fp32`)."""
+               path: Path | None = None, dtype: str = "float32") -> dict[str, Any] | None:
+    """The machine's FLOP peak in `dtype` (`PEAK_DTYPES`) `{"gflops", "method", "key", "measured_at",
+    "cached", "dtype"}`, cached and sampled as the bandwidth peak is (`_cached_peak`; its own key: the
+    machine's key and `|flops-fp32`, `|flops-bf16`, ...)."""
+    dtype = dtype if dtype in PEAK_DTYPES else "float32"
+
     def take() -> tuple[float, str]:
         if device == "cuda":  # pragma: no cover - GPU
-            return (cuda_matmul_gflops(torch),
-                    f"float32 matmul {GPU_MATMUL_N}x{GPU_MATMUL_N}, torch's matmul precision, CUDA events")
-        return cpu_matmul_gflops(torch, threads), f"float32 matmul {CPU_MATMUL_N}x{CPU_MATMUL_N}, best of {FLOP_RUNS}+ runs"
+            precision = ", torch's matmul precision" if dtype == "float32" else ""
+            return (cuda_matmul_gflops(torch, dtype=dtype),
+                    f"{dtype} matmul {GPU_MATMUL_N}x{GPU_MATMUL_N}{precision}, CUDA events")
+        return (cpu_matmul_gflops(torch, threads, dtype=dtype),
+                f"{dtype} matmul {CPU_MATMUL_N}x{CPU_MATMUL_N}, best of {FLOP_RUNS}+ runs")
 
-    return _cached_peak(path or cache_path(), machine_key(device, threads, device_name) + "|flops-fp32", "gflops",
-                        measure, device, threads, device_name, take)
+    found = _cached_peak(path or cache_path(), machine_key(device, threads, device_name) + f"|flops-{PEAK_DTYPES[dtype]}",
+                         "gflops", measure, device, threads, device_name, take)
+    return {**found, "dtype": dtype} if found is not None else None
 
 
 def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps: float | None,

@@ -71,6 +71,8 @@ def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: f
     peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
     out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"), peak_gflops)
     if out.get("flops_peak_gflops") is not None:
+        # the roof's dtype: the task's own (`bandwidth.compute_dtype`), float32 for a peak given by hand
+        out["flops_peak_dtype"] = "float32" if given_flops is not None else str(flops_peak.get("dtype") or "float32")
         out["flops_peak_source"] = "given" if given_flops is not None else (
             f"{flops_peak.get('method', 'measured')}, {'cached' if flops_peak.get('cached') else 'measured now'}")
     if given is not None:

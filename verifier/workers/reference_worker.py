@@ -273,7 +273,7 @@ class Worker:
             try:
                 out["flops_peak"] = bandwidth.peak_flops(
                     torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
-                    measure=bool(cmd.get("measure_peak", True)))
+                    measure=bool(cmd.get("measure_peak", True)), dtype=bandwidth.compute_dtype(torch, inputs or []))
             except Exception as exc:  # noqa: BLE001 - no FLOP peak: the verdict says only the bandwidth side
                 out["flops_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         return out
