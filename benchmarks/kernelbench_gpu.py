@@ -139,6 +139,8 @@ def main() -> None:
                     help="the verifier's L2 flush before each timed GPU call (EVOKERNEL_L2_FLUSH_MB; default 1024)")
     ap.add_argument("--wake", choices=("on", "off"), default=None,
                     help="a wake handshake before each clocked window (EVOKERNEL_WAKE; issue 33 A/B)")
+    ap.add_argument("--gpu-loop", choices=("sync", "async"), default=None,
+                    help="the GPU round loop of both sides (EVOKERNEL_GPU_LOOP; issue 33 A/B)")
     ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kb_time:
@@ -150,6 +152,8 @@ def main() -> None:
         os.environ["EVOKERNEL_OWN_STUB"] = args.own_stub
     if args.wake:
         os.environ["EVOKERNEL_WAKE"] = args.wake
+    if args.gpu_loop:
+        os.environ["EVOKERNEL_GPU_LOOP"] = args.gpu_loop
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"

@@ -221,3 +221,18 @@ def test_the_candidates_window_holds_no_harness_work_the_trusted_one_lacks(gpu_c
     for seg in detail["candidate_segments_ms"]:
         loop = seg.get("loop")  # the loop's own detail: one host span per call, each at least the empty call's
         assert loop and loop["calls_ms"] and all(c[0] >= 0.5 * loop["empty_ms"] for c in loop["calls_ms"]), loop
+
+
+def test_the_queued_gpu_loop_checks_every_call_and_times_the_kernel(gpu_config):
+    """`gpu_loop="async"` (issue 33's A/B for µs kernels): no synchronise between a round's calls. Every call
+    is still checked (the blocks of every output), the round's wall is still the parent's, and the loop says
+    which way it ran."""
+    config = dataclasses.replace(gpu_config, extra={**(gpu_config.extra or {}), "gpu_loop": "async"})
+    res = _verify("cuda", "relu", (CANDIDATES / "cuda" / "relu.py").read_text(), config)
+    assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
+    detail = res.gate("latency").detail
+    assert detail["checked_calls"] >= detail["calls_per_round"] >= 1
+    loops = [s["loop"] for s in detail["candidate_segments_ms"] if s.get("loop")]
+    assert loops and all(loop.get("mode") == "async" for loop in loops), loops
+    assert all(r["replay"] and r["replay"].get("mode") == "async" for r in detail["reference_loops"]), detail["reference_loops"]
+    print("async loop", res.speedup, detail.get("lo"), detail.get("hi"), detail.get("noisy"))

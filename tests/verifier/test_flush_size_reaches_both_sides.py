@@ -20,6 +20,9 @@ from verifier.run.verification import _Run
 
 
 def _job(tmp_path: Path, backend: str, extra: dict) -> dict:
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # a job directory of its own per call
     run = types.SimpleNamespace(job_dir=tmp_path, candidate_source="x = 1\n", init_seed=7, be=get_backend(backend),
                                 config=VerifyConfig(extra=extra), inner_dir=lambda: Path("/job"))
     _Run.write_job(run)  # type: ignore[arg-type]
@@ -41,3 +44,16 @@ def test_the_environments_flush_reaches_the_harness(tmp_path, backend, monkeypat
 def test_without_a_choice_the_harness_gets_the_backends_default(tmp_path, monkeypatch):
     monkeypatch.delenv("EVOKERNEL_L2_FLUSH_MB", raising=False)
     assert _job(tmp_path, "cuda", {})["l2_flush_bytes"] == L2_FLUSH_BYTES
+
+
+def test_the_gpu_loop_reaches_both_sides(tmp_path, monkeypatch):
+    """`gpu_loop` ("sync" or "async", issue 33's A/B) is chosen by the trusted side for both processes, as the
+    flush is; a value it does not know is "sync"."""
+    from verifier.clock.paired_calls import gpu_loop_of
+
+    monkeypatch.delenv("EVOKERNEL_GPU_LOOP", raising=False)
+    assert _job(tmp_path, "cuda", {})["gpu_loop"] == "sync"
+    assert _job(tmp_path, "cuda", {"gpu_loop": "async"})["gpu_loop"] == "async"
+    monkeypatch.setenv("EVOKERNEL_GPU_LOOP", "async")
+    assert _job(tmp_path, "triton", {})["gpu_loop"] == "async"
+    assert gpu_loop_of(VerifyConfig(extra={"gpu_loop": "fast"})) == "sync"

@@ -5,7 +5,7 @@ they arrive, with the input recipe it claims checked for shape. A mixin of `veri
 
 from __future__ import annotations
 
-from verifier.clock.paired_calls import flush_bytes_of
+from verifier.clock.paired_calls import flush_bytes_of, gpu_loop_of
 from verifier.errors import VerifierError
 from verifier.workers.pools import _REFERENCE, _threads
 
@@ -67,7 +67,7 @@ class ReferenceSide:
                "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False,
                # outputs compared on the device (the GPU data path): off only to measure or test files
                "device_compare": (self.config.extra or {}).get("device_compare", True) is not False,
-               "l2_flush_bytes": flush_bytes_of(self.config),
+               "l2_flush_bytes": flush_bytes_of(self.config), "gpu_loop": gpu_loop_of(self.config),
                # the task's FLOPs and the machine's bandwidth peak (issue 35): measured once per machine, cached
                "speed_of_light": (self.config.extra or {}).get("speed_of_light", True) is not False,
                "measure_peak": (self.config.extra or {}).get("bandwidth_peak_gbps") is None}

@@ -232,6 +232,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         from verifier.clock.paired_calls import set_flush_bytes
 
         set_flush_bytes(job.get("l2_flush_bytes"))  # the trusted side's choice, before the candidate is imported
+        from verifier.clock.paired_calls import set_gpu_loop
+
+        set_gpu_loop(job.get("gpu_loop"))
         report["device_name"] = torch.cuda.get_device_name()
         if job.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))

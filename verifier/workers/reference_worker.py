@@ -127,6 +127,9 @@ class Worker:
         from verifier.clock.paired_calls import L2_FLUSH_BYTES, default_heap, set_flush_bytes
         default_heap()  # the last verification's timed rounds left the heap at `steady_heap`: given back
         set_flush_bytes(cmd.get("l2_flush_bytes") or L2_FLUSH_BYTES)  # as the harness of this verification flushes
+        from verifier.clock.paired_calls import set_gpu_loop
+
+        set_gpu_loop(cmd.get("gpu_loop"))  # and loops
         torch.set_num_threads(max(1, int(cmd.get("threads") or torch.get_num_threads())))
         if cmd["task_path"] != self.task_path or self.task is None:
             self.task = _load_task(cmd["task_path"])
