@@ -122,6 +122,7 @@ def verify(problem: Path, kernel: Path, backend: str, memory_gb: float, timeout_
             "failing": f"{failing['name']}: {failing.get('reason', '')[:300]}" if failing else None,
             "memory": res.get("memory") or (res.get("extra") or {}).get("memory"),
             "device_peak_gb": res.get("device_peak_gb"),
+            "device_peak_phases_gb": res.get("device_peak_phases_gb"),  # where each side's memory peaked
             # the whole verdict (phases, each gate's detail) in the JSON file, to see where time went
             "verdict": {k: res.get(k) for k in ("phases", "gates", "timing", "notes") if k in res}}
 

@@ -138,6 +138,10 @@ class VerificationResult:
     #: device memory each side held at its peak, GiB ({"reference": the trusted worker's allocator,
     #: "candidate": its process's allocator and shared buffer, as that process reported it}); GPU only
     device_peak_gb: dict[str, float] = field(default_factory=dict)
+    #: where each side's device memory peaked, GiB of live tensors by phase ({"reference": {"prepare": ..,
+    #: "examine": .., "rounds": ..}, "candidate": {"trials": .., "profile": .., "rounds": ..}}): what the
+    #: memory plan (issue 33) is measured against; GPU only, the candidate's is its own claim
+    device_peak_phases_gb: dict[str, dict[str, float]] = field(default_factory=dict)
     #: the anti-hacking policy it was judged under ({"preset": "kernelbench", "allowed": [...]})
     policy: dict[str, Any] = field(default_factory=dict)
     #: the correctness gate's numerics probes (verifier/correctness/probes.py): {"probe", "name", "status" (pass, fail,
@@ -295,6 +299,7 @@ class VerificationResult:
             degenerate=list(d.get("degenerate", [])),
             phases=dict(d.get("phases") or {}),
             device_peak_gb=dict(d.get("device_peak_gb") or {}),
+            device_peak_phases_gb=dict(d.get("device_peak_phases_gb") or {}),
             policy=dict(d.get("policy") or {}),
             probes=list(d.get("probes") or []),
         )

@@ -221,6 +221,11 @@ def test_the_candidates_window_holds_no_harness_work_the_trusted_one_lacks(gpu_c
     for seg in detail["candidate_segments_ms"]:
         loop = seg.get("loop")  # the loop's own detail: one host span per call, each at least the empty call's
         assert loop and loop["calls_ms"] and all(c[0] >= 0.5 * loop["empty_ms"] for c in loop["calls_ms"]), loop
+    # where each side's device memory peaked, read only between clocked windows (the memory plan's measure)
+    phases = res.device_peak_phases_gb
+    assert {"prepare", "rounds"} <= set(phases.get("reference", {})), phases
+    assert {"trials", "rounds"} <= set(phases.get("candidate", {})), phases
+    assert max(phases["reference"].values()) <= res.device_peak_gb["reference"] + 0.01, (phases, res.device_peak_gb)
 
 
 def test_the_queued_gpu_loop_checks_every_call_and_times_the_kernel(gpu_config):

@@ -306,6 +306,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             peak = report.get("device_peak_bytes")
             if isinstance(peak, int) and not isinstance(peak, bool) and 0 < peak < 1 << 50:
                 self.candidate["device_peak_bytes"] = peak  # the process's own claim: shown, never relied on
+            if isinstance(report.get("device_peak_phases"), dict):
+                self.candidate["device_peak_phases"] = report["device_peak_phases"]  # its claim too
 
     def profile(self) -> bool:
         assert self.job is not None and self.trusted_dir is not None
@@ -394,6 +396,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             mark = ref.expect({"peak", "error"}, 10.0)
             if mark is not None and mark.get("phase") == "peak":
                 self.reference["device_peak_bytes"] = int(mark.get("device_peak_bytes") or 0)
+                self.reference["device_peak_phases"] = mark.get("phases") if isinstance(mark.get("phases"), dict) else {}
 
     def finish_candidate(self) -> None:
         if self.job is None:

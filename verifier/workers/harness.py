@@ -302,6 +302,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                  patched=report["patched"], weights=report["weights"], device_name=report["device_name"],
                  threads=threads, pid=os.getpid())
     kept: list = []
+    last_kind = None
     with torch.no_grad():
         while True:
             cmd = channel.recv()
@@ -314,6 +315,14 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
                 report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
                                                   int(torch.cuda.max_memory_reserved()) + staged_bytes)
+                # live tensors at their peak since the last unclocked command, charged to what ran since
+                # (trials and probes, the profile, the timed rounds): where the memory plan is measured
+                since = PHASE_GROUP.get(str(last_kind))
+                if since is not None:
+                    phases = report.setdefault("device_peak_phases", {})
+                    phases[since] = max(int(phases.get(since, 0)), int(torch.cuda.max_memory_allocated()))
+                    torch.cuda.reset_peak_memory_stats()
+            last_kind = kind
             if kind == "finish":
                 break
             report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
@@ -447,6 +456,11 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     report["threads_after_forward"] = threading.active_count() - threads_before
     report["patched_after_forward"] = _patched(before, _snapshot(torch))
     report["phase"] = "done"
+
+
+#: the phase a command's device memory is charged to (`device_peak_phases`)
+PHASE_GROUP = {"trial": "trials", "probe": "trials", "profile": "profile", "round": "rounds", "stub_round": "rounds",
+               "save": "rounds", "wake": "rounds"}
 
 
 def _allocator_counts(torch) -> dict[str, int]:

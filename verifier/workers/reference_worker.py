@@ -513,6 +513,20 @@ class Worker:
                 "timing_wall_ms": wall_ms, "timing_cpu_ms": cpu_ms, "timing_wait_ms": wait_ms,
                 "threads": torch.get_num_threads(), **extra}
 
+    def phase_peaks(self, phase: str) -> dict:
+        """Live device memory at its peak since the last call, charged to `phase` (the largest seen for it),
+        then the peak counter reset: where this worker's memory goes (issue 33's plan). Read only after an
+        unclocked command (after `prepare`, `examine`, `save_blocks`): reading the allocator's statistics
+        costs a fraction of a millisecond, which inside a clocked replay or stub would move the figures."""
+        peaks = self.__dict__.setdefault("peaks", {})
+        if self.device == "cuda":
+            took = int(self.torch.cuda.max_memory_allocated())
+            peaks[phase] = max(int(peaks.get(phase, 0)), took)
+            # the reset clears the reserved peak too: kept here for `peak` (the whole verification's)
+            self.reserved_peak = max(int(getattr(self, "reserved_peak", 0)), int(self.torch.cuda.max_memory_reserved()))
+            self.torch.cuda.reset_peak_memory_stats()
+        return dict(peaks)
+
     def save_blocks(self, cmd: dict) -> dict:
         """The blocks of this round's outputs the parent chose after the candidate's round ended (the GPU's
         timed-call check), written as `s{k}_out{j}_b{b}.npy` into the trusted round directory."""
@@ -641,12 +655,15 @@ def main() -> int:
             if kind == "prepare" and cmd.get("device") == "cuda":
                 worker.torch.cuda.reset_peak_memory_stats()  # this verification's peak (the worker is pooled)
             if kind == "peak":
-                took = int(worker.torch.cuda.max_memory_reserved()) if worker.device == "cuda" else 0
-                channel.mark("peak", device_peak_bytes=took)
+                took = max(int(worker.torch.cuda.max_memory_reserved()), int(getattr(worker, "reserved_peak", 0))) \
+                    if worker.device == "cuda" else 0
+                channel.mark("peak", device_peak_bytes=took, phases=worker.phase_peaks("rest"))
             elif kind == "prepare":
+                worker.peaks, worker.reserved_peak = {}, 0
                 channel.mark("prepared", **worker.prepare(cmd))
                 if worker.device == "cuda":  # the profile call's sets freed with prepare's frame: back to the driver
                     worker.torch.cuda.empty_cache()
+                    worker.phase_peaks("prepare")
             elif kind == "round":
                 channel.mark("round_done", **worker.round(cmd))
             elif kind == "stub_round":
@@ -655,10 +672,12 @@ def main() -> int:
                 channel.mark("timing_end", **worker.replay(cmd))
             elif kind == "save_blocks":
                 channel.mark("blocks_saved", **worker.save_blocks(cmd))
+                worker.phase_peaks("rounds")  # after the mark: the parent's next clocked window is not open yet
             elif kind == "examine":
                 channel.mark("examined", **worker.examine(cmd))
                 if worker.device == "cuda":  # the recomputed call's tensors back to the driver (room for the candidate)
                     worker.torch.cuda.empty_cache()
+                    worker.phase_peaks("examine")
             elif kind == "wake":  # just before a clocked window (`paired_calls.wake_enabled`)
                 from verifier.clock.paired_calls import wake
 
