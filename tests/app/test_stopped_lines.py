@@ -41,3 +41,38 @@ def test_a_stopped_degeneracy_pass_says_how_far_it_got(tmp_path, sig):
     assert "interrupted" in line and f"stopped checking the problems of {KB}" in line, line
     assert " of " in line and "(at " in line and line.endswith("nothing printed"), line
     assert "KernelBench problems" not in out  # no half table
+
+
+def test_a_stopped_resume_says_how_to_continue(tmp_path):
+    """`resume` runs the session's remaining steps headless: stopped mid-verification it says, as `draft`
+    does, how to go on (every step so far is in the session's log), exit 130, no traceback."""
+    import json
+
+    good = (REPO / "tests" / "candidates" / "cpu" / "relu.py").read_text()
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(["no code in this reply"]))
+    env = {**os.environ, "EVOKERNEL_CONFIG": str(tmp_path / "none.toml")}
+    base = [sys.executable, "-m", "evokernel_tui.cli"]
+    made = subprocess.run([*base, "draft", "relu", "--model", f"scripted:{first}", "--no-memory", "--steps", "1", "--json",
+                           "--sessions-dir", str(tmp_path / "s"), "--out", str(tmp_path / "k.py")],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    sid = json.loads(made.stdout)["id"]
+    more = tmp_path / "more.json"
+    more.write_text(json.dumps([f"```python\n{good}```"]))
+    proc = subprocess.Popen([*base, "resume", sid, "--sessions-dir", str(tmp_path / "s"), "--model", f"scripted:{more}",
+                             "--no-memory", "--add-draft", "1", "--out", str(tmp_path / "k2.py")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "resuming" in line, line
+        time.sleep(3.0)  # inside the step: the model's reply is taken, the kernel is being verified
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert "Traceback" not in err, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert "interrupted" in last and "continue with `" in last and f"evokernel resume {sid}`" in last, last
