@@ -61,6 +61,16 @@ else:  # the controller's folder, and the controller's EVOKERNEL_TEST_PREWARMED 
 # Tests that import litellm directly must not fetch its price map from the network (core.llm sets this too).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+def _scratch_root(suite_root: Path) -> Path:
+    """Where this run's scratch folders go: on /dev/shm like the verifier's own (tmpfs: run directories
+    hold the trials' inputs), named after the suite's folder; inside that folder where /dev/shm is not
+    writable."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm / suite_root.name
+    return suite_root / "scratch"
+
+
 ISOLATED = {
     "EVOKERNEL_BUILD_DIR": os.environ.get("EVOKERNEL_TEST_BUILD_DIR") or str(SUITE_ROOT / "builds"),
     "EVOKERNEL_MEMORY": str(OWN_ROOT / "memory" / "memory.json"),
@@ -71,6 +81,10 @@ ISOLATED = {
     "XDG_CONFIG_HOME": str(OWN_ROOT / "xdg-config"),
     # the machine's bandwidth peak (verifier.clock.bandwidth): measured once per suite, never the person's cache
     "EVOKERNEL_PEAKS_CACHE": str(OWN_ROOT / "peaks.json"),
+    # the verifier's per-user scratch (run directories, reference workers' homes, the trash its sweeps empty):
+    # one per test process, never the machine's /dev/shm/evokernel-UID, so a test that counts or sweeps runs
+    # there sees only its own process's (another xdist worker's, or another checkout's suite, are elsewhere)
+    "EVOKERNEL_SCRATCH": str(_scratch_root(SUITE_ROOT) / (WORKER or "main")),
 }
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
@@ -125,6 +139,9 @@ def pytest_sessionfinish(session, exitstatus):
     own part; the controller, which finishes after every worker, the rest."""
     if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
         shutil.rmtree(OWN_ROOT, ignore_errors=True)
+        shutil.rmtree(ISOLATED["EVOKERNEL_SCRATCH"], ignore_errors=True)
+        if WORKER is None:
+            shutil.rmtree(_scratch_root(SUITE_ROOT), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -188,12 +205,16 @@ def _fast_tier_starts_no_compiler_or_sandbox(request, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# pytest-xdist, opt-in (`-n auto`; NOT the default: 9 tests still fail beside another worker, see
-# benchmarks/results/suite_time_2026-11-28_session14.md); a test marked `alone` (it times things,
-# or reads state the whole machine shares) runs while no other test does.
+# pytest-xdist, on by default (`-n auto` in pyproject's addopts; `-n 0` for one process); a test marked
+# `alone` (it times things, or reads state the whole machine shares) runs while no other test does.
+# Workers share the build root (content-keyed, locked builds) and nothing else: memory, sessions, config,
+# peaks cache and the verifier's scratch are per worker (above); a local Ray instance is always a new one
+# (core.executors.RayExecutor), never another worker's.
 # ---------------------------------------------------------------------------------------------------
 
-MAX_WORKERS = 4  # each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more
+# Each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more; on 2 cores two
+# workers keep both busy while one waits on a sandbox or a subprocess (issue 32's target machine).
+MAX_WORKERS = 2
 
 
 @pytest.hookimpl(optionalhook=True)
