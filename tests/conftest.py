@@ -61,14 +61,16 @@ else:  # the controller's folder, and the controller's EVOKERNEL_TEST_PREWARMED 
 # Tests that import litellm directly must not fetch its price map from the network (core.llm sets this too).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-def _scratch_root(suite_root: Path) -> Path:
-    """Where this run's scratch folders go: on /dev/shm like the verifier's own (tmpfs: run directories
-    hold the trials' inputs), named after the suite's folder; inside that folder where /dev/shm is not
-    writable."""
+def _own_scratch() -> Path:
+    """This test process's scratch for the verifier: a new private folder on /dev/shm like the verifier's own
+    (tmpfs: run directories hold the trials' inputs), or in the suite's folder where /dev/shm is not
+    writable. Its name, `/dev/shm/evk-XXXXXXXX`, is as short as the default `/dev/shm/evokernel-UID` (one
+    character longer for root, shorter than for uid 1000): paths inside a job (an AF_UNIX socket's, at most
+    107 bytes) are as long as a person's, and a folder per worker nested under a suite folder was 17
+    characters longer and failed a hostile test there ("AF_UNIX path too long")."""
     shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm / suite_root.name
-    return suite_root / "scratch"
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else OWN_ROOT
+    return Path(tempfile.mkdtemp(prefix="evk-", dir=base))
 
 
 ISOLATED = {
@@ -84,7 +86,7 @@ ISOLATED = {
     # the verifier's per-user scratch (run directories, reference workers' homes, the trash its sweeps empty):
     # one per test process, never the machine's /dev/shm/evokernel-UID, so a test that counts or sweeps runs
     # there sees only its own process's (another xdist worker's, or another checkout's suite, are elsewhere)
-    "EVOKERNEL_SCRATCH": str(_scratch_root(SUITE_ROOT) / (WORKER or "main")),
+    "EVOKERNEL_SCRATCH": str(_own_scratch()),
 }
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
@@ -143,8 +145,6 @@ def pytest_sessionfinish(session, exitstatus):
     if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
         shutil.rmtree(OWN_ROOT, ignore_errors=True)
         shutil.rmtree(ISOLATED["EVOKERNEL_SCRATCH"], ignore_errors=True)
-        if WORKER is None:
-            shutil.rmtree(_scratch_root(SUITE_ROOT), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
