@@ -360,6 +360,10 @@ class RayExecutor(_Base):
             if address:
                 kwargs["address"] = address
             else:
+                # "local", not None: None joins whatever cluster this machine last started (Ray's
+                # ray_current_cluster file: another bench's, another pytest worker's), and then fails at
+                # "num_cpus and num_gpus must not be provided"; a local instance is always our own
+                kwargs["address"] = "local"
                 kwargs["num_cpus"] = workers
                 if self.gpus is not None:
                     kwargs["num_gpus"] = len(self.gpus)

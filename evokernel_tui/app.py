@@ -20,14 +20,13 @@ from textual.message import Message
 from textual.screen import Screen
 
 from evokernel_tui.app_actions import AppActions
-from evokernel_tui.kernel_edits import KernelEdits
+from evokernel_tui.kernel_edits import KernelEditor
 from evokernel_tui.screens.main import MainScreen, SessionScreen
 from evokernel_tui.screens.replay import ReplayScreen
 from evokernel_tui.session_calls import SessionCalls
-from evokernel_tui.task_checks import TaskCheck, TaskChecks, _degenerate
+from evokernel_tui.task_checks import TaskCheck, TaskCheckRunner, _degenerate
 from evokernel_tui.themes import TEXTUAL_THEMES, THEME_NAMES, load_theme_name
 from evokernel_tui.view import SessionView, apply_event, event_parts, read_events
-from evokernel_tui.watcher import KernelFileWatcher
 from evokernel_tui.widgets.activity_log import ActivityLog
 from evokernel_tui.widgets.kernel_pane import KernelPane
 
@@ -49,13 +48,14 @@ def untrusted_pass_as_checking(event: Any) -> Any:
     return event
 
 
-class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None]):
+class EvoKernelApp(AppActions, SessionCalls, App[None]):
     """Live mode drives a session; replay mode (given `replay_events`) only reads a recording.
 
-    The concerns live in mixins: `TaskChecks` (evokernel_tui/task_checks.py), `SessionCalls` (the workers,
-    evokernel_tui/session_calls.py), `KernelEdits` (kernel pane, $EDITOR and the file watcher,
-    evokernel_tui/kernel_edits.py) and `AppActions` (keys and palette, evokernel_tui/app_actions.py); here
-    are start-up, attaching a session and taking its events into the view."""
+    The task checks and the kernel edits are collaborators it holds: `self.checks` (`TaskCheckRunner`,
+    evokernel_tui/task_checks.py) and `self.edits` (`KernelEditor`: kernel pane, $EDITOR and the file
+    watchers, evokernel_tui/kernel_edits.py); the other concerns still live in mixins: `SessionCalls` (the
+    workers, evokernel_tui/session_calls.py) and `AppActions` (keys and palette, evokernel_tui/app_actions.py);
+    here are start-up, attaching a session and taking its events into the view."""
 
     TITLE = "EvoKernel"
     CSS_PATH = [THEMES_DIR / "base.tcss"] + [THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES]
@@ -131,35 +131,23 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         watch_path: Path | None = None,
     ) -> None:
         super().__init__()
-        #: a kernel file of the person's own (`tui --watch FILE`), watched beside the session's copy
-        self._watch_path = Path(watch_path) if watch_path is not None else None
-        self._own_watcher: KernelFileWatcher | None = None
-        self._prebuild_starter = prebuild_starter
-        self._task_checks = task_checks
         #: the starter kernel worked out from the task's source before the screen (manual mode): on screen
         #: and editable at the first paint; the session's own starter is the same text, so edits made
         #: before it attaches are kept
         self._starter = starter
         self.opening: str | None = None
-        self._pending_checks: list[TaskCheck] = []
-        #: set while no task check is running (session calls wait on it); `task_problem`: what one found
-        self.checks_done = threading.Event()
-        self.checks_done.set()
-        self.checking: str | None = None
-        self.task_problem: str | None = None
-        self.prebuild_thread: Any = None
+        #: the open task's checks (`checks_done`, `checking`, `task_problem`, `prebuild_thread` read it)
+        self.checks = TaskCheckRunner(self, task_checks, prebuild_starter)
+        #: the person's edits and the watched kernel files
+        self.edits = KernelEditor(self, watch_file, watch_path, debounce)
         self.session = session
         self.view = SessionView()
         self._open_session = open_session
         self._initial_task = task
         self._replay_events = replay_events
         self._theme_name = theme_name or load_theme_name()
-        self._watch_file = watch_file
-        self._debounce = debounce
-        self._watcher: KernelFileWatcher | None = None
         self.running: str | None = None
         self._pause_requested = False
-        self._deferred_edit: str | None = None
         for theme in TEXTUAL_THEMES.values():
             self.register_theme(theme)
 
@@ -212,7 +200,7 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
 
     def attach(self, session: SessionPort) -> None:
         """Show `session`: fold its recorded events, then start watching its kernel file."""
-        self._stop_watcher()
+        self.edits.stop()
         self.session = session
         self.view = SessionView(task=_task_name(session), backend=str(getattr(session, "backend", "")),
                                 degenerate=_degenerate(session))
@@ -226,17 +214,54 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
         self.main_screen.show_manual(bool(session.manual))
         if session.manual:  # the person writes the kernel: start in the editor
             self.main_screen.focus_editor()
-        if self._watch_file and getattr(session, "kernel_path", None):
-            self._watcher = KernelFileWatcher(
-                Path(session.kernel_path), lambda text: self.post_message(self.KernelFileChanged(text)), self._debounce
-            ).start()
-            self._watcher.note_own_write(session.current_source)
-        self._watch_own_file()
-        self.task_problem = None
-        self._pending_checks = list(self._task_checks(session)) if self._task_checks is not None else []
-        if self._pending_checks:
-            self.checks_done.clear()
-        self._next_check()
+        self.edits.attach(session)
+        self.checks.start(session)
+
+    # ----- the task checks (evokernel_tui/task_checks.py) ------------------------------------------------
+
+    @property
+    def checks_done(self) -> threading.Event:
+        """Set while no task check runs: session calls wait on it."""
+        return self.checks.done
+
+    @property
+    def checking(self) -> str | None:
+        """The task check running now, if any."""
+        return self.checks.checking
+
+    @property
+    def task_problem(self) -> str | None:
+        """What a task check found that stops session calls, if anything."""
+        return self.checks.problem
+
+    @property
+    def prebuild_thread(self) -> Any:
+        """The starter's background verification (`prebuild_starter=True`), once started."""
+        return self.checks.prebuild_thread
+
+    def on_evo_kernel_app_check_finished(self, message: CheckFinished) -> None:
+        self.checks.finished(message)
+
+    def on_evo_kernel_app_starter_verdict(self, message: StarterVerdict) -> None:
+        self.checks.starter_verdict(message)
+
+    # ----- the person's edits (evokernel_tui/kernel_edits.py) ---------------------------------------------
+
+    def submit_edit(self, source: str, origin: str) -> bool:
+        """Verify `source` as the person's edit (`KernelEditor.submit`)."""
+        return self.edits.submit(source, origin)
+
+    def on_kernel_pane_submitted(self, message: KernelPane.Submitted) -> None:
+        self.edits.submit(message.source, "the kernel pane")
+
+    def action_edit_external(self) -> None:
+        self.edits.edit_external()
+
+    def on_evo_kernel_app_kernel_file_changed(self, message: KernelFileChanged) -> None:
+        self.edits.file_changed(message)
+
+    def on_unmount(self) -> None:
+        self.edits.stop()
 
     # ----- state ------------------------------------------------------------------------------------
 
@@ -254,8 +279,8 @@ class EvoKernelApp(AppActions, KernelEdits, SessionCalls, TaskChecks, App[None])
     def _settled(self) -> None:
         """After a fold or a finished call: the kernel on screen (the folded view's) is the session's own
         write of current_kernel.py, not a person's edit; then paint."""
-        if self.session is not None and self._watcher is not None:
-            self._watcher.note_own_write(self.view.source)
+        if self.session is not None:
+            self.edits.note_own_write(self.view.source)
         self._show()
 
     def _show(self) -> None:

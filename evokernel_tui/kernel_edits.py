@@ -1,7 +1,8 @@
 """The person's own edits of the kernel: the kernel pane (ctrl+s), $EDITOR, and saves picked up from disk.
 
-A mixin of `EvoKernelApp` (evokernel_tui/app.py): every edit becomes a `submit_human_edit` session call;
-a save made while a call runs waits for it (`_deferred_edit`).
+`KernelEditor` is a collaborator `EvoKernelApp` (evokernel_tui/app.py) holds, not a mixin: every edit becomes
+a `submit_human_edit` session call; a save made while a call runs waits for it (`take_deferred`). What it
+uses of the app is named in `EditsHost`, so this file reads alone.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ import difflib
 import os
 import shlex
 import subprocess
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from textual.app import SuspendNotSupported
 
 from evokernel_tui.view import source_of
 from evokernel_tui.watcher import KernelFileWatcher
-from evokernel_tui.widgets.kernel_pane import KernelPane
 
 
 def change_summary(before: str, after: str) -> str:
@@ -29,104 +30,171 @@ def change_summary(before: str, after: str) -> str:
     return f"+{added} −{removed} lines"
 
 
-class KernelEdits:
-    """Takes the person's edits into `EvoKernelApp`'s session and watches the kernel file."""
+class EditsHost(Protocol):
+    """What the kernel edits use of the app: the open session and its view, the panes, the session-call
+    workers (evokernel_tui/session_calls.py), Textual's suspend and messages."""
 
-    def submit_edit(self, source: str, origin: str) -> bool:
+    session: Any
+    view: Any
+    running: str | None
+    KernelFileChanged: Any
+
+    @property
+    def activity(self) -> Any: ...
+
+    def _report(self, text: str, severity: str = "error") -> None: ...
+
+    def _busy_with(self) -> str | None: ...
+
+    def _start(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> bool: ...
+
+    def _plain_call(self, method: Any, *args: Any) -> Callable[[Any], None]: ...
+
+    def suspend(self) -> Any: ...
+
+    def post_message(self, message: Any) -> bool: ...
+
+
+class KernelEditor:
+    """Takes the person's edits into the app's session and watches the kernel file: the session's copy
+    (`watch_file`) and, with `tui --watch FILE`, the person's own (`watch_path`), each save debounced by
+    `debounce` seconds."""
+
+    def __init__(self, host: EditsHost, watch_file: bool = True, watch_path: Path | None = None,
+                 debounce: float = 0.3) -> None:
+        self._host = host
+        self._watch_file = watch_file
+        #: a kernel file of the person's own (`tui --watch FILE`), watched beside the session's copy
+        self._watch_path = Path(watch_path) if watch_path is not None else None
+        self._debounce = debounce
+        self._watcher: KernelFileWatcher | None = None
+        self._own_watcher: KernelFileWatcher | None = None
+        self._deferred_edit: str | None = None
+        self._deferred_name: str | None = None
+
+    def submit(self, source: str, origin: str) -> bool:
         """Verify `source` as the person's edit; its own save of the file is not picked up again.
 
         The starter as written is verified the same way but recorded by core as the starter's ("seed"),
         crediting no memories; the activity line says so."""
+        host = self._host
         if self._watcher is not None:
             self._watcher.note_own_write(source)
-        if self.view.author == "starter" and source.strip() == (self.view.source or "").strip():
-            started = self._start("verify the starter", self._plain_call("submit_human_edit", source))
+        if host.view.author == "starter" and source.strip() == (host.view.source or "").strip():
+            started = host._start("verify the starter", host._plain_call("submit_human_edit", source))
             if started:
-                self.activity.note("Verifying the starter kernel as written: recorded as the starter's, "
+                host.activity.note("Verifying the starter kernel as written: recorded as the starter's, "
                                    "crediting no memories.")
             return started
-        started = self._start(f"verify your edit ({origin})", self._plain_call("submit_human_edit", source))
+        started = host._start(f"verify your edit ({origin})", host._plain_call("submit_human_edit", source))
         if started:
-            self.activity.note(f"Verifying your edit from {origin} ({change_summary(self.view.source, source)}).")
+            host.activity.note(f"Verifying your edit from {origin} ({change_summary(host.view.source, source)}).")
         return started
 
-    def on_kernel_pane_submitted(self, message: KernelPane.Submitted) -> None:
-        self.submit_edit(message.source, "the kernel pane")
-
-    def action_edit_external(self) -> None:
-        if self.session is None or self._busy_with():
-            self._report("Wait for the running call to finish before editing." if self.session else
+    def edit_external(self) -> None:
+        """$VISUAL or $EDITOR (vi) on the session's kernel file; a changed file is verified as an edit."""
+        host = self._host
+        if host.session is None or host._busy_with():
+            host._report("Wait for the running call to finish before editing." if host.session else
                          "No session open: press o to open a task.", "warning")
             return
-        path = Path(self.session.kernel_path)
+        path = Path(host.session.kernel_path)
         before = path.read_text() if path.exists() else ""
         command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi") + [str(path)]
         try:
             try:
-                with self.suspend():
+                with host.suspend():
                     subprocess.run(command, check=False)
             except SuspendNotSupported:
                 subprocess.run(command, check=False, stdin=subprocess.DEVNULL, capture_output=True)
         except OSError as exc:
-            self._report(f"Could not start the editor {command[0]!r}: {exc}. Set $EDITOR to one that exists.")
+            host._report(f"Could not start the editor {command[0]!r}: {exc}. Set $EDITOR to one that exists.")
             return
         after = path.read_text() if path.exists() else before
-        if after == before or after == self.session.current_source:
-            self._report("The editor closed without changing the kernel.", "information")
+        if after == before or after == host.session.current_source:
+            host._report("The editor closed without changing the kernel.", "information")
             return
-        self.submit_edit(after, "$EDITOR")
+        self.submit(after, "$EDITOR")
+
+    def attach(self, session: Any) -> None:
+        """A session was attached: watch its kernel file (when `watch_file`) and the person's own."""
+        host = self._host
+        self.stop()
+        if self._watch_file and getattr(session, "kernel_path", None):
+            def saved(text: str) -> None:
+                host.post_message(host.KernelFileChanged(text))
+
+            self._watcher = KernelFileWatcher(Path(session.kernel_path), saved, self._debounce).start()
+            self._watcher.note_own_write(session.current_source)
+        self._watch_own_file()
+
+    def note_own_write(self, text: str) -> None:
+        """The session (not the person) wrote `text` to its kernel file: not an edit when it is seen."""
+        if self._watcher is not None:
+            self._watcher.note_own_write(text)
 
     def _watch_own_file(self) -> None:
         """`tui --watch FILE`: watch the person's own kernel file too. Its content, when it differs from the
         session's kernel, is taken at once as their edit; then every save of it, as a save of the session's
         copy is. The file is only read: the model's kernels go to the session's copy, never into it."""
+        host = self._host
         path = self._watch_path
-        if path is None or self.session is None:
+        if path is None or host.session is None:
             return
-        self._own_watcher = KernelFileWatcher(
-            path, lambda text: self.post_message(self.KernelFileChanged(text, path)), self._debounce).start()
+        def saved(text: str) -> None:
+            host.post_message(host.KernelFileChanged(text, path))
+
+        self._own_watcher = KernelFileWatcher(path, saved, self._debounce).start()
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            self._report(f"Cannot read the watched file {path}: {getattr(exc, 'strerror', None) or exc}.")
+            host._report(f"Cannot read the watched file {path}: {getattr(exc, 'strerror', None) or exc}.")
             return
-        self.activity.note(f"Watching {path}: each save is verified as your edit.")
-        if text.strip() and text != self.session.current_source:
-            self.post_message(self.KernelFileChanged(text, path))
+        host.activity.note(f"Watching {path}: each save is verified as your edit.")
+        if text.strip() and text != host.session.current_source:
+            host.post_message(host.KernelFileChanged(text, path))
 
-    def on_evo_kernel_app_kernel_file_changed(self, message: Any) -> None:
-        s = self.session
+    def file_changed(self, message: Any) -> None:
+        """A watched file was saved (`KernelFileChanged`, on the app's thread): verify it now, or once the
+        running call has finished."""
+        host = self._host
+        s = host.session
         if s is None or message.text in (s.current_source, source_of(s.pending)):
             return
         name = self._saved_name(message)
-        if self._busy_with():
+        if host._busy_with():
             self._deferred_edit = message.text
             self._deferred_name = name
-            running = self.running or "the running call"
-            self.activity.note(f"Picked up a save of {name}; it will be verified once "
+            running = host.running or "the running call"
+            host.activity.note(f"Picked up a save of {name}; it will be verified once "
                                f"the running call ({running}) has finished.")
             return
         self._take_file_edit(message.text, name)
 
+    def take_deferred(self) -> None:
+        """A session call finished: verify the save that waited for it, if any."""
+        if self._deferred_edit is not None:
+            text, self._deferred_edit = self._deferred_edit, None
+            self._take_file_edit(text)
+
     def _saved_name(self, message: Any) -> str:
         path = getattr(message, "path", None)
-        return str(path) if path is not None else Path(self.session.kernel_path).name
+        return str(path) if path is not None else Path(self._host.session.kernel_path).name
 
     def _take_file_edit(self, text: str, name: str | None = None) -> None:
-        if self.session is None or text == self.session.current_source:
+        session = self._host.session
+        if session is None or text == session.current_source:
             return
-        name = name or getattr(self, "_deferred_name", None) or Path(self.session.kernel_path).name
+        name = name or self._deferred_name or Path(session.kernel_path).name
         self._deferred_name = None
-        self.activity.note(f"Picked up a save of {name} from disk ({change_summary(self.session.current_source, text)}).")
-        self.submit_edit(text, f"a save of {name}")
+        self._host.activity.note(f"Picked up a save of {name} from disk ({change_summary(session.current_source, text)}).")
+        self.submit(text, f"a save of {name}")
 
-    def on_unmount(self) -> None:
-        self._stop_watcher()
-
-    def _stop_watcher(self) -> None:
+    def stop(self) -> None:
+        """Stop watching (a new session is attached, or the app ends)."""
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        if getattr(self, "_own_watcher", None) is not None:
+        if self._own_watcher is not None:
             self._own_watcher.stop()
             self._own_watcher = None

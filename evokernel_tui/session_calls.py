@@ -94,9 +94,7 @@ class SessionCalls:
         if message.error:
             self._report(message.error)
         self._settled()
-        if self._deferred_edit is not None:
-            text, self._deferred_edit = self._deferred_edit, None
-            self._take_file_edit(text)
+        self.edits.take_deferred()
 
     def _model_step(self, session: Any) -> None:
         best = getattr(session, "best", None)

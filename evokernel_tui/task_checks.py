@@ -1,13 +1,15 @@
 """The checks of an opened task that run after the first paint, each in its own named worker.
 
-A mixin of `EvoKernelApp` (evokernel_tui/app.py): the probe, the memory estimate and the degeneracy check
-run one after another once a session is attached; session calls wait for them (`checks_done`).
+`TaskCheckRunner` is a collaborator `EvoKernelApp` (evokernel_tui/app.py) holds, not a mixin: the probe, the
+memory estimate and the degeneracy check run one after another once a session is attached; session calls
+wait for them (`done`). Everything it needs from the app is named in `ChecksHost`, so this file reads alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Protocol
 
 
 def prebuild_starter(session: Any, on_done: Callable[[str, Any, str | None], None] | None = None) -> Any:
@@ -62,78 +64,129 @@ def _degenerate(session: Any) -> list[str]:
 STARTER_NOTE = "checking the starter in the background (a first build can take a minute)…"
 
 
-class TaskChecks:
-    """Runs `EvoKernelApp`'s task checks (`task_checks`) and reports what they find."""
+class ChecksHost(Protocol):
+    """What the task checks use of the app: the open session and its view, the panes, Textual's workers and
+    messages, and the two message types the checks post back to the app's thread."""
 
-    def _next_check(self) -> None:
+    session: Any
+    view: Any
+    running: str | None
+    CheckFinished: Any
+    StarterVerdict: Any
+
+    @property
+    def activity(self) -> Any: ...
+
+    def _show(self) -> None: ...
+
+    def _report(self, text: str, severity: str = "error") -> None: ...
+
+    def run_worker(self, work: Any, name: str | None = "", group: str = "default", *args: Any, **kwargs: Any) -> Any: ...
+
+    def post_message(self, message: Any) -> bool: ...
+
+
+class TaskCheckRunner:
+    """Runs the task checks of the app's open session (`checks_for(session)`, one after another, each in its
+    own worker) and reports what they find: `checking` (the one running), `problem` (the first one found,
+    which stops session calls), `done` (set while none runs: session calls wait on it), and, when
+    `prebuild` is on, the starter's background verification (`prebuild_thread`)."""
+
+    def __init__(self, host: ChecksHost, checks_for: Callable[[Any], Iterable[TaskCheck]] | None = None,
+                 prebuild: bool = False) -> None:
+        self._host = host
+        self._checks_for = checks_for
+        self._prebuild = prebuild
+        self._pending: list[TaskCheck] = []
+        self.done = threading.Event()
+        self.done.set()
+        self.checking: str | None = None
+        self.problem: str | None = None
+        self.prebuild_thread: Any = None
+
+    def start(self, session: Any) -> None:
+        """A session was attached: forget the last task's problem and run its checks."""
+        self.problem = None
+        self._pending = list(self._checks_for(session)) if self._checks_for is not None else []
+        if self._pending:
+            self.done.clear()
+        self.next()
+
+    def next(self) -> None:
         """Start the next task check in its own worker; when none is left (or one found a problem), let
         the waiting session calls go and prebuild the starter."""
-        session = self.session
-        if self._pending_checks and self.task_problem is None and session is not None:
-            check = self._pending_checks.pop(0)
+        host = self._host
+        session = host.session
+        if self._pending and self.problem is None and session is not None:
+            check = self._pending.pop(0)
             self.checking = check.name
-            self.view.task_note = f"checking the task ({check.name})…"
-            self._show()
-            self.run_worker(lambda: self._check_worker(session, check), name=f"task check: {check.name}",
+            host.view.task_note = f"checking the task ({check.name})…"
+            host._show()
+            host.run_worker(lambda: self._worker(session, check), name=f"task check: {check.name}",
                             group="task-checks", thread=True, exit_on_error=False)
             return
-        self._pending_checks = []
+        self._pending = []
         self.checking = None
-        self.checks_done.set()
+        self.done.set()
         if session is None:
             return
-        if self.task_problem is None:
-            self.view.task_note = ""
-            self._show()
-        if (self._prebuild_starter and self.task_problem is None and session.manual
+        if self.problem is None:
+            host.view.task_note = ""
+            host._show()
+        if (self._prebuild and self.problem is None and session.manual
                 and not getattr(session, "history", None)):
-            self.prebuild_thread = prebuild_starter(
-                session, lambda source, result, error: self.post_message(
-                    self.StarterVerdict(session, source, result, error)))
-            # the gates say what they wait for (a first build can take a minute), not a bare "waiting"
-            self.view.task_note = STARTER_NOTE
-            self._show()
 
-    def on_evo_kernel_app_starter_verdict(self, message: Any) -> None:
+            def verdict(source: str, result: Any, error: str | None) -> None:
+                host.post_message(host.StarterVerdict(session, source, result, error))
+
+            self.prebuild_thread = prebuild_starter(session, verdict)
+            # the gates say what they wait for (a first build can take a minute), not a bare "waiting"
+            host.view.task_note = STARTER_NOTE
+            host._show()
+
+    def starter_verdict(self, message: Any) -> None:
         """The starter's verdict from the prebuild: shown in the Gates pane while nothing else has been
         verified and the starter is still the session's kernel (never recorded: v records it)."""
-        session = self.session
-        if self.view.task_note == STARTER_NOTE:
-            self.view.task_note = ""
-            self._show()
-        if message.session is not session or self.running or getattr(session, "history", None):
+        host = self._host
+        session = host.session
+        if host.view.task_note == STARTER_NOTE:
+            host.view.task_note = ""
+            host._show()
+        if message.session is not session or host.running or getattr(session, "history", None):
             return
         if getattr(session, "current_source", None) != message.source:
             return
-        if any(g.state != "waiting" for g in self.view.gates.values()):
+        if any(g.state != "waiting" for g in host.view.gates.values()):
             return
         if message.error:
-            self.view.task_note = f"⚠ the starter could not be verified: {message.error}"
-            self.activity.note(f"starter: could not be verified: {message.error}")
+            host.view.task_note = f"⚠ the starter could not be verified: {message.error}"
+            host.activity.note(f"starter: could not be verified: {message.error}")
         else:
             from evokernel_tui.view import apply_starter_verdict
 
-            self.activity.note(apply_starter_verdict(self.view, message.result))
-        self._show()
+            host.activity.note(apply_starter_verdict(host.view, message.result))
+        host._show()
 
-    def _check_worker(self, session: Any, check: TaskCheck) -> None:
+    def _worker(self, session: Any, check: TaskCheck) -> None:
         finding = problem = None
         try:
             finding = check.run()
         except Exception as exc:  # the check's one line, shown in the panes
             problem = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        self.post_message(self.CheckFinished(session, check.name, finding, problem))
+        self._host.post_message(self._host.CheckFinished(session, check.name, finding, problem))
 
-    def on_evo_kernel_app_check_finished(self, message: Any) -> None:
-        if message.session is not self.session:
+    def finished(self, message: Any) -> None:
+        """One check's `CheckFinished`, on the app's thread: record what it found, then start the next."""
+        host = self._host
+        if message.session is not host.session:
             return  # another task was opened meanwhile
         if message.problem:
-            self.task_problem = message.problem
-            self.view.task_note = f"⚠ task check failed ({message.name}): {message.problem}"
-            self.view.blocked = f"not run: the task check ({message.name}) failed"
-            self._report(f"Task check ({message.name}) found a problem: {message.problem}")
+            self.problem = message.problem
+            host.view.task_note = f"⚠ task check failed ({message.name}): {message.problem}"
+            host.view.blocked = f"not run: the task check ({message.name}) failed"
+            host._report(f"Task check ({message.name}) found a problem: {message.problem}")
         else:
-            self.activity.note(f"task check ({message.name}): {message.finding}")
-        self.view.degenerate = _degenerate(self.session) or self.view.degenerate
-        self._next_check()
-        self._show()  # the title tells what the checks found (or that they are done), with no key pressed
+            host.activity.note(f"task check ({message.name}): {message.finding}")
+        host.view.degenerate = _degenerate(host.session) or host.view.degenerate
+        self.next()
+        host._show()  # the title tells what the checks found (or that they are done), with no key pressed

@@ -61,6 +61,18 @@ else:  # the controller's folder, and the controller's EVOKERNEL_TEST_PREWARMED 
 # Tests that import litellm directly must not fetch its price map from the network (core.llm sets this too).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+def _own_scratch() -> Path:
+    """This test process's scratch for the verifier: a new private folder on /dev/shm like the verifier's own
+    (tmpfs: run directories hold the trials' inputs), or in the suite's folder where /dev/shm is not
+    writable. Its name, `/dev/shm/evk-XXXXXXXX`, is as short as the default `/dev/shm/evokernel-UID` (one
+    character longer for root, shorter than for uid 1000): paths inside a job (an AF_UNIX socket's, at most
+    107 bytes) are as long as a person's, and a folder per worker nested under a suite folder was 17
+    characters longer and failed a hostile test there ("AF_UNIX path too long")."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else OWN_ROOT
+    return Path(tempfile.mkdtemp(prefix="evk-", dir=base))
+
+
 ISOLATED = {
     "EVOKERNEL_BUILD_DIR": os.environ.get("EVOKERNEL_TEST_BUILD_DIR") or str(SUITE_ROOT / "builds"),
     "EVOKERNEL_MEMORY": str(OWN_ROOT / "memory" / "memory.json"),
@@ -71,6 +83,10 @@ ISOLATED = {
     "XDG_CONFIG_HOME": str(OWN_ROOT / "xdg-config"),
     # the machine's bandwidth peak (verifier.clock.bandwidth): measured once per suite, never the person's cache
     "EVOKERNEL_PEAKS_CACHE": str(OWN_ROOT / "peaks.json"),
+    # the verifier's per-user scratch (run directories, reference workers' homes, the trash its sweeps empty):
+    # one per test process, never the machine's /dev/shm/evokernel-UID, so a test that counts or sweeps runs
+    # there sees only its own process's (another xdist worker's, or another checkout's suite, are elsewhere)
+    "EVOKERNEL_SCRATCH": str(_own_scratch()),
 }
 os.environ.update(ISOLATED)
 for name in ("EVOKERNEL_MODEL", "EVOKERNEL_API_BASE", "EVOKERNEL_API_KEY"):
@@ -111,11 +127,14 @@ def _seed_build_root(source: Path, root: Path) -> None:
     # bindings' header (`split_build._bind_pch`: about 9 s instead of 24 s each on 2 cores), and kernels with
     # the common flags find their tiny and shim headers. Headers of other flags and every bindings object
     # such a test needs it still builds itself.
-    if (dest / "pch").is_dir() and not (root / "pch").exists():
-        try:
-            shutil.copytree(dest / "pch", root / "pch", symlinks=True, ignore=ignore)
-        except (OSError, shutil.Error):
-            shutil.rmtree(root / "pch", ignore_errors=True)
+    # The prewarmed bindings too (`bind/`, a few MB: the commonest signatures, Tensor(Tensor) and
+    # Tensor(Tensor, Tensor)), which such a test otherwise compiles again, about 9 s each (session 15).
+    for part in ("pch", "bind"):
+        if (dest / part).is_dir() and not (root / part).exists():
+            try:
+                shutil.copytree(dest / part, root / part, symlinks=True, ignore=ignore)
+            except (OSError, shutil.Error):
+                shutil.rmtree(root / part, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -125,6 +144,7 @@ def pytest_sessionfinish(session, exitstatus):
     own part; the controller, which finishes after every worker, the rest."""
     if os.environ.get("EVOKERNEL_TEST_KEEP") != "1":
         shutil.rmtree(OWN_ROOT, ignore_errors=True)
+        shutil.rmtree(ISOLATED["EVOKERNEL_SCRATCH"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -188,12 +208,16 @@ def _fast_tier_starts_no_compiler_or_sandbox(request, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------
-# pytest-xdist, opt-in (`-n auto`; NOT the default: 9 tests still fail beside another worker, see
-# benchmarks/results/suite_time_2026-11-28_session14.md); a test marked `alone` (it times things,
-# or reads state the whole machine shares) runs while no other test does.
+# pytest-xdist, on by default (`-n auto` in pyproject's addopts; `-n 0` for one process); a test marked
+# `alone` (it times things, or reads state the whole machine shares) runs while no other test does.
+# Workers share the build root (content-keyed, locked builds) and nothing else: memory, sessions, config,
+# peaks cache and the verifier's scratch are per worker (above); a local Ray instance is always a new one
+# (core.executors.RayExecutor), never another worker's.
 # ---------------------------------------------------------------------------------------------------
 
-MAX_WORKERS = 4  # each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more
+# Each worker's verifications hold a sandbox, a reference worker and a GB of inputs or more; on 2 cores two
+# workers keep both busy while one waits on a sandbox or a subprocess (issue 32's target machine).
+MAX_WORKERS = 2
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -209,25 +233,61 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
-@pytest.fixture(autouse=True)
-def _alone_tests_run_alone(request):
-    """Under xdist, a test marked `alone` (it asserts on the clock: speedups compared, rounds counted, an
-    elapsed bound; or on what the whole machine holds: no sandbox process left, an empty trash in the
-    per-user scratch) holds the run's lock exclusively and every other test holds it shared, so it never
-    has another worker's test beside it: it runs as in a run without workers. Outside xdist there is one
-    test at a time anyway."""
-    if WORKER is None:
-        yield
-        return
-    exclusive = request.node.get_closest_marker("alone") is not None
-    # A turnstile first, so a timed test waiting for the lock is not starved by a stream of shared holders:
-    # it holds the turnstile while it waits, and no new shared holder gets past it meanwhile.
-    with open(SUITE_ROOT / ".alone.turnstile", "w") as turnstile, open(SUITE_ROOT / ".alone.lock", "w") as lock:
+# The run's lock as this worker holds it: {"file": open lock file, "mode": LOCK_EX or LOCK_SH}, empty when not held.
+_HELD: dict = {}
+
+
+def _take(mode: int) -> None:
+    """Hold the run's lock in `mode`, after a turnstile, so a timed test waiting for it exclusively is not
+    starved by a stream of shared holders: it holds the turnstile while it waits, and no new shared holder
+    gets past it meanwhile."""
+    with open(SUITE_ROOT / ".alone.turnstile", "w") as turnstile:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
-        if exclusive:
+        lock = open(SUITE_ROOT / ".alone.lock", "w")  # noqa: SIM115 - held across tests, closed by _let_go
+        if mode == fcntl.LOCK_EX:
             fcntl.flock(lock, fcntl.LOCK_EX)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
         else:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
             fcntl.flock(lock, fcntl.LOCK_SH)
+    _HELD.update(file=lock, mode=mode)
+
+
+def _let_go() -> None:
+    if _HELD:
+        _HELD.pop("file").close()  # closing the file releases its lock
+        _HELD.clear()
+
+
+@pytest.fixture(autouse=True)
+def _alone_tests_run_alone(request):
+    """Under xdist, a test marked `alone` (it asserts on the clock: speedups compared, rounds counted, an
+    elapsed bound; or on what the whole machine holds: no sandbox process left) holds the run's lock
+    exclusively and every other test holds it shared, so it never has another worker's test beside it:
+    it runs as in a run without workers. Outside xdist there is one test at a time anyway.
+
+    An exclusive hold is kept into the worker's next test when that one is `alone` too (released in
+    `pytest_runtest_teardown` otherwise), so a file of timed tests waits for the other worker's test to end
+    once, not before each of its tests (each wait leaves a worker idle for the rest of that test)."""
+    if WORKER is None:
         yield
+        return
+    mode = fcntl.LOCK_EX if request.node.get_closest_marker("alone") is not None else fcntl.LOCK_SH
+    if _HELD.get("mode") != mode:
+        _let_go()
+        _take(mode)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the test's own teardown: a shared hold always ends here (an `alone` test of the other worker
+    may be waiting); an exclusive one only when the next test of this worker is not `alone` (xdist knows
+    the next test: a worker runs one only once the one after it has arrived, or the run is ending)."""
+    yield
+    if WORKER is None or not _HELD:
+        return
+    keep = (_HELD["mode"] == fcntl.LOCK_EX and nextitem is not None
+            and nextitem.get_closest_marker("alone") is not None)
+    if not keep:
+        _let_go()

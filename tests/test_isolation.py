@@ -13,11 +13,14 @@ PROBE = "EVOKERNEL_ISOLATION_PROBE"
 
 
 def test_locations_point_into_the_suite_folder():
-    from tests.conftest import ISOLATED, SUITE_ROOT
+    from tests.conftest import ISOLATED, OWN_ROOT, SUITE_ROOT
 
     for name, value in ISOLATED.items():
         assert os.environ[name] == value
-        if name != "EVOKERNEL_BUILD_DIR" or not os.environ.get("EVOKERNEL_TEST_BUILD_DIR"):
+        if name == "EVOKERNEL_SCRATCH":  # a folder this process made for itself (tests/conftest.py `_own_scratch`)
+            assert Path(value).name.startswith("evk-") and Path(value).parent in (Path("/dev/shm"), OWN_ROOT)
+            assert Path(value).is_dir() and Path(value).stat().st_uid == os.getuid()
+        elif name != "EVOKERNEL_BUILD_DIR" or not os.environ.get("EVOKERNEL_TEST_BUILD_DIR"):
             assert Path(value).is_relative_to(SUITE_ROOT), name
     from core.config import sessions_root
     from memory.store import default_path

@@ -162,7 +162,7 @@ def test_bad_input_is_one_line_before_the_screen_and_a_good_file_opens_without_r
     good = CliRunner().invoke(cli, [*base, str(tmp_path / "layer.py")])
     assert good.exit_code == 0, good.output
     assert len(started) == 1 and not ran                                  # the task is run after the paint
-    assert started[0]._task_checks is not None
+    assert started[0].checks._checks_for is not None                    # the task checks given to the app
 
 
 @pytest.mark.slow

@@ -23,6 +23,9 @@ def test_main_layout(snap_compare, tmp_path, theme, size):
     assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
+# alone (tests/conftest.py): the picture depends on when the editor's focus and cursor settle; beside another
+# worker's verification it came out with the cursor drawn (session 15, under -n 2), as on a loaded machine before
+@pytest.mark.alone
 def test_manual_mode_layout(snap_compare, tmp_path):
     app = EvoKernelApp(StaticSession(tmp_path / "session", manual=True), theme_name="dark", watch_file=False)
 

@@ -141,11 +141,16 @@ def test_ray_missing_says_how_to_install(monkeypatch):
 
 
 @pytest.mark.slow  # starts a local Ray cluster: 15-20 s
-def test_ray_local_instance_runs_jobs(tmp_path):
+def test_ray_local_instance_runs_jobs(tmp_path, monkeypatch):
     ray_tmp = tmp_path
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'evokernel-tui[ray]')")
     from core.executors import RayExecutor
 
+    # Another cluster is this machine's current one (as when a second pytest worker or bench starts its local
+    # instance after the first): Ray's `init(address=None)` looks it up (RAY_ADDRESS, then the file the last
+    # start wrote) and joins it, then fails at "num_cpus and num_gpus must not be provided". A local instance
+    # must be a new one of our own whatever was started before.
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     ex = RayExecutor(workers=2, python_path=[CORE_TESTS, str(Path(__file__).parent)])
     try:
         assert ray.is_initialized()

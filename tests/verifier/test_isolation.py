@@ -14,6 +14,7 @@ import os
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -114,14 +115,21 @@ def test_forged_verdict_in_the_cache_is_not_believed(task_source, hostile_config
 
 def test_shared_build_artefacts_cannot_be_poisoned(task_source, hostile_config, build_root, kernel_source):
     """The trusted precompiled headers and bindings are read-only inside: editing the header text
-    and truncating its .gch fail, so later kernels build against the trusted ones."""
+    and truncating its .gch fail, and no file can be added beside them (a header the next build would
+    pick up first), so later kernels build against the trusted ones.
+
+    Only what the candidate could have touched is compared: every finished artefact that was there before
+    it ran (content-keyed, so a rebuild by another test never changes one), and the files it tried to add.
+    Another pytest worker builds into the same root meanwhile (its `*.tmp*` files come and go, new keys
+    appear): a digest of the whole tree failed on those, not on the candidate."""
     from tests.verifier.conftest import RELU_BODY
 
     honest = verify(task_source("relu"), kernel_source(RELU_BODY), config=hostile_config())
     assert honest.feasible, honest.feedback()
     shared = build_root / "shared"
-    before = _tree_digest(shared)
+    before = {k: v for k, v in _tree_digest(shared).items() if ".tmp" not in Path(k).name}
     assert any(k.endswith(".gch") for k in before), before
+    planted = f"evk-planted-{uuid.uuid4().hex}"
     body = f'''
 for p in glob.glob({str(shared)!r} + "/**/*", recursive=True):
     try:
@@ -133,9 +141,16 @@ for p in glob.glob({str(shared)!r} + "/**/*", recursive=True):
             Path(p).write_bytes(b"")
     except OSError:
         pass
+    try:
+        if os.path.isdir(p):
+            Path(p, {planted!r} + ".h").write_text('#error planted')
+    except OSError:
+        pass
 '''
     verify(task_source("relu"), candidate(body), config=hostile_config())
-    assert _tree_digest(shared) == before
+    after = _tree_digest(shared)
+    assert {k: after.get(k) for k in before} == before
+    assert not [k for k in after if planted in k], "the candidate added files to the shared build root"
 
 
 def test_the_answer_cannot_be_read(task_source, hostile_config):

@@ -198,3 +198,18 @@ def test_a_wait_on_one_job_gives_up_when_another_it_depends_on_has_ended(tmp_pat
     finally:
         for j in (stuck, dying):
             j.kill()
+
+
+def test_the_scratch_root_can_be_named_and_keeps_its_checks(tmp_path, monkeypatch):
+    """`EVOKERNEL_SCRATCH` moves the per-user scratch (the suite gives each worker its own): it is made
+    private, and a link there is refused as the default root's would be."""
+    from verifier.sandbox.isolation import IsolationUnavailable, private_scratch
+
+    monkeypatch.setenv("EVOKERNEL_SCRATCH", str(tmp_path / "mine"))
+    assert private_scratch() == tmp_path / "mine"
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("EVOKERNEL_SCRATCH", str(tmp_path / "link"))
+    with pytest.raises(IsolationUnavailable, match="not owned by you"):
+        private_scratch()

@@ -198,7 +198,7 @@ def test_a_result_file_that_is_not_a_regular_file_fails_without_hanging(name, ki
     assert words in res.failed_gate.reason and name in res.failed_gate.reason, res.failed_gate.reason
 
 
-@pytest.mark.alone
+# (not `alone` since session 15: the scratch whose trash it reads is this test process's own, tests/conftest.py)
 def test_a_deep_directory_chain_is_removed_and_the_next_verification_runs(task_source, hostile_config, kernel_source):
     """3000 nested directories (and a FIFO at the bottom) in the job: the old `shutil.rmtree` raised
     RecursionError out of verify(). Now the run passes on its merits, its directory is removed, and

@@ -273,10 +273,16 @@ def gpu_device_nodes() -> list[str]:
 
 def private_scratch() -> Path:
     """A per-user scratch root no other user can enter (tmpfs when there is one), cleaned of runs whose
-    owner died. Refuses a root someone else owns or that is a link."""
+    owner died. Refuses a root someone else owns or that is a link.
+
+    `EVOKERNEL_SCRATCH` names another root (same checks): the test suite gives each of its processes one
+    (tests/conftest.py), so two pytest-xdist workers, or two checkouts' suites run by one user, never see,
+    sweep or count each other's runs."""
     uid = os.getuid()
     shm = Path("/dev/shm")
     base = shm / f"evokernel-{uid}" if shm.is_dir() and os.access(shm, os.W_OK) else None
+    if os.environ.get("EVOKERNEL_SCRATCH"):
+        base = Path(os.environ["EVOKERNEL_SCRATCH"])
     if base is None:
         from platformdirs import user_runtime_dir
 
