@@ -269,7 +269,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             job.send({"cmd": "built", "kind": kind})
             return
         asked.add(request)
-        self.candidate.setdefault("shared_builds", []).append(kind)  # a build timeout's verdict names them
+        if isinstance(getattr(self, "candidate", None), dict):  # a build timeout's verdict names them
+            self.candidate.setdefault("shared_builds", []).append(kind)
         if kind == "bind":
             self.progress("compile", "bindings", "building the bindings for a new signature (once, ~20 s)")
         elif kind == "pch":
