@@ -118,8 +118,11 @@ class _ReferenceWorkers:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         task = home / "task.py"
         task.write_text(reference_source)
+        # a reference that builds a torch extension builds it in the verifier's own folder (hidden from every
+        # sandbox), where every builder locks with `KernelBaton`: no stale or foreign baton file can hold it
+        env = {**_trusted_env(), **be.child_env(), "TORCH_EXTENSIONS_DIR": str(config.root() / "torch_extensions")}
         job = LiveJob([sys.executable, "-m", "verifier.workers.reference_worker"], home,
-                      _limits(config, 24 * 3600, be), {**_trusted_env(), **be.child_env()},
+                      _limits(config, 24 * 3600, be), env,
                       fd_socket=be.device == "cuda")  # receives the candidate's shared buffers (GPU data path)
         return job, task
 
