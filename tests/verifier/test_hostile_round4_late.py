@@ -321,3 +321,37 @@ def test_a_forward_handing_back_its_garbled_result_shows_only_as_torch_work(task
     else:
         assert res.feasible and "reference-op-at-runtime" in reported, text[:2000]
         assert "decoy-kernel" not in text  # the gap this test records
+
+
+@pytest.mark.slow
+def test_the_job_directory_planned_from_the_task_holds_an_honest_large_task_and_stops_the_filler(
+        task_source, make_config, monkeypatch):
+    """Through `core.verifying.verify_task`, with the task's estimate known (as every command works it out
+    first): an honest relu with 128 MiB inputs and outputs fits the job directory planned for it, and the
+    candidate that fills its job directory is stopped at the small relu's plan (not at a quarter of the
+    memory limit)."""
+    import verifier.api
+    from core.tasks import Task, estimate_task_memory, job_dir_mb
+    from core.verifying import verify_task
+
+    used = []
+    real = verifier.api.verify
+    monkeypatch.setattr(verifier.api, "verify", lambda *a, **k: (used.append(k["config"]), real(*a, **k))[1])
+    big_source = task_source("relu").replace("torch.randn(2048, 4096)", "torch.randn(4096, 8192)")
+    assert big_source != task_source("relu")
+    big = Task(name="relu_big", level=1, category="", description="", source=big_source)
+    small = Task(name="relu", level=1, category="", description="", source=task_source("relu"))
+    est_big, est_small = estimate_task_memory(big), estimate_task_memory(small)
+    assert est_big is not None and est_small is not None and est_big.outputs_bytes == 128 << 20
+
+    honest = (Path(__file__).resolve().parents[1] / "candidates" / "cpu" / "relu.py").read_text()
+    res = verify_task(big, honest, "cpu", make_config(static_scan=False, time_kernels=False))
+    assert used[-1].job_dir_mb == job_dir_mb(est_big) and res.feasible, json.dumps(res.to_dict())[:2000]
+
+    plan = job_dir_mb(est_small)
+    res = verify_task(small, (ROUND4 / "fills_job_dir.py").read_text(), "cpu",
+                      make_config(static_scan=False, time_kernels=False))
+    text = json.dumps(res.to_dict())
+    assert used[-1].job_dir_mb == plan and not res.feasible, text[:2000]
+    wrote = int(text.split("JOB-FILL wrote=")[1].split()[0])
+    assert "enospc=True" in text and wrote <= plan << 20, text[:2000]
