@@ -194,7 +194,14 @@ def _sandbox_spec(job_dir: Path, config: VerifyConfig, be: Backend):
     return SandboxSpec(writable=[job_dir], readonly=[root / "shared"], hidden=hidden,
                        devices=gpu_device_nodes() if be.device == "cuda" else [],
                        tmp_bytes=int(config.sandbox_tmp_mb * 1024**2),
-                       job_bytes=job_bytes(config.memory_gb, config.job_dir_mb))
+                       job_bytes=job_bytes(config.memory_gb, config.job_dir_mb),
+                       no_anonymous_exec=no_anonymous_exec(config))
+
+
+def no_anonymous_exec(config: VerifyConfig) -> bool:
+    """The strict policy's sandboxes make no anonymous executable memory (`anon-exec` refused by the syscall
+    filter as well as by the audit); `--allow anon-exec` lifts it."""
+    return config.policy == "strict" and "anon-exec" not in (config.allow or [])
 
 
 def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bool) -> tuple[LiveJob, Path]:
@@ -241,7 +248,7 @@ def release(job: LiveJob, job_dir: Path) -> None:
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
     return content_key("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
                    config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
-                   config.sandbox_tmp_mb, config.job_dir_mb)
+                   config.sandbox_tmp_mb, config.job_dir_mb, no_anonymous_exec(config))
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
