@@ -225,7 +225,10 @@ relu = load_task("relu").source
 out = {}
 cases = {"honest": (root / "tests/candidates/cpu/relu.py", {}),
          "raises": (root / "tests/candidates/hostile_round4/raises_on_garbled_result.py", {}),
-         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256})}
+         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256}),
+         "mimic": (root / "tests/candidates/hostile_round4/mimics_on_garbled_result.py", {}),
+         "jit_strict": (root / "tests/candidates/hostile_round4/maps_code_within_forward.py",
+                        {"static_scan": False, "policy": "strict"})}
 for name, (path, extra) in cases.items():
     cfg = VerifyConfig(use_cache=False, trials=2, time_kernels=name == "honest", timing_budget_s=1.0, **extra)
     res = verify(relu, path.read_text(), config=cfg)
@@ -275,8 +278,9 @@ def _drop(user):
 @pytest.mark.slow
 def test_real_verifications_as_an_ordinary_user():
     """As `evk` (no privileges): an honest relu feasible and isolated, the decoy that raises on its garbled
-    result refused (`decoy-kernel`), and the job-filling candidate stopped by its 256 MiB job tmpfs, which
-    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox."""
+    result refused (`decoy-kernel`), the job-filling candidate stopped by its 256 MiB job tmpfs, which
+    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox, the mimic refused by the
+    followed trial, and code made within forward refused by the strict sandbox's filter."""
     import shutil
     import subprocess
     import sys
@@ -303,6 +307,9 @@ def test_real_verifications_as_an_ordinary_user():
     assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
     wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
     assert wrote <= 256 << 20
+    # the followed trial refuses the mimic; the strict sandbox's filter refuses code made within forward
+    assert not out["mimic"]["feasible"] and out["mimic"]["rule"] == "decoy-kernel", out["mimic"]["text"]
+    assert not out["jit_strict"]["feasible"] and "PROT_EXEC refused" in out["jit_strict"]["text"], out["jit_strict"]["text"]
 
 
 @pytest.mark.slow
