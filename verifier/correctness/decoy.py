@@ -340,6 +340,12 @@ def flow_mode(torch, flow: Flow):
     from torch.utils._pytree import tree_flatten
 
     class _FlowMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # no `torch._disable_dynamo` wrapper: its first call imports torch._dynamo (1.5-3 s on a 2-core
+            # machine), which rebinds torch functions (`torch.manual_seed`): a monkey-patch to the audit
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)

@@ -464,10 +464,9 @@ def _warm_cuda() -> None:
 
 
 def _warm_flow() -> None:
-    """Enter the followed trial's dispatch mode once (`decoy.flow_forward`) before the candidate is imported:
-    its first use imports torch._dynamo (1.5 s on a 2-core machine, done while a spare waits for its job),
-    which rebinds torch functions (`torch.manual_seed`) that the monkey-patch check would otherwise see
-    change between the candidate's import and its forwards."""
+    """Enter the followed trial's dispatch mode once (`decoy.flow_forward`) before the candidate is imported
+    (done while a spare waits for its job): whatever its first use imports or binds lies before the
+    monkey-patch check's snapshot, not between the candidate's import and its forwards."""
     try:
         import torch
 
