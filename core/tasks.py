@@ -501,6 +501,35 @@ def estimate_task_memory(task: Task, timeout_s: float = 60, use_cache: bool = Tr
     return _estimate_from(task, result)
 
 
+#: the job directory's plan (`job_dir_mb`): what a verification hands over through it, besides the build
+JOB_BUILD_BYTES = 256 << 20  # the candidate's own build (a CPU extension: a few MB; a CUDA one: ~100 MB)
+JOB_TRIALS_HELD = 3  # trials whose inputs and outputs can lie there at once (two in flight, the decoy's replay)
+JOB_MARGIN = 1.5  # held-out shapes and magnitude probes may be a little larger than the task's own call
+JOB_MIN_MB = 512
+JOB_STEP_MB = 256  # sizes rounded up to this, so tasks of one size class share a spare sandbox
+
+
+def job_dir_mb(estimate: MemoryEstimate, timing_memory_mb: float = 256.0) -> int:
+    """The job directory's tmpfs (MiB) for a task, from its memory estimate: the build, the weights handed
+    over once, `JOB_TRIALS_HELD` trials' inputs and outputs, a timed round's sets (`timing_memory_mb`), all
+    with `JOB_MARGIN`; at least `JOB_MIN_MB`. Sized from what the task needs, not from the memory limit
+    (a quarter of it, 2 GiB by default, before): a small task's candidate can fill far less host memory,
+    and a task with large outputs gets the room its trials need (it did not fit a quarter of the limit)."""
+    need = (JOB_BUILD_BYTES + estimate.weights_bytes + JOB_TRIALS_HELD * (estimate.inputs_bytes + estimate.outputs_bytes)
+            + timing_memory_mb * 1024**2) * JOB_MARGIN
+    mb = math.ceil(need / 1024**2 / JOB_STEP_MB) * JOB_STEP_MB
+    return max(JOB_MIN_MB, int(mb))
+
+
+def known_estimate(task: Task) -> MemoryEstimate | None:
+    """The task's memory estimate when one was worked out before (`estimate_task_memory`, which every command
+    runs before its first verification), else None; never starts the probe."""
+    try:
+        return _estimate_from(task, _read_estimate(task))
+    except (TaskError, KeyError, TypeError, ValueError):
+        return None
+
+
 AVAILABLE_ENV = "EVOKERNEL_AVAILABLE_GB"
 
 

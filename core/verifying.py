@@ -10,7 +10,7 @@ from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
 from verifier.policy.rules import Policy, PolicyError, make_policy
 
-__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "build_root_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy",
+__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "build_root_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy", "with_job_dir",
            "with_policy"]
 
 
@@ -29,6 +29,7 @@ def verify_task(
     from verifier.api import VerifierError, verify
     from verifier.backends import BackendUnavailable
 
+    config = with_job_dir(config, task)
     try:
         result = verify(task.source, source, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
@@ -39,6 +40,23 @@ def verify_task(
     if config is not None and not result.degenerate:
         result.degenerate = [*(config.extra.get("degenerate") or []), *(config.extra.get("pass_through") or [])]
     return result
+
+
+def with_job_dir(config: VerifyConfig | None, task: Task | str) -> VerifyConfig | None:
+    """`config` with the job directory sized from `task`'s memory estimate (`core.tasks.job_dir_mb`) when
+    the person set no size and an estimate is known; else `config` as it is (the verifier then takes a
+    quarter of the memory limit). A copy: one config serves many tasks in a bench."""
+    from dataclasses import replace
+
+    from core.tasks import job_dir_mb, known_estimate
+
+    if config is not None and config.job_dir_mb is not None:
+        return config
+    task = task if isinstance(task, Task) else Task(name="task", level=0, category="", description="", source=task)
+    estimate = known_estimate(task)
+    if estimate is None:
+        return config
+    return replace(config or VerifyConfig(), job_dir_mb=float(job_dir_mb(estimate, (config or VerifyConfig()).timing_memory_mb)))
 
 
 def backend_problem(backend: str) -> str | None:
@@ -188,6 +206,7 @@ def compare_sources(task: Task, source_a: str, source_b: str, backend: str = "cp
     from verifier.api import VerifierError, compare
     from verifier.backends import BackendUnavailable
 
+    config = with_job_dir(config, task)
     try:
         return compare(task.source, source_a, source_b, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:

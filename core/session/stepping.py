@@ -34,7 +34,7 @@ from core.rewards import StartPoint, best_in_frame, is_improvement
 from core.session.folder import _atomic_write
 from core.session.learning import reply_payload
 from core.session.models import fresh_config
-from core.verifying import tolerance_text
+from core.verifying import tolerance_text, with_job_dir
 from verifier.result import VerificationResult
 
 if TYPE_CHECKING:
@@ -226,6 +226,8 @@ class Stepping:
                 self._emit(GateEvent(version=attempt.version, name=name, status=status))
 
         config = fresh_config(self.verify_config) if reverify else self.verify_config
+        if hasattr(config, "job_dir_mb"):  # the job directory sized from the task's estimate (a copy)
+            config = with_job_dir(config, self.meta.task_source)
         try:
             result = self.verify_fn(self.meta.task_source, attempt.source, backend=self.backend,
                                     config=config, on_gate=on_gate)

@@ -225,7 +225,10 @@ relu = load_task("relu").source
 out = {}
 cases = {"honest": (root / "tests/candidates/cpu/relu.py", {}),
          "raises": (root / "tests/candidates/hostile_round4/raises_on_garbled_result.py", {}),
-         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256})}
+         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256}),
+         "mimic": (root / "tests/candidates/hostile_round4/mimics_on_garbled_result.py", {}),
+         "jit_strict": (root / "tests/candidates/hostile_round4/maps_code_within_forward.py",
+                        {"static_scan": False, "policy": "strict"})}
 for name, (path, extra) in cases.items():
     cfg = VerifyConfig(use_cache=False, trials=2, time_kernels=name == "honest", timing_budget_s=1.0, **extra)
     res = verify(relu, path.read_text(), config=cfg)
@@ -275,8 +278,9 @@ def _drop(user):
 @pytest.mark.slow
 def test_real_verifications_as_an_ordinary_user():
     """As `evk` (no privileges): an honest relu feasible and isolated, the decoy that raises on its garbled
-    result refused (`decoy-kernel`), and the job-filling candidate stopped by its 256 MiB job tmpfs, which
-    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox."""
+    result refused (`decoy-kernel`), the job-filling candidate stopped by its 256 MiB job tmpfs, which
+    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox, the mimic refused by the
+    followed trial, and code made within forward refused by the strict sandbox's filter."""
     import shutil
     import subprocess
     import sys
@@ -303,21 +307,138 @@ def test_real_verifications_as_an_ordinary_user():
     assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
     wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
     assert wrote <= 256 << 20
+    # the followed trial refuses the mimic; the strict sandbox's filter refuses code made within forward
+    assert not out["mimic"]["feasible"] and out["mimic"]["rule"] == "decoy-kernel", out["mimic"]["text"]
+    assert not out["jit_strict"]["feasible"] and "PROT_EXEC refused" in out["jit_strict"]["text"], out["jit_strict"]["text"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["kernelbench", "strict"])
-def test_a_forward_handing_back_its_garbled_result_shows_only_as_torch_work(task_source, make_config, policy):
-    """What the decoy checks cannot see (README, limits): the same fingerprint, and on garbage the garbled
-    result handed back, as an honest kernel's output would be. What shows is torch's relu in forward:
-    refused under strict, reported under kernelbench (with torch's share of forward's compute, which the
-    kernel's own useless pass makes small: 14% on the 2-core machine)."""
+def test_a_forward_handing_back_its_garbled_result_is_refused(task_source, make_config, policy):
+    """Same fingerprint as an honest kernel's, and on garbage the garbled result handed back, as an honest
+    kernel's output would be: the garbling probes cannot tell it. Before: feasible under kernelbench with
+    `reference-op-at-runtime` only reported (torch's share 14%, the kernel's own useless pass making it
+    small). Now one ordinary trial, drawn in secret, follows the kernel's result through torch's operators
+    (`decoy.Flow`): it reaches no output, so `decoy-kernel` refuses it under every preset, with the static
+    scan or without (strict's scan refuses torch's relu in forward first)."""
     source = (ROUND4 / "mimics_on_garbled_result.py").read_text()
-    res = verify(task_source("relu"), source, config=make_config(time_kernels=False, policy=policy))
-    refused, reported = _rules(res)
+    for static_scan in ([True, False] if policy == "kernelbench" else [True]):
+        res = verify(task_source("relu"), source, config=make_config(time_kernels=False, policy=policy,
+                                                                     static_scan=static_scan))
+        refused, _reported = _rules(res)
+        text = json.dumps(res.to_dict())
+        assert not res.feasible, text[:2000]
+        if policy == "strict" and static_scan:
+            assert {"torch-op", "reference-op-at-runtime"} & set(refused), text[:2000]
+        else:
+            assert "decoy-kernel" in refused and "none of them reached" in text, text[:2000]
+
+
+@pytest.mark.slow
+def test_the_job_directory_planned_from_the_task_holds_an_honest_large_task_and_stops_the_filler(
+        task_source, make_config, monkeypatch):
+    """Through `core.verifying.verify_task`, with the task's estimate known (as every command works it out
+    first): an honest relu with 128 MiB inputs and outputs fits the job directory planned for it, and the
+    candidate that fills its job directory is stopped at the small relu's plan (not at a quarter of the
+    memory limit)."""
+    import verifier.api
+    from core.tasks import Task, estimate_task_memory, job_dir_mb
+    from core.verifying import verify_task
+
+    used = []
+    real = verifier.api.verify
+    monkeypatch.setattr(verifier.api, "verify", lambda *a, **k: (used.append(k["config"]), real(*a, **k))[1])
+    big_source = task_source("relu").replace("torch.randn(2048, 4096)", "torch.randn(4096, 8192)")
+    assert big_source != task_source("relu")
+    big = Task(name="relu_big", level=1, category="", description="", source=big_source)
+    small = Task(name="relu", level=1, category="", description="", source=task_source("relu"))
+    est_big, est_small = estimate_task_memory(big), estimate_task_memory(small)
+    assert est_big is not None and est_small is not None and est_big.outputs_bytes == 128 << 20
+
+    honest = (Path(__file__).resolve().parents[1] / "candidates" / "cpu" / "relu.py").read_text()
+    res = verify_task(big, honest, "cpu", make_config(static_scan=False, time_kernels=False))
+    assert used[-1].job_dir_mb == job_dir_mb(est_big) and res.feasible, json.dumps(res.to_dict())[:2000]
+
+    plan = job_dir_mb(est_small)
+    res = verify_task(small, (ROUND4 / "fills_job_dir.py").read_text(), "cpu",
+                      make_config(static_scan=False, time_kernels=False))
     text = json.dumps(res.to_dict())
-    if policy == "strict":  # refused by the static scan already (torch.nn.functional.relu in forward)
-        assert not res.feasible and {"torch-op", "reference-op-at-runtime"} & set(refused), text[:2000]
+    assert used[-1].job_dir_mb == plan and not res.feasible, text[:2000]
+    wrote = int(text.split("JOB-FILL wrote=")[1].split()[0])
+    assert "enospc=True" in text and wrote <= plan << 20, text[:2000]
+
+
+# ---------------------------------------------------------------------------------------------------
+# executable memory mapped and unmapped within one forward: no audit between forwards sees it
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_the_strict_filter_denies_anonymous_executable_memory_only():
+    from verifier.sandbox.syscall_filter import program
+
+    base, strict = program("x86_64"), program("x86_64", no_anonymous_exec=True)
+    assert base is not None and strict is not None and len(strict) == len(base) + 13 * 8
+    assert strict.startswith(base[: len(base) - 11 * 8])  # the same denials first, then the exec rule
+
+
+FILTER_PROBE = r'''
+import ctypes, json, mmap
+import torch
+out = {}
+try:
+    mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    out["anon_rwx"] = "ok"
+except OSError as exc:
+    out["anon_rwx"] = exc.errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+a = libc.mmap(None, 4096, 3, 0x22, -1, 0)
+out["anon_rw"] = a is not None and a != ctypes.c_void_p(-1).value
+out["mprotect_exec"] = libc.mprotect(a, 4096, 5) == 0 or ctypes.get_errno()
+out["torch"] = float((torch.randn(64, 64) @ torch.randn(64, 64)).abs().sum()) > 0 and tuple(
+    torch.nn.functional.conv2d(torch.randn(1, 3, 16, 16), torch.randn(4, 3, 3, 3)).shape) == (1, 4, 14, 14)
+print("RESULT " + json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strict", [False, True], ids=["kernelbench", "strict"])
+def test_a_strict_sandbox_makes_no_anonymous_executable_memory(tmp_path, strict):
+    """Started as the verifier starts one: under strict, anonymous executable memory is refused (EPERM) and
+    torch still imports and computes (matmul, convolution); under kernelbench nothing changes."""
+    import errno
+    import subprocess
+    import sys
+
+    from verifier.sandbox.isolation import SandboxSpec, sandbox_command
+
+    argv, fds = sandbox_command(SandboxSpec(writable=[tmp_path], no_anonymous_exec=strict), [sys.executable, "-c", FILTER_PROBE])
+    try:
+        proc = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=300)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    out = json.loads(line.removeprefix("RESULT "))
+    assert out["anon_rw"] is True and out["torch"] is True, out
+    if strict:
+        assert out["anon_rwx"] == errno.EPERM and out["mprotect_exec"] == errno.EPERM, out
     else:
-        assert res.feasible and "reference-op-at-runtime" in reported, text[:2000]
-        assert "decoy-kernel" not in text  # the gap this test records
+        assert out["anon_rwx"] == "ok" and out["mprotect_exec"] is True, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["kernelbench", "strict"])
+def test_code_mapped_and_unmapped_within_forward(task_source, make_config, policy):
+    """Before: feasible under both presets with no finding (the audit reads mappings between forwards).
+    Now refused under strict (its forward meets EPERM); under kernelbench still unseen (recorded gap)."""
+    source = (ROUND4 / "maps_code_within_forward.py").read_text()
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False, policy=policy))
+    text = json.dumps(res.to_dict())
+    if policy == "strict":
+        assert not res.feasible and "PROT_EXEC refused" in text, text[:2000]
+    else:
+        assert res.feasible and "anon-exec" not in text, text[:2000]  # the gap this test records

@@ -278,6 +278,121 @@ def probe_forward(torch, model, inputs: list, counter: dict) -> tuple[object, di
                  "copies": probe.copies, "reruns": probe.reruns}
 
 
+class Flow:
+    """Where the custom kernel's results go in one ordinary forward (issue 37's mimic): every tensor a custom
+    call returns or writes in place, unless it is one of the call's own inputs handed back
+    (`passed_through`), is marked, and a dispatch mode (`flow_mode`) marks every tensor a torch operator
+    computes from a marked one. The forward's output then either carries a mark — some of the kernel's
+    result reached it, through any number of torch ops — or not: the kernel ran, torch computed the
+    answer, and the kernel's result went nowhere but, at most, into control flow (`torch.equal`, `.item()`).
+
+    Nothing is garbled and no name is read: a kernel that checks its own result against a fingerprint and
+    hands torch's answer back whenever it looks right (`tests/candidates/hostile_round4/
+    mimics_on_garbled_result.py`) fools the garbling probes, whose garbage it sees, but not this. Marks
+    are storages (views share them); every marked tensor is held until the forward ends, so no freed
+    address is reused by an unmarked one."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.marked: set[tuple[str, int]] = set()
+        self.held: list = []
+        self.calls = 0
+        self.results = 0  # tensors the kernel produced (returned or wrote), copies of its inputs excluded
+        self.copies = 0
+
+    def key(self, t) -> tuple[str, int] | None:
+        ptr = _storage(t)
+        return (str(t.device), ptr) if ptr else None
+
+    def mark(self, t) -> None:
+        k = self.key(t)
+        if k is not None:
+            self.marked.add(k)
+            self.held.append(t)
+
+    def is_marked(self, t) -> bool:
+        k = self.key(t)
+        return k is not None and k in self.marked
+
+    def call(self, fn, args: tuple, kwargs: dict):
+        torch = self.torch
+        self.calls += 1
+        given = [t for v in (*args, *kwargs.values()) for t in _tensors(torch, v)]
+        before = [t.detach().clone() for t in given]
+        result = fn(*args, **kwargs)
+        if any(t.is_cuda for t in given) and torch.cuda.is_available():
+            torch.cuda.synchronize()
+        unchanged = [same_bits(torch, u, old) for u, old in zip(given, before, strict=True)]
+        written = [t for t, same in zip(given, unchanged, strict=True) if not same]
+        for t in _tensors(torch, result) + written:
+            if any(passed_through(torch, t, u, old, same) for u, old, same in zip(given, before, unchanged, strict=True)):
+                self.copies += 1
+                continue
+            self.results += 1
+            self.mark(t)
+        return result
+
+
+def flow_mode(torch, flow: Flow):
+    """A dispatch mode that marks what torch computes from marked tensors (outputs of an op with a marked
+    input; an in-place or `out=` op returns the tensor it wrote, so that is marked too)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class _FlowMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # no `torch._disable_dynamo` wrapper: its first call imports torch._dynamo (1.5-3 s on a 2-core
+            # machine), which rebinds torch functions (`torch.manual_seed`): a monkey-patch to the audit
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            leaves = tree_flatten((args, kwargs))[0]
+            if any(isinstance(t, torch.Tensor) and flow.is_marked(t) for t in leaves):
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        flow.mark(t)
+            return out
+
+    return _FlowMode()
+
+
+def flow_forward(torch, model, inputs: list, counter: dict) -> tuple[object, dict]:
+    """One ordinary forward whose custom-kernel results are followed (`Flow`): (outputs, what happened).
+    `reached`: some output carries the kernel's result. Raises what forward raises (an ordinary trial)."""
+    from verifier.clock.paired_calls import plain_outputs
+
+    flow = Flow(torch)
+    before = counter["calls"]
+    counter[PROBE_KEY] = flow
+    try:
+        with flow_mode(torch, flow):
+            out = model(*inputs)
+    finally:
+        counter[PROBE_KEY] = None
+    try:
+        reached = any(flow.is_marked(o) for o in plain_outputs(torch, out))
+    except TypeError:
+        reached = False  # refused as an output by the trial itself
+    record = {"kernel_calls": counter["calls"] - before, "results": flow.results, "copies": flow.copies,
+              "reached": reached}
+    flow.held.clear()
+    return out, record
+
+
+def flow_verdict(record: dict | None) -> str | None:
+    """The decoy finding of the followed forward: the kernel produced results and none reached an output."""
+    if not isinstance(record, dict) or not record.get("kernel_calls") or not record.get("results"):
+        return None
+    if record.get("reached") is not False:
+        return None
+    return (f"in an ordinary forward the custom kernel produced {record['results']} tensor(s) and none of them "
+            "reached forward's output, not even through torch operators: torch computed what forward returned "
+            "(at most the kernel's result decided which answer to return); compute the output from the kernel")
+
+
 # --- the trusted side ---------------------------------------------------------------------------------
 def plan(rng, trials: int) -> dict:
     """Where the two checked forwards go among the `trials` + 1 ordinary trials the reference prepares
@@ -388,7 +503,7 @@ def kernel_findings(cand: dict) -> list[tuple[str, str]]:
     if skipped:
         found.append(("custom-kernel-skipped", "forward did not call the custom kernel on " + ", ".join(skipped)
                       + "; every forward must run it"))
-    decoy = next((d for d in map(verdict, records) if d), None)
+    decoy = next((d for d in map(verdict, records) if d), None) or flow_verdict(cand.get("kernel_flow"))
     if decoy:
         found.append(("decoy-kernel", decoy))
     copying = next((c for c in (copy_only(r, cand.get("work_split")) for r in records) if c), None)

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import random
 import re
 import time
 from pathlib import Path
@@ -48,6 +49,10 @@ class Trials:
         # (`ReferenceSide.send_prepare` drew it with the trials; a run without one draws it now)
         drawn = getattr(self, "decoy_plan", None)
         probe_plan = dict(drawn) if isinstance(drawn, dict) else decoy.plan(self.rng, max(1, self.config.trials))
+        # the ordinary trial whose kernel results are followed to the output (`decoy.Flow`), drawn from the
+        # system's generator: the run's seeded draws stay as they were
+        others = [k for k in range(decoy.ordinary_slots(max(1, self.config.trials))) if k != probe_plan.get("fresh")]
+        probe_plan["flow"] = random.SystemRandom().choice(others) if others else -1
 
         def send_trial(i: int, rt: dict) -> HeldDir:
             d = self._job_subdir(f"t{i}")
@@ -55,9 +60,11 @@ class Trials:
             kind = "probe" if self._fresh_probe(i, rt, probe_plan) else "trial"
             if self.reference.get("recipe") is None:
                 self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
-                self.job.send({"cmd": kind, "dir": d.name, "index": i})
+                self.job.send({"cmd": kind, "dir": d.name, "index": i,
+                               **({"flow": True} if kind == "trial" and i == probe_plan["flow"] and not rt.get("probe") else {})})
             else:  # the harness draws the trial's inputs from its seed, revealed now
-                cmd = {"cmd": kind, "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task")}
+                cmd = {"cmd": kind, "dir": d.name, "index": i, "seed": rt["seed"], "dist": rt.get("dist", "task"),
+                       **({"flow": True} if kind == "trial" and i == probe_plan["flow"] and not rt.get("probe") else {})}
                 if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
                     cmd.update(recipe=rt["recipe"], may_refuse=True)
                 self.job.send(cmd)
@@ -106,6 +113,9 @@ class Trials:
                 d = send_trial(i, rt) if rt is not None else d
                 continue
             self.candidate["kernel_calls"].append(int(mark.get("kernel_calls") or 0))
+            flow = mark.get("flow")
+            if isinstance(flow, dict):  # the followed trial (`decoy.flow_verdict` reads it)
+                self.candidate["kernel_flow"] = {"trial": i, **_probe_counts(flow), "reached": flow.get("reached") is True}
             probe = mark.get("gpu_probe")
             if isinstance(probe, dict):  # the GPU side-stream probe (verifier.clock.gpu_timing.gpu_findings reads it)
                 self.candidate.setdefault("gpu_probes", []).append(

@@ -140,6 +140,8 @@ class SandboxSpec:
     # > 0: each writable directory is a tmpfs of this size of its own, mounted at its path inside the
     # sandbox, instead of a bind of the host directory (`verifier.sandbox.job_mount`: the job's cap)
     job_bytes: int = 0
+    # the strict policy: no anonymous executable memory (`syscall_filter._no_anonymous_exec`)
+    no_anonymous_exec: bool = False
 
 
 def visible_trees() -> list[Path]:
@@ -200,7 +202,7 @@ def sandbox_command(spec: SandboxSpec, argv: list[str], trees: list[Path] | None
     memory) and the descriptors the caller passes to it and closes once it started."""
     from verifier.sandbox.syscall_filter import filter_fd
 
-    seccomp_fd = filter_fd()
+    seccomp_fd = filter_fd(no_anonymous_exec=spec.no_anonymous_exec)
     fds = [] if seccomp_fd is None else [seccomp_fd]
     try:
         etc_fds = synthetic_etc_fds()

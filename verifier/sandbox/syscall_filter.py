@@ -61,8 +61,39 @@ def _ret(value: int) -> bytes:
     return _insn(_RET_K, value)
 
 
-def program(machine: str | None = None) -> bytes | None:
-    """The filter as bytes of `struct sock_filter`, or None where this module has no syscall table."""
+X86_64_MMAP, X86_64_MPROTECT, X86_64_PKEY_MPROTECT = 9, 10, 329
+PROT_EXEC, MAP_ANONYMOUS = 0x4, 0x20
+_ARG2, _ARG3 = 32, 40  # low 32 bits of the third and fourth arguments (prot; mmap's flags)
+
+
+def _no_anonymous_exec(eperm: int) -> list[bytes]:
+    """Under the strict policy: no executable memory without a file. `mmap` with PROT_EXEC and
+    MAP_ANONYMOUS, and `mprotect`/`pkey_mprotect` adding PROT_EXEC to anything, answer EPERM. Code made at
+    run time in anonymous memory and unmapped within one forward was never seen by the audit, which reads
+    the mappings between forwards (issue 37). A file mapped executable is still allowed (the dynamic loader
+    maps every library so; glibc's loader calls mprotect with PROT_EXEC only for text relocations and an
+    executable stack, which torch's and the candidate's libraries do not ask for). Under kernelbench torch's
+    own CPU JIT (oneDNN) makes such memory in the candidate's process, so there it is only reported."""
+    return [
+        _insn(_JEQ_K, X86_64_MMAP, 0, 6),
+        _insn(_LD_W_ABS, _ARG2),
+        _insn(_JSET_K, PROT_EXEC, 0, 3),
+        _insn(_LD_W_ABS, _ARG3),
+        _insn(_JSET_K, MAP_ANONYMOUS, 0, 1),
+        _ret(eperm),
+        _ret(RET_ALLOW),
+        _insn(_JEQ_K, X86_64_MPROTECT, 1, 0),
+        _insn(_JEQ_K, X86_64_PKEY_MPROTECT, 0, 4),
+        _insn(_LD_W_ABS, _ARG2),
+        _insn(_JSET_K, PROT_EXEC, 0, 1),
+        _ret(eperm),
+        _ret(RET_ALLOW),
+    ]
+
+
+def program(machine: str | None = None, no_anonymous_exec: bool = False) -> bytes | None:
+    """The filter as bytes of `struct sock_filter`, or None where this module has no syscall table;
+    `no_anonymous_exec` (the strict policy) adds `_no_anonymous_exec`."""
     if (machine or platform.machine()) not in ("x86_64", "amd64", "AMD64"):
         return None
     eperm = RET_ERRNO | errno.EPERM
@@ -78,6 +109,8 @@ def program(machine: str | None = None) -> bytes | None:
     ]
     for nr in sorted(X86_64_DENIED.values()):
         out += [_insn(_JEQ_K, nr, 0, 1), _ret(eperm)]
+    if no_anonymous_exec:
+        out += _no_anonymous_exec(eperm)
     # personality: only the query (0xffffffff) and PER_LINUX
     out += [_insn(_JEQ_K, X86_64_PERSONALITY, 0, 5), _insn(_LD_W_ABS, _ARG0),
             _insn(_JEQ_K, 0xFFFFFFFF, 2, 0), _insn(_JEQ_K, 0, 1, 0), _ret(eperm), _ret(RET_ALLOW)]
@@ -87,11 +120,11 @@ def program(machine: str | None = None) -> bytes | None:
     return b"".join(out)
 
 
-def filter_fd() -> int | None:
+def filter_fd(no_anonymous_exec: bool = False) -> int | None:
     """A fresh descriptor (its own offset: bubblewrap reads it to its end) holding the program, for one
     bubblewrap start; the caller passes it with `pass_fds` and closes it once bubblewrap started. None
     where there is no program for this machine."""
-    prog = program()
+    prog = program(no_anonymous_exec=no_anonymous_exec)
     if prog is None:
         return None
     fd = os.memfd_create("evk_seccomp", 0) if hasattr(os, "memfd_create") else None

@@ -216,7 +216,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         time_round,
         wake,
     )
-    from verifier.correctness.decoy import counted_model, probe_forward, scrub_free_cuda_memory
+    from verifier.correctness.decoy import counted_model, flow_forward, probe_forward, scrub_free_cuda_memory
     from verifier.correctness.input_recipe import draw
 
     job = json.loads((job_dir / "job.json").read_text())
@@ -334,8 +334,13 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 inputs = call_inputs(cmd, d)
                 scrub_free_cuda_memory(torch)
                 before_calls = counter["calls"]
+                flow = None
                 try:
-                    outs = plain_outputs(torch, model(*inputs))
+                    if cmd.get("flow"):  # one ordinary trial, drawn in secret: where the kernel's results go
+                        raw, flow = flow_forward(torch, model, inputs, counter)
+                        outs = plain_outputs(torch, raw)
+                    else:
+                        outs = plain_outputs(torch, model(*inputs))
                     # Right as forward returns, before any synchronise: was its output finished on the current
                     # stream, and was the device idle once that stream drained? (work hidden on a side stream)
                     probe = clock.probe([o for o in outs if o.is_cuda]) if clock is not None else None
@@ -365,6 +370,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     inputs = []
                     torch.cuda.empty_cache()
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, kernel_calls=calls,
+                             **({"flow": flow} if flow is not None else {}),
                              **({"gpu_probe": probe} if probe is not None else {}),
                              **({"after": staged["after"], "staging": staged["staging"]} if staged else {}))
             elif kind == "probe":  # the decoy probe: a trial's inputs again, kernel results garbled
@@ -492,6 +498,21 @@ def _warm_cuda() -> None:
         pass
 
 
+def _warm_flow() -> None:
+    """Enter the followed trial's dispatch mode once (`decoy.flow_forward`) before the candidate is imported
+    (done while a spare waits for its job): whatever its first use imports or binds lies before the
+    monkey-patch check's snapshot, not between the candidate's import and its forwards."""
+    try:
+        import torch
+
+        from verifier.correctness.decoy import Flow, flow_mode
+
+        with flow_mode(torch, Flow(torch)):
+            torch.ones(1).add(1)
+    except Exception:  # noqa: BLE001 - a failure is met again, and reported, by the followed trial itself
+        pass
+
+
 def main() -> int:
     from verifier.sandbox.channel import Channel
 
@@ -503,6 +524,7 @@ def main() -> int:
 
     import verifier.clock.paired_calls  # noqa: F401
 
+    _warm_flow()
     if "--warm-cuda" in sys.argv[2:]:
         _warm_cuda()
     if "--wait" in sys.argv[2:] and channel.recv().get("cmd") != "go":

@@ -118,8 +118,11 @@ class _ReferenceWorkers:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         task = home / "task.py"
         task.write_text(reference_source)
+        # a reference that builds a torch extension builds it in the verifier's own folder (hidden from every
+        # sandbox), where every builder locks with `KernelBaton`: no stale or foreign baton file can hold it
+        env = {**_trusted_env(), **be.child_env(), "TORCH_EXTENSIONS_DIR": str(config.root() / "torch_extensions")}
         job = LiveJob([sys.executable, "-m", "verifier.workers.reference_worker"], home,
-                      _limits(config, 24 * 3600, be), {**_trusted_env(), **be.child_env()},
+                      _limits(config, 24 * 3600, be), env,
                       fd_socket=be.device == "cuda")  # receives the candidate's shared buffers (GPU data path)
         return job, task
 
@@ -191,7 +194,14 @@ def _sandbox_spec(job_dir: Path, config: VerifyConfig, be: Backend):
     return SandboxSpec(writable=[job_dir], readonly=[root / "shared"], hidden=hidden,
                        devices=gpu_device_nodes() if be.device == "cuda" else [],
                        tmp_bytes=int(config.sandbox_tmp_mb * 1024**2),
-                       job_bytes=job_bytes(config.memory_gb, config.job_dir_mb))
+                       job_bytes=job_bytes(config.memory_gb, config.job_dir_mb),
+                       no_anonymous_exec=no_anonymous_exec(config))
+
+
+def no_anonymous_exec(config: VerifyConfig) -> bool:
+    """The strict policy's sandboxes make no anonymous executable memory (`anon-exec` refused by the syscall
+    filter as well as by the audit); `--allow anon-exec` lifts it."""
+    return config.policy == "strict" and "anon-exec" not in (config.allow or [])
 
 
 def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bool) -> tuple[LiveJob, Path]:
@@ -238,7 +248,7 @@ def release(job: LiveJob, job_dir: Path) -> None:
 def _spare_key(config: VerifyConfig, be: Backend, isolated: bool) -> str:
     return content_key("spare-v1", be.name, be.device, isolated, str(config.root()), config.memory_gb,
                    config.max_processes, config.hidden_paths, config.build_timeout_s, config.run_timeout_s,
-                   config.sandbox_tmp_mb, config.job_dir_mb)
+                   config.sandbox_tmp_mb, config.job_dir_mb, no_anonymous_exec(config))
 
 
 def prewarm(backend: str = "cpu", config: VerifyConfig | None = None) -> None:
