@@ -160,12 +160,26 @@ def _rules(res) -> tuple[list[str], list[str]]:
 @pytest.mark.parametrize("policy", ["kernelbench", "strict"])
 def test_code_written_to_anonymous_memory_at_run_time_is_seen(task_source, make_config, policy):
     """Before: no finding at all (the audit reads mapped files only; the region has none), the verdict
-    feasible under both presets. Now `anon-exec`: refused under strict, reported under kernelbench."""
+    feasible under both presets. Now `anon-exec`: reported under kernelbench; under strict the sandbox's
+    syscall filter refuses the mapping itself (EPERM at import), and with that filter lifted
+    (`--allow anon-exec` lifts the refusal too) the audit still sees the region."""
     source = (ROUND4 / "runs_code_made_at_run_time.py").read_text()
     res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False, policy=policy))
     refused, reported = _rules(res)
     text = json.dumps(res.to_dict())
     if policy == "strict":
+        assert not res.feasible and "PermissionError: [Errno 1] Operation not permitted" in text, text[:2000]
+        import verifier.workers.pools as pools
+
+        lifted = pytest.MonkeyPatch()
+        lifted.setattr(pools, "no_anonymous_exec", lambda config: False)
+        try:
+            res = verify(task_source("relu"), source,
+                         config=make_config(static_scan=False, time_kernels=False, policy=policy))
+        finally:
+            lifted.undo()
+        refused, reported = _rules(res)
+        text = json.dumps(res.to_dict())
         assert not res.feasible and "anon-exec" in refused, text[:2000]
     else:
         assert res.feasible and "anon-exec" in text, text[:2000]
