@@ -7,8 +7,8 @@ slot is the pool's best remaining Q, or with probability epsilon a random remain
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
 context is then credited with the attempt's reward (`store.credit`; option `credit` "advantage" moves each
 by the context's surprise instead), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
-A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`), and one with
-fewer than `try_visits` visits no lower than an untried item.
+A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`); option
+`try_visits` ranks an item with fewer visits no lower than an untried one.
 API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
 rule, outside the N ranked slots, and is not credited.
 
@@ -237,8 +237,12 @@ class RetrievalPolicy:
       context that failed ranks just under the mean, every fresh trajectory and lesson (untried, at the mean,
       a new one after every failed attempt) stays ahead of it, and only epsilon brought it back; seeds go
       first among equal ranks (`tie_rank`), so the note gets its second context at the next free slot.
-      Default 2: on the fast proxy of the real path (`bench_learning_real.py --verifier fake`) seed 4's
-      prompts showing a helpful note went 0.25 -> 0.66 (pass 1) and 0.30 -> 1.00 (pass 2); 0 or 1: off;
+      With 2, seed 4 on the real verifier went from helpful notes in 0.25 / 0.23 of the prompts (pass 1 / 2)
+      to 0.66 / 1.00. Default 0 (off), because it is a trade, not a win: the growing-bank simulator and the
+      replica's mean figures do not move beyond noise, and with a weak signal (p_good 0.34) the extra
+      second looks at poor notes lowered the helpful notes' Q1 lead after pass one on 21 of 40 replica seeds
+      against 26 (the fast guard `tests/memory/test_learning_weak_signal.py` fails on seed 1) and collapsed
+      one run of 12; figures in `benchmarks/results/memory_learning_real.md` (session 5);
     - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
       "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
       surprise, the reward less the mean Q of the items shown, so items shown together can still end
@@ -271,7 +275,7 @@ class RetrievalPolicy:
     prior_visits: float = 5.0  # issue 38: one lucky or unlucky reward is not an item's whole rank
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
     credit: str = "mc"  # "advantage" measured in issue 38 (values.context_baselines): not a win on the real path
-    try_visits: int = 2  # issue 38: one failed context does not put an item under the untried ones
+    try_visits: int = 0  # issue 38 session 5: 2 rescues an early unlucky context, costs the weak-signal guard
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
