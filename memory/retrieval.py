@@ -7,7 +7,8 @@ slot is the pool's best remaining Q, or with probability epsilon a random remain
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
 context is then credited with the attempt's reward (`store.credit`; option `credit` "advantage" moves each
 by the context's surprise instead), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
-A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`).
+A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`); option
+`try_visits` ranks an item with fewer visits no lower than an untried one.
 API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
 rule, outside the N ranked slots, and is not credited.
 
@@ -230,6 +231,18 @@ class RetrievalPolicy:
       item; 0: Q as stored. Default 5 (issue 38): real verifier, seeds 3 and 5, value's second pass showed
       the helpful notes in every prompt (0.88 and 1.00 before) with contexts worth 0.39 (0.33 before, seed 3);
       figures in `benchmarks/results/memory_learning_real.md`;
+    - `try_visits` (with `neutral`): an item with fewer visits than this ranks no lower than an untried item
+      (the pool's mean), so one failed context does not bury it: optimistic ranking for the little tried.
+      Why (issue 38, seed 4 of the real verifier): with most drafts failing, a helpful note first shown in a
+      context that failed ranks just under the mean, every fresh trajectory and lesson (untried, at the mean,
+      a new one after every failed attempt) stays ahead of it, and only epsilon brought it back; seeds go
+      first among equal ranks (`tie_rank`), so the note gets its second context at the next free slot.
+      With 2, seed 4 on the real verifier went from helpful notes in 0.25 / 0.23 of the prompts (pass 1 / 2)
+      to 0.66 / 1.00. Default 0 (off), because it is a trade, not a win: the growing-bank simulator and the
+      replica's mean figures do not move beyond noise, and with a weak signal (p_good 0.34) the extra
+      second looks at poor notes lowered the helpful notes' Q1 lead after pass one on 21 of 40 replica seeds
+      against 26 (the fast guard `tests/memory/test_learning_weak_signal.py` fails on seed 1) and collapsed
+      one run of 12; figures in `benchmarks/results/memory_learning_real.md` (session 5);
     - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
       "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
       surprise, the reward less the mean Q of the items shown, so items shown together can still end
@@ -262,6 +275,7 @@ class RetrievalPolicy:
     prior_visits: float = 5.0  # issue 38: one lucky or unlucky reward is not an item's whole rank
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
     credit: str = "mc"  # "advantage" measured in issue 38 (values.context_baselines): not a win on the real path
+    try_visits: int = 0  # issue 38 session 5: 2 rescues an early unlucky context, costs the weak-signal guard
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -286,6 +300,8 @@ class RetrievalPolicy:
             raise ValueError("explore_slots must be within 0..k and screen_visits at least 0")
         if not 0.0 <= self.fresh_floor <= 1.0:
             raise ValueError(f"fresh_floor must be within 0..1, got {self.fresh_floor!r}")
+        if not isinstance(self.try_visits, int) or isinstance(self.try_visits, bool) or self.try_visits < 0:
+            raise ValueError(f"try_visits must be a whole number of visits, 0 or more, got {self.try_visits!r}")
         if not 0.0 <= self.value_weight <= 1.0:
             raise ValueError(f"value_weight must be within 0..1, got {self.value_weight!r}")
         check_scheme(self.reward)
@@ -307,6 +323,7 @@ class RetrievalPolicy:
             "dedup": self.dedup, "neutral": self.neutral, "reward": self.reward, "refine_norm": self.refine_norm,
             "seed_ties": self.seed_ties, "keep_evidence": self.keep_evidence,
             "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor, "credit": self.credit,
+            "try_visits": self.try_visits,
         }
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:
@@ -381,6 +398,8 @@ class RetrievalPolicy:
                 # evidence counts: a Q from few visits is pulled toward the pool's mean (see `prior_visits`)
                 n = item.visits(stage)
                 q = (n * q + self.prior_visits * neutral) / (n + self.prior_visits)
+            if neutral is not None and item.visits(stage) < self.try_visits:
+                q = max(q, neutral)  # too little evidence to rank under an item never tried (see `try_visits`)
             value = normalised_value(q, stage)
             bonus = 0.0
             if self.exploration == "ucb":
