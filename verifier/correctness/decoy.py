@@ -362,8 +362,6 @@ def flow_mode(torch, flow: Flow):
 def flow_forward(torch, model, inputs: list, counter: dict) -> tuple[object, dict]:
     """One ordinary forward whose custom-kernel results are followed (`Flow`): (outputs, what happened).
     `reached`: some output carries the kernel's result. Raises what forward raises (an ordinary trial)."""
-    from verifier.clock.paired_calls import plain_outputs
-
     flow = Flow(torch)
     before = counter["calls"]
     counter[PROBE_KEY] = flow
@@ -372,10 +370,10 @@ def flow_forward(torch, model, inputs: list, counter: dict) -> tuple[object, dic
             out = model(*inputs)
     finally:
         counter[PROBE_KEY] = None
-    try:
-        reached = any(flow.is_marked(o) for o in plain_outputs(torch, out))
-    except TypeError:
-        reached = False  # refused as an output by the trial itself
+    # the outputs as the trial takes them (a tensor or a tuple/list of tensors; anything else is refused by
+    # the trial itself, `paired_calls.plain_outputs`, which this room may not import)
+    items = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else []
+    reached = any(type(o) is torch.Tensor and flow.is_marked(o) for o in items)
     record = {"kernel_calls": counter["calls"] - before, "results": flow.results, "copies": flow.copies,
               "reached": reached}
     flow.held.clear()
