@@ -19,6 +19,7 @@ import importlib.util
 import inspect
 import math
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -364,3 +365,73 @@ def test_a_launch_on_the_default_stream_is_caught():
             "k<<<1, 32, 0, stream>>>(x);\nk<<<1, 32>>>(x);\nk<<<1, 32, 0, other>>>(x);\n"
             "k<<<2, 64, 0, at::cuda::getCurrentCUDAStream()>>>(x);")
     assert _launch_problems(cuda) == ["1, 32", "1, 32, 0, other"]
+
+
+# --------------------------------------------------------------------------- the verifier's own build plan
+
+
+@pytest.mark.parametrize("kernel", CUDA_KERNELS, ids=lambda p: p.stem)
+def test_the_verifier_plans_the_split_build_with_the_tiny_tensor_first(kernel):
+    """What the CUDA backend will do with the kernel on the card, planned here without a compiler: the split
+    layout (not torch's 25-70 s single build), bound types the trusted side's bindings accept, and the tiny
+    Tensor headers as the first try."""
+    from tests.gpu.test_cuda_plan import TOOLCHAIN, spec_of
+    from verifier.backends.cuda_plan import fallback_chain
+    from verifier.build.shared_artefacts import safe_type
+
+    spec = spec_of(kernel)
+    chain = fallback_chain(spec, TOOLCHAIN, {"full": "/job/shim", "light": "/job/shim-light", "tiny": "/job/tiny"})
+    assert [p.headers for p in chain] == ["tiny", "light", "full"], (kernel.name, chain[0].reason)
+    assert all(p.layout == "split" for p in chain)
+    assert all(safe_type(s.ret) and all(safe_type(p) for p in s.params) for s in chain[0].signatures), kernel.name
+
+
+def _nvcc_tiny(kernel: Path, work: Path) -> subprocess.CompletedProcess:
+    """The kernel TU compiled as the split build's first try (behind the tiny Tensor), with this machine's
+    nvcc and sm_90 code; no torch header is needed, so a CPU build of torch serves."""
+    from tests.gpu.test_cuda_plan import spec_of
+    from verifier.backends.cuda import toolchain_here
+    from verifier.backends.cuda_plan import fallback_chain
+    from verifier.build.split_build import TORCH_NAMESPACE
+    from verifier.build.tiny_tensor import tiny_shim_files
+
+    shim = work / "shim-tiny"
+    for rel, text in tiny_shim_files(TORCH_NAMESPACE).items():
+        (shim / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shim / rel).write_text(text)
+    plan = fallback_chain(spec_of(kernel), toolchain_here("9.0", ("kernelbench-head-test",)),
+                          {"full": str(work / "unused"), "tiny": str(shim)})[0]
+    assert plan.headers == "tiny"
+    tu = work / kernel.stem
+    tu.mkdir()
+    for name, text in plan.files.items():
+        (tu / name).write_text(text)
+    return subprocess.run(list(plan.compile_steps[0].argv), cwd=tu, capture_output=True, text=True, timeout=300)
+
+
+def _nvcc() -> str | None:
+    from verifier.backends.cuda import nvcc_path
+
+    return nvcc_path()
+
+
+@pytest.mark.slow  # nvcc: about 4 s a kernel
+@pytest.mark.skipif(_nvcc() is None, reason="no nvcc on this machine")
+def test_every_cuda_kernel_compiles_behind_the_tiny_tensor(tmp_path):
+    failed = {}
+    for kernel in CUDA_KERNELS:
+        done = _nvcc_tiny(kernel, tmp_path)
+        if done.returncode != 0:
+            failed[kernel.name] = [ln for ln in (done.stdout + done.stderr).splitlines() if "error" in ln][:5]
+    assert failed == {}, failed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_nvcc() is None, reason="no nvcc on this machine")
+def test_a_kernel_that_does_not_compile_is_caught(tmp_path):
+    bad = tmp_path / "bad_rmsnorm.py"
+    good = (ROOT / "tests" / "candidates" / "kernelbench_gpu" / "rmsnorm_head.py").read_text()
+    bad.write_text(good.replace("sqrtf(ss / (float)features", "sqrtf(s_s / (float)features"))
+    assert bad.read_text() != good
+    done = _nvcc_tiny(bad, tmp_path)
+    assert done.returncode != 0 and '"s_s" is undefined' in done.stdout + done.stderr
