@@ -73,7 +73,9 @@ def kernelbench_rows(root: str, level: int | None, category: str | None, memory_
             else:
                 progress["at"] = task.name
                 click.echo(f"trivial answers: {progress['done'] + 1}/{progress['total']} {task.name}", err=True)
-                row["degenerate"] = task_degeneracy(task, degenerate, memory_gb=memory_gb)
+                found = task_degeneracy(task, degenerate, memory_gb=memory_gb)
+                # the trivial answers that pass (a `Degeneracy` record, or None when the check could not run)
+                row["degenerate"] = None if found is None else list(found.found)
         rows.append(row)
         progress["done"] += 1
     return rows

@@ -76,3 +76,19 @@ def test_a_stopped_resume_says_how_to_continue(tmp_path):
     assert "Traceback" not in err, err[-2000:]
     last = err.strip().splitlines()[-1]
     assert "interrupted" in last and "continue with `" in last and f"evokernel resume {sid}`" in last, last
+
+
+def test_a_finished_degeneracy_pass_prints_its_table_and_json(tmp_path):
+    """Run to its end, `tasks --kernelbench --degenerate` printed a traceback (it joined the `Degeneracy`
+    record as a list, and could not write it as JSON)."""
+    import json
+
+    env = {**os.environ, "EVOKERNEL_CONFIG": str(tmp_path / "none.toml"), "HOME": str(tmp_path)}
+    base = [sys.executable, "-m", "evokernel_tui.cli", "tasks", "--kernelbench", str(KB), "--degenerate", "kernelbench"]
+    table = subprocess.run(base, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert table.returncode == 0 and "Traceback" not in table.stderr, table.stderr[-2000:]
+    assert "KernelBench problems in" in table.stdout and "none" in table.stdout
+    listed = subprocess.run([*base, "--json"], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    rows = json.loads(listed.stdout)
+    assert rows and all(r["degenerate"] is None or isinstance(r["degenerate"], list) for r in rows)
