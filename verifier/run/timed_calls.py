@@ -159,9 +159,7 @@ class TimedCalls:
         # outputs are copied after their inputs were overwritten (a view of the input shows), unless the
         # reference's own outputs alias its inputs (an in-place task), where that is the right answer
         aliasing = any(o.get("aliases_input") for t in self.reference.get("trials", []) for o in t.get("outputs", []))
-        woke = wake_worker(self.job, max(1.0, self.config.run_timeout_s)) if self._waking() else {"phase": "awake"}
-        if woke is None or woke.get("phase") != "awake":
-            self._take_report(woke)
+        if not self._woken():
             return None
         pre = self.sandbox_cpu()  # the sandbox's CPU so far, and its run-queue wait: read before the clock starts
         wall0 = time.monotonic()
@@ -213,9 +211,7 @@ class TimedCalls:
         window can work ahead. {"own_stub_ms": wall ms, "own_stub_lost": share lost waiting for a CPU}, or
         None (with the report taken) when the harness failed in it: the round fails as a failed round does."""
         assert self.job is not None
-        woke = wake_worker(self.job, max(1.0, self.config.run_timeout_s)) if self._waking() else {"phase": "awake"}
-        if woke is None or woke.get("phase") != "awake":
-            self._take_report(woke)
+        if not self._woken():
             return None
         pre = self.sandbox_cpu()
         wall0 = time.monotonic()
@@ -236,10 +232,18 @@ class TimedCalls:
                 "own_stub_segments": window_segments(wall0, mark.get("stamps"), mark_read_at(self.job, mark), wall1),
                 "own_stub_loop": mark.get("loop_detail") if isinstance(mark.get("loop_detail"), dict) else None}
 
-    def _waking(self) -> bool:
+    def _woken(self) -> bool:
+        """The `wake` handshake before a clocked window, where it is on (`paired_calls.wake_enabled`); False
+        (with the harness's report taken) when the harness did not answer it."""
         from verifier.clock.paired_calls import wake_enabled
 
-        return wake_enabled(self.be.device, self.config)
+        if not wake_enabled(self.be.device, self.config):
+            return True
+        woke = wake_worker(self.job, max(1.0, self.config.run_timeout_s))
+        if woke is None or woke.get("phase") != "awake":
+            self._take_report(woke)
+            return False
+        return True
 
     def check_blocks(self, d: HeldDir, rdir: Path, ref_mark: dict, count: int, r: int) -> bool:
         """The GPU's check of a timed round: for every call and output, blocks chosen here after the round
