@@ -239,3 +239,39 @@ def test_child_started_from_a_finished_thread_dies_with_its_parent(tmp_path):
     finally:
         parent.kill()
         parent.wait()
+
+
+def _exiting(tmp_path: Path, tail: str) -> list[str]:
+    script = tmp_path / "exiting.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "from verifier.errors import VerifierError\n"
+        "from verifier.workers import pools\n"
+        "made = threading.Event()\n"
+        "def start():\n"
+        "    run = pools._new_run_dir()\n"
+        "    print(run, flush=True)\n"
+        "    made.set()\n"
+        "    time.sleep(60)\n"
+        "pools._SPARES.refill('key', start)\n"
+        "assert made.wait(30)\n" + tail)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": _pythonpath()})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.splitlines()
+
+
+def test_a_run_directory_made_while_the_process_exits_is_removed(tmp_path):
+    """A spare sandbox being started on its daemon thread when the process is told to stop made its run
+    directory after the pools had closed (1 in ~15 `test_cancel_while_workers_start[SIGTERM]` runs left it):
+    at exit every run directory the process made is removed, and none is made after that sweep."""
+    run = Path(_exiting(tmp_path, "")[0])  # the process exits while the spare's start is under way
+    assert run.name.startswith("run-") and run.parent.name == "runs"
+    assert not run.exists(), "the run directory of the spare being started outlived its process"
+    lines = _exiting(tmp_path, "pools._sweep_own_runs()\n"
+                               "try:\n"
+                               "    pools._new_run_dir()\n"
+                               "except VerifierError as exc:\n"
+                               "    print('refused:', exc, flush=True)\n")
+    assert not Path(lines[0]).exists()
+    assert lines[1].startswith("refused: the verifier is shutting down"), lines

@@ -88,11 +88,43 @@ def _scratch() -> Path:
     return scratch
 
 
+#: held while a run directory is made and while the exit sweep runs, so none is made behind the sweep
+_RUNS_LOCK = threading.Lock()
+_CLOSING = threading.Event()
+
+
 def _new_run_dir() -> Path:
-    run = _scratch() / "runs" / f"run-{uuid.uuid4().hex}"
-    run.mkdir(mode=0o700)
-    (run / ".owner").write_text(str(os.getpid()))
+    with _RUNS_LOCK:
+        if _CLOSING.is_set():
+            raise VerifierError("the verifier is shutting down: no new sandbox is started")
+        run = _scratch() / "runs" / f"run-{uuid.uuid4().hex}"
+        run.mkdir(mode=0o700)
+        (run / ".owner").write_text(str(os.getpid()))
     return run
+
+
+def _sweep_own_runs() -> None:
+    """At exit, after the pools have stopped their jobs: remove every run directory this process made.
+    A spare sandbox being started on its daemon thread when the process was told to stop (SIGTERM while
+    the workers start) made its directory after the pools' own `close`; without this sweep it stayed
+    until the next verification's `clean_stale_runs`. No run directory is made after it (`_CLOSING`)."""
+    with _RUNS_LOCK:
+        _CLOSING.set()
+        if not _scratch.cache_info().currsize:  # this process never made one
+            return
+        scratch = _scratch()
+    me = str(os.getpid())
+    for owner in (scratch / "runs").glob("run-*/.owner"):
+        try:
+            mine = owner.read_text()[:32].strip() == me
+        except OSError:
+            continue
+        if mine:
+            discard(owner.parent, scratch / "trash")
+
+
+# registered before the pools below: atexit runs last-registered first, so this runs after their `close`
+atexit.register(_sweep_own_runs)
 
 
 class _ReferenceWorkers:
