@@ -339,6 +339,7 @@ class Pass:
     q: dict[str, dict[str, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    items: list[dict[str, Any]] = field(default_factory=list)  # every tried item after the pass (for `--dump`)
 
     def mean(self, key: str) -> float | None:
         xs = [float(p[key]) for p in self.prompts if p.get(key) is not None]
@@ -444,6 +445,8 @@ def check_bank(run: Pass, bank: Path, updates: dict[str, int]) -> None:
         helpful = [i for i in seeds if i.id in HELPFUL and i.visits1]
         others = [i for i in seeds if i.id not in HELPFUL and i.visits1]
         fresh = [i for i in store.items() if i.kind != "seed" and i.visits1]
+        run.items = [{"id": i.id, "kind": i.kind, "title": i.title, "helpful": i.id in HELPFUL, "q1": i.q1,
+                      "visits1": i.visits1} for i in store.items() if i.visits1]
         run.q = {name: {"q1": statistics.fmean(i.q1 for i in xs) if xs else float("nan"),
                         "visits1": statistics.fmean(i.visits1 for i in xs) if xs else 0.0, "n": len(xs)}
                  for name, xs in (("helpful", helpful), ("others", others), ("fresh", fresh))}
@@ -524,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                          "distinct source)")
     ap.add_argument("--label", default="", help="A note for the results file (e.g. the commit).")
     ap.add_argument("--write", action="store_true", help="Append to benchmarks/results/memory_learning_real.md.")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="A folder for one JSON file per mode, seed and pass: its draft prompts (task, items shown, "
+                         "outcome) and every tried item's Q1 and visits afterwards (to read why a seed did not separate).")
     args = ap.parse_args(argv)
     args.task_list = args.tasks.split(",")
     global HELPFUL
@@ -549,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
                 for number in (1, 2):
                     p = one_pass(mode, seed, number, Path(tmp), bank, args, updates, titles, sources)
                     runs.setdefault((mode, number), []).append(p)
+                    if args.dump:
+                        args.dump.mkdir(parents=True, exist_ok=True)
+                        (args.dump / f"{mode}-{seed}-p{number}.json").write_text(json.dumps(
+                            {"prompts": p.prompts, "items": p.items, "q": p.q, "problems": p.problems}, indent=1))
                     print(f"seed {seed} {mode} pass {number}: shown {fmt(p.mean('shown'))}, p {fmt(p.mean('p'))}, "
                           f"correct {fmt(p.mean('good'))}, {len(p.prompts)} draft prompts, "
                           f"Q1 helpful {fmt(p.q['helpful']['q1'])} others {fmt(p.q['others']['q1'])} "

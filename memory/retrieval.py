@@ -7,8 +7,8 @@ slot is the pool's best remaining Q, or with probability epsilon a random remain
 Q goes to the less-visited seed item, then to similarity, see `tie_rank`). Every item put in the
 context is then credited with the attempt's reward (`store.credit`; option `credit` "advantage" moves each
 by the context's surprise instead), and refining picks its start point epsilon-greedily by Q2 (`choose_start`).
-A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`); option
-`try_visits` ranks an item with fewer visits no lower than an untried one.
+A tried item ranks at its Q shrunk toward the pool's mean by its evidence (`prior_visits`), and one with
+fewer than `try_visits` (2) visits no lower than an untried one.
 API/contract knowledge (seed items of category "contract" for the task's backend) is fetched by
 rule, outside the N ranked slots, and is not credited.
 
@@ -192,6 +192,11 @@ def keep_evidence(candidates: list[tuple[MemoryItem, float]], size: int, stage: 
     return sorted(kept, key=lambda c: order[id(c[0])])
 
 
+#: For a session recorded before a field existed: the value that ranks as that session did. Only fields whose
+#: default changed after they were added and recorded (`try_visits`: 0 until issue 38 session 6).
+RECORDED_BEFORE: dict[str, Any] = {"try_visits": 0}
+
+
 @dataclass
 class RetrievalPolicy:
     """How to pick the N items put in a prompt. Seeded, so runs are reproducible.
@@ -237,12 +242,13 @@ class RetrievalPolicy:
       context that failed ranks just under the mean, every fresh trajectory and lesson (untried, at the mean,
       a new one after every failed attempt) stays ahead of it, and only epsilon brought it back; seeds go
       first among equal ranks (`tie_rank`), so the note gets its second context at the next free slot.
-      With 2, seed 4 on the real verifier went from helpful notes in 0.25 / 0.23 of the prompts (pass 1 / 2)
-      to 0.66 / 1.00. Default 0 (off), because it is a trade, not a win: the growing-bank simulator and the
-      replica's mean figures do not move beyond noise, and with a weak signal (p_good 0.34) the extra
-      second looks at poor notes lowered the helpful notes' Q1 lead after pass one on 21 of 40 replica seeds
-      against 26 (the fast guard `tests/memory/test_learning_weak_signal.py` fails on seed 1) and collapsed
-      one run of 12; figures in `benchmarks/results/memory_learning_real.md` (session 5);
+      Default 2 (issue 38, session 6): on the real verifier (seeds 3, 4, 5) value's second pass showed a
+      helpful note in every prompt and at least as often as its first (0 rescued seed 4's unlucky start
+      from 0.25 / 0.23 to 0.66 / 1.00), and on the weak-signal guard restated over 48 seeds
+      (`tests/memory/test_learning_weak_signal.py`) it is level with 0: its one cost is a smaller Q1 lead
+      of the helpful notes after pass one (+0.05 against +0.08, 200 seeds), since a poor note gets its second
+      look too. 0: the rank before. A session recorded before the option reopens with 0 (`from_settings`);
+      figures in `benchmarks/results/memory_learning_real.md` (sessions 5 and 6);
     - `credit`: how sessions share an attempt's reward among the items in its context (`values.CREDIT_RULES`):
       "mc" gives every item the reward (the paper's update), "advantage" moves every item by the context's
       surprise, the reward less the mean Q of the items shown, so items shown together can still end
@@ -275,7 +281,7 @@ class RetrievalPolicy:
     prior_visits: float = 5.0  # issue 38: one lucky or unlucky reward is not an item's whole rank
     fresh_floor: float = 0.5  # issue 38: loosely similar fresh items with no evidence no longer fill the pool
     credit: str = "mc"  # "advantage" measured in issue 38 (values.context_baselines): not a win on the real path
-    try_visits: int = 0  # issue 38 session 5: 2 rescues an early unlucky context, costs the weak-signal guard
+    try_visits: int = 2  # issue 38: one failed context does not bury a note (0 until session 6)
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _rule_cache: dict[tuple[int, str], dict[str, MemoryItem]] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -325,6 +331,17 @@ class RetrievalPolicy:
             "prior_visits": self.prior_visits, "fresh_floor": self.fresh_floor, "credit": self.credit,
             "try_visits": self.try_visits,
         }
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> RetrievalPolicy:
+        """The policy a session recorded (`settings()`). A record that lacks a field added later was written
+        when the field did not exist, so it gets the value that reproduces the rank of that time
+        (`RECORDED_BEFORE`), not today's default; an empty record means "the defaults" and gets today's."""
+        values = dict(settings)
+        if values:
+            for key, then in RECORDED_BEFORE.items():
+                values.setdefault(key, then)
+        return cls(**values)
 
     def retrieve(self, store: Recaller, sig: TaskSignature, stage: str) -> list[Retrieved]:
         """The chosen items for this task and stage (ranked slots first, then rule items)."""

@@ -69,7 +69,7 @@ class Learning:
         if self._policy is None:
             from memory import RetrievalPolicy
 
-            self._policy = RetrievalPolicy(**self.meta.retrieval)
+            self._policy = RetrievalPolicy.from_settings(self.meta.retrieval)
         return self._policy
 
     def _device_of(self, attempt: Attempt | None = None) -> dict[str, Any]:

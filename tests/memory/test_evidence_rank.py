@@ -40,7 +40,8 @@ def test_one_lucky_or_unlucky_context_does_not_decide_the_rank(tmp_path):
 
 
 def test_the_old_rank_by_stored_q_fails_both(tmp_path):
-    """The defeating candidate: ranking by the stored Q alone (prior_visits 0), the rule before issue 38."""
-    ids = _ranked(tmp_path, RetrievalPolicy(k=9, epsilon=0.0, rules=False, prior_visits=0))
+    """The defeating candidate: ranking by the stored Q alone (prior_visits 0, and no lift for the little tried,
+    try_visits 0, which did not exist then), the rule before issue 38."""
+    ids = _ranked(tmp_path, RetrievalPolicy(k=9, epsilon=0.0, rules=False, prior_visits=0, try_visits=0))
     assert ids.index("lucky-trajectory") < ids.index("proven-note")
     assert ids[-1] == "unlucky-note"

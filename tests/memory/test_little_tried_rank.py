@@ -9,8 +9,8 @@ stayed ahead of them and only epsilon could bring them back: helpful notes in 0.
 The bank below is that state, small and without chance: the model succeeds exactly when a helpful note is in
 the context, epsilon is 0, each failed draft leaves a fresh trajectory that matches the task well. The option
 `try_visits` 2 (an item with one visit ranks no lower than an untried one, seeds first among equals) gives a
-helpful note its second context at once, and it climbs; today's default rank (try_visits 0) never shows one.
-(Not the default: with a weak signal it costs the fast guard, see `RetrievalPolicy.try_visits`.)
+helpful note its second context at once, and it climbs; the rank before it (try_visits 0, the default until
+issue 38 session 6) never shows one.
 """
 
 from __future__ import annotations
@@ -57,17 +57,17 @@ def _drafts(tmp_path, policy: RetrievalPolicy) -> tuple[list[int], dict[str, flo
 
 
 def test_a_helpful_note_that_failed_once_gets_a_second_context(tmp_path):
-    shown, q = _drafts(tmp_path, RetrievalPolicy(epsilon=0.0, rules=False, try_visits=2))
+    assert RetrievalPolicy().try_visits == 2  # the default since issue 38 session 6
+    shown, q = _drafts(tmp_path, RetrievalPolicy(epsilon=0.0, rules=False))
     assert shown[0] >= 1, shown  # its second context comes at the next prompt, ahead of the untried trajectories
     assert sum(1 for k in shown if k) == PROMPTS, shown
     best_helpful = max(q[f"helpful-{n}"] for n in range(3))
     assert best_helpful > max(q[f"lucky-{n}"] for n in range(4)), q  # and, helping, it ends above the lucky notes
 
 
-def test_todays_default_rank_never_shows_one_again(tmp_path):
-    """The defeating candidate: the default rank (prior_visits 5 alone, try_visits 0), issue 38's seed 4."""
-    assert RetrievalPolicy().try_visits == 0
-    shown, q = _drafts(tmp_path, RetrievalPolicy(epsilon=0.0, rules=False))
+def test_the_rank_without_it_never_shows_one_again(tmp_path):
+    """The defeating candidate: the rank before (prior_visits 5 alone, try_visits 0), issue 38's seed 4."""
+    shown, q = _drafts(tmp_path, RetrievalPolicy(epsilon=0.0, rules=False, try_visits=0))
     assert shown == [0] * PROMPTS
     assert all(q[f"helpful-{n}"] == -1.0 for n in range(3))
 
@@ -79,8 +79,37 @@ def test_try_visits_must_be_a_whole_number(bad):
 
 
 def test_try_visits_is_recorded_so_a_reopened_session_ranks_the_same():
-    assert RetrievalPolicy().settings()["try_visits"] == 0
-    assert RetrievalPolicy(**RetrievalPolicy(try_visits=2).settings()).try_visits == 2
-    # a session recorded before the option existed reopens with the default
+    assert RetrievalPolicy().settings()["try_visits"] == 2
+    for n in (0, 2, 3):
+        assert RetrievalPolicy.from_settings(RetrievalPolicy(try_visits=n).settings()).try_visits == n
+    # a session recorded before the option existed ranked with the equivalent of 0: it reopens so, not with
+    # today's default (the candidate that would defeat this: `RetrievalPolicy(**old)`, which gives 2)
     old = {k: v for k, v in RetrievalPolicy().settings().items() if k != "try_visits"}
-    assert RetrievalPolicy(**old).try_visits == 0
+    assert RetrievalPolicy.from_settings(old).try_visits == 0
+    assert RetrievalPolicy(**old).try_visits == 2
+    # no record at all means the defaults
+    assert RetrievalPolicy.from_settings({}).try_visits == 2
+
+
+def test_a_reopened_session_recorded_before_the_option_ranks_as_it_did(tmp_path):
+    """Through the session's own path: a session.json whose retrieval record lacks `try_visits` (written
+    before session 5 of issue 38) reopens with 0; one that records it keeps what it recorded."""
+    import json
+
+    from core.session import Session
+    from core.tasks import load_task
+
+    for recorded, reopened in ((None, 0), (2, 2), (0, 0)):
+        policy = RetrievalPolicy(mode="value", seed=7, try_visits=recorded if recorded is not None else 2)
+        session = Session.create(load_task("relu"), model=None, root=tmp_path / f"s{recorded}", policy=policy)
+        session.close()
+        meta_path = session.path / "session.json"
+        meta = json.loads(meta_path.read_text())
+        if recorded is None:
+            del meta["settings"]["retrieval"]["try_visits"]
+        meta_path.write_text(json.dumps(meta))
+        again = Session.open(session.path)
+        try:
+            assert again.policy.try_visits == reopened and again.policy.seed == 7
+        finally:
+            again.close()

@@ -102,7 +102,8 @@ def test_default_policy_is_epsilon_greedy_over_q_in_a_pool_of_lambda_n(store):
     assert (policy.mode, policy.exploration, policy.value_weight) == ("value", "epsilon", 1.0)
     assert policy.pool == round(policy.pool_factor * policy.k) and RetrievalPolicy(k=2, pool_size=3).pool == 3
     store.credit(["i5"], "draft", 1.0, alpha=1.0)  # the least similar item has the best Q
-    store.credit(["i0", "i1"], "draft", -1.0, alpha=1.0)
+    for _ in range(2):  # two failed contexts each: with one, `try_visits` (2) keeps them at an untried item's rank
+        store.credit(["i0", "i1"], "draft", -1.0, alpha=1.0)
     greedy = RetrievalPolicy(k=2, pool_size=6, epsilon=0.0)
     sel = greedy.select(store, SIG, "draft")
     ids = [h.item.id for h in sel.hits]
@@ -116,7 +117,8 @@ def test_default_policy_is_epsilon_greedy_over_q_in_a_pool_of_lambda_n(store):
 
 def test_untried_items_rank_at_the_pools_mean_value(store):
     store.credit(["i0"], "draft", 0.8, alpha=1.0)
-    store.credit(["i1"], "draft", -0.6, alpha=1.0)  # mean of the tried: 0.1 > 0
+    for _ in range(2):  # two visits: with one, `try_visits` (2) lifts it to the untried items' rank
+        store.credit(["i1"], "draft", -0.6, alpha=1.0)  # mean of the tried: 0.1 > 0
     hits = RetrievalPolicy(k=6, pool_size=6, epsilon=0.0).retrieve(store, SIG, "draft")
     order = [h.item.id for h in hits]
     assert order[0] == "i0" and order[-1] == "i1"  # untried items sit between the tried ones
