@@ -412,7 +412,8 @@ def analyse_sessions(run: Pass, out: Path, updates: dict[str, int], helpful_titl
                           "shown": n_help > 0, "share": n_help / len(ranked) if ranked else 0.0,
                           "p": args.base + args.strength * (n_help / len(ranked) if ranked else 0.0),
                           "fresh": sum(1 for i in items if i.get("kind") != "seed"),
-                          "in_pool": sum(1 for c in (retrieved or {}).get("pool", []) if c["id"] in helpful_ids)}
+                          "in_pool": sum(1 for c in (retrieved or {}).get("pool", []) if c["id"] in helpful_ids),
+                          "pool": [(c["id"], c.get("q")) for c in (retrieved or {}).get("pool", [])]}
             elif ev.kind == "reward" and prompt is not None:
                 want = list(dict.fromkeys(prompt["ranked"] + ([prompt["start"]] if prompt["start"] else [])))
                 credited = d.get("credited") or d.get("deferred") or []
