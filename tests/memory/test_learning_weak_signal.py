@@ -55,6 +55,11 @@ Q_LEAD = 0.0  # the helpful seeds' Q1 above the other tried seeds' after pass on
 
 Runs = dict[int, list[dict[str, float]]]
 
+# 48 seeds of the replica per mode (about 100 s of CPU on a quiet core; each xdist worker builds the module's
+# similarity fixture itself): at a load of 10-14 on 2 cores a test with its fixture took 600 s, the default
+# timeout, so these get more room
+pytestmark = pytest.mark.timeout(1800)
+
 
 @pytest.fixture(scope="module")
 def world():
