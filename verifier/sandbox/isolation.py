@@ -302,6 +302,14 @@ def private_scratch() -> Path:
     return base
 
 
+def run_owner(run: Path) -> int:
+    """The pid that made run directory `run` (its `.owner`, written by `verifier.workers.pools`), -1 if unreadable."""
+    try:
+        return int((run / ".owner").read_text()[:32])
+    except (OSError, ValueError):
+        return -1
+
+
 def clean_stale_runs(scratch: Path, budget_s: float = 20.0) -> int:
     """Remove run directories whose owning process is gone (a killed app leaves nothing for long), and
     whatever earlier removals moved into `trash/`. Never raises and never holds a verification up for
@@ -322,10 +330,7 @@ def clean_stale_runs(scratch: Path, budget_s: float = 20.0) -> int:
         trash = scratch / "trash"
         stale = sorted(trash.iterdir()) if trash.is_dir() else []
         for run in sorted(p for p in scratch.glob("*/run-*") if p.parent != trash):
-            try:
-                owner = int((run / ".owner").read_text()[:32])
-            except (OSError, ValueError):
-                owner = -1
+            owner = run_owner(run)
             if owner > 0 and pid_alive(owner):
                 continue
             stale.append(run)

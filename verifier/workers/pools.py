@@ -113,14 +113,12 @@ def _sweep_own_runs() -> None:
         if not _scratch.cache_info().currsize:  # this process never made one
             return
         scratch = _scratch()
-    me = str(os.getpid())
-    for owner in (scratch / "runs").glob("run-*/.owner"):
-        try:
-            mine = owner.read_text()[:32].strip() == me
-        except OSError:
-            continue
-        if mine:
-            discard(owner.parent, scratch / "trash")
+    from verifier.sandbox.isolation import run_owner
+
+    for run in (scratch / "runs").glob("run-*"):
+        if run_owner(run) == os.getpid():
+            # a few seconds each at exit: what is left is moved to trash/ for the next `clean_stale_runs`
+            discard(run, scratch / "trash", budget_s=5.0)
 
 
 # registered before the pools below: atexit runs last-registered first, so this runs after their `close`
