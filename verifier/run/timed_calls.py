@@ -12,6 +12,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from verifier.clock.rounds import (
     _clock_detail,
@@ -25,6 +26,7 @@ from verifier.clock.rounds import (
 from verifier.correctness.compare import compare_tensor, output_spread
 from verifier.gates.evidence import compare_files
 from verifier.result import FAIL, PASS, GateResult
+from verifier.run.handover import check_held, drop_held
 from verifier.sandbox.job_dir import HeldDir
 from verifier.workers.pools import _threads
 
@@ -54,22 +56,24 @@ def own_stub_enabled(device: str, config) -> bool:
     return mode == "on" or (mode == "auto" and device == "cpu")
 
 
-def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: float | None) -> dict:
-    """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`), for a run (`_Run`): the
-    peak the reference worker measured or read from its cache (`VerifyConfig.extra["bandwidth_peak_gbps"]`
-    gives one instead), the fractions of it, the bound, and a flag above 1."""
+def speed_of_light_detail(config: Any, reference: dict, device: str, moved: int, gbps: float | None,
+                          reference_gbps: float | None) -> dict:
+    """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`) on `device`:
+    the peak the reference worker measured or read from its cache (its report, `reference`;
+    `VerifyConfig.extra["bandwidth_peak_gbps"]` gives one instead), the fractions of it, the bound, and a
+    flag above 1."""
     from verifier.clock.bandwidth import speed_of_light
 
-    extra = run.config.extra or {}
+    extra = config.extra or {}
     if extra.get("speed_of_light", True) is False:
         return {}
-    peak = run.reference.get("bandwidth_peak") or {}
+    peak = reference.get("bandwidth_peak") or {}
     given = extra.get("bandwidth_peak_gbps")
     peak_gbps = float(given) if given is not None else peak.get("gbps")
-    flops_peak = run.reference.get("flops_peak") or {}
+    flops_peak = reference.get("flops_peak") or {}
     given_flops = extra.get("flops_peak_gflops")
     peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
-    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, run.reference.get("flops"), peak_gflops)
+    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, reference.get("flops"), peak_gflops)
     if out.get("flops_peak_gflops") is not None:
         # the roof's dtype: the task's own (`bandwidth.compute_dtype`), float32 for a peak given by hand
         out["flops_peak_dtype"] = "float32" if given_flops is not None else str(flops_peak.get("dtype") or "float32")
@@ -82,7 +86,7 @@ def speed_of_light_detail(run, moved: int, gbps: float | None, reference_gbps: f
                                         f"{'cached' if peak.get('cached') else 'measured now'} ({peak.get('key', '')})")
     elif peak.get("error"):
         out["bandwidth_peak_source"] = "not measured: " + str(peak["error"])
-    if getattr(getattr(run, "be", None), "device", "") == "cuda":
+    if device == "cuda":
         out["bandwidth_peak_note"] = ("GPU peak: the card's own device-to-device copy rate (each byte read and "
                                       "written once), not its datasheet figure")
     return out
@@ -121,12 +125,13 @@ class TimedCalls:
             from verifier.clock.paired_calls import flush_bytes_of
 
             detail["l2_flush_mb"] = (flush_bytes_of(self.config) or L2_FLUSH_BYTES) / 1024**2
-        moved = int(self.reference.get("input_bytes", 0)) + int(self.reference.get("output_bytes", 0))
+        moved = int(self.ref_side.reference.get("input_bytes", 0)) + int(self.ref_side.reference.get("output_bytes", 0))
         if moved and est.cand_ms > 0:
             detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9
             detail["reference_gbps"] = moved / (est.ref_ms / 1000.0) / 1e9
-        detail.update(speed_of_light_detail(self, moved, detail.get("gbps"), detail.get("reference_gbps")))
-        comp = self.reference.get("compiled_times_ms")
+        detail.update(speed_of_light_detail(self.config, self.ref_side.reference, getattr(getattr(self, "be", None), "device", ""),
+                                            moved, detail.get("gbps"), detail.get("reference_gbps")))
+        comp = self.ref_side.reference.get("compiled_times_ms")
         if comp:
             comp_med = _median(comp)
             detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
@@ -152,13 +157,13 @@ class TimedCalls:
         call's outputs (`sample` lists them all) against the reference's, read through the round
         directory's held descriptor; None (with `timing_violation` or the report set) when it fails."""
         assert self.job is not None
-        d = self._job_subdir(f"r{r}")
-        seeded = self.reference.get("recipe") is not None and seeds is not None
+        d = self.files.subdir(f"r{r}")
+        seeded = self.ref_side.reference.get("recipe") is not None and seeds is not None
         for k in range(0 if seeded else count):
-            self._hand_over(rdir, d, f"s{k}_in", move=not self.shares_inputs)
+            self.files.hand_over(rdir, d, f"s{k}_in", move=not self.shares_inputs)
         # outputs are copied after their inputs were overwritten (a view of the input shows), unless the
         # reference's own outputs alias its inputs (an in-place task), where that is the right answer
-        aliasing = any(o.get("aliases_input") for t in self.reference.get("trials", []) for o in t.get("outputs", []))
+        aliasing = any(o.get("aliases_input") for t in self.ref_side.reference.get("trials", []) for o in t.get("outputs", []))
         if not self._woken():
             return None
         pre = self.sandbox_cpu()  # the sandbox's CPU so far, and its run-queue wait: read before the clock starts
@@ -197,10 +202,10 @@ class TimedCalls:
         if checked and own_stub_enabled(self.be.device, self.config):
             own = self.own_stub(d, count, not aliasing, seeds if seeded else None)
             if own is None:
-                self._drop_held(d)
+                drop_held(d)
                 return None
             self.round_facts[-1].update(own)
-        self._drop_held(d)
+        drop_held(d)
         return times if checked else None
 
     def own_stub(self, d: HeldDir, count: int, detach_inputs: bool, seeds: list[int] | None) -> dict | None:
@@ -267,7 +272,7 @@ class TimedCalls:
         if rmark is None or rmark.get("phase") != "blocks_saved":
             self.candidate["ref_timing_failed"] = True
             return False
-        self._check_held(d, rdir)
+        check_held(d, rdir, self.trusted_dir)
         self.allocator_counts = smark.get("allocator") if isinstance(smark.get("allocator"), dict) else None
         saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
         for k in range(count):

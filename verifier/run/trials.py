@@ -18,6 +18,7 @@ from verifier.correctness import decoy
 from verifier.errors import VerifierError
 from verifier.gates.evidence import CorrectnessGate, compare_files
 from verifier.result import FAIL, PASS, GateResult
+from verifier.run.handover import check_held, drop_held
 from verifier.run.reference_replies import _valid_recipe
 from verifier.sandbox.job_dir import HeldDir
 from verifier.workers.pools import _threads
@@ -55,11 +56,11 @@ class Trials:
         probe_plan["flow"] = random.SystemRandom().choice(others) if others else -1
 
         def send_trial(i: int, rt: dict) -> HeldDir:
-            d = self._job_subdir(f"t{i}")
+            d = self.files.subdir(f"t{i}")
             # the fresh probe's command differs only inside the harness (a local there): same folder, inputs
             kind = "probe" if self._fresh_probe(i, rt, probe_plan) else "trial"
-            if self.reference.get("recipe") is None:
-                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
+            if self.ref_side.reference.get("recipe") is None:
+                self.files.hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
                 self.job.send({"cmd": kind, "dir": d.name, "index": i,
                                **({"flow": True} if kind == "trial" and i == probe_plan["flow"] and not rt.get("probe") else {})})
             else:  # the harness draws the trial's inputs from its seed, revealed now
@@ -76,7 +77,7 @@ class Trials:
             while (rt := self.reference_trial(i)) is not None:
                 if rt.get("probe") and "skip" in rt:
                     log(i, rt, "skip", str(rt["skip"])[:300])
-                elif rt.get("probe") == probes.SHAPE and (self.reference.get("recipe") is None
+                elif rt.get("probe") == probes.SHAPE and (self.ref_side.reference.get("recipe") is None
                                                           or not _valid_recipe(rt.get("recipe"))):
                     log(i, rt, "skip", "no input recipe for a held-out shape")
                 else:
@@ -125,14 +126,14 @@ class Trials:
             ni, following = next_trial(i + 1)
             decoy_trial = not rt.get("probe")  # the decoy probe replays an ordinary trial, after one
             if decoy_trial and i == probe_plan["of"]:
-                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.ref_side.reference meanwhile
             # On files the harness runs the next trial while this one is compared (its files are in their
             # own folder); on the device its shared buffer is read first, then the next call may fill it.
             digest = decoy_trial and i == probe_plan["of"]
-            verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.device_compare else None
+            verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.ref_side.device_compare else None
             probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
                          if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
-            if probe_dir is not None and self.device_compare and not verdict.get("fail"):
+            if probe_dir is not None and self.ref_side.device_compare and not verdict.get("fail"):
                 if not self.await_probe(probe_dir, probe_plan, deadline):
                     return CorrectnessGate().failure(self.evidence(), start)
                 probe_dir = None
@@ -155,7 +156,7 @@ class Trials:
                 trials += 1
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
             if decoy_trial and i == probe_plan["of"]:
-                probe_plan["digests"] = (verdict.get("digests") if self.device_compare
+                probe_plan["digests"] = (verdict.get("digests") if self.ref_side.device_compare
                                          else self.output_digests(d, mark.get("outputs")))
             else:  # compared and not replayed by the decoy probe: its output files are done with
                 # the reference's own files stay while another run reads them after this one (compare)
@@ -182,10 +183,10 @@ class Trials:
         record = {"trial": i, "fresh": True, **_probe_counts(found), "error": str(found.get("error") or "")[:300]}
         if not record["error"]:
             label = "the checked call on fresh inputs"
-            if self.device_compare:
+            if self.ref_side.device_compare:
                 verdict = self.examine(i, mark, label, outputs_only=True)
             else:
-                self._check_held(d, self.trusted_dir / rt["dir"])
+                check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
                 verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                         self.config.atol, self.config.rtol, self.config, label=label)
             record["right"] = not verdict.get("fail")
@@ -198,9 +199,9 @@ class Trials:
         """The decoy probe (`verifier/correctness/decoy.py`): the inputs of reference trial `rt` again, every
         custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
         assert self.job is not None and self.trusted_dir is not None
-        d = self._job_subdir(f"t{index + 1}")  # named as a trial's folder
-        if self.reference.get("recipe") is None:
-            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+        d = self.files.subdir(f"t{index + 1}")  # named as a trial's folder
+        if self.ref_side.reference.get("recipe") is None:
+            self.files.hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1})
         else:
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
@@ -229,9 +230,9 @@ class Trials:
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
             record["probe_digests"] = (self.examine(None, mark, "the decoy probe", digest=True).get("digests")
-                                       if self.device_compare else self.output_digests(d, mark.get("outputs")))
+                                       if self.ref_side.device_compare else self.output_digests(d, mark.get("outputs")))
         self.candidate["decoy_probe"] = record
-        self._drop_held(d)
+        drop_held(d)
         return True
 
     def judge_call(self, i: int, rt: dict, mark: dict, d: HeldDir, label: str, digest: bool) -> dict:
@@ -243,9 +244,9 @@ class Trials:
         if mark.get("refused") is not None:
             return {"refused": " ".join(str(mark["refused"]).split())[:240]}
         magnitude = rt.get("probe") == probes.MAGNITUDE
-        if self.device_compare:
+        if self.ref_side.device_compare:
             return self.examine(i, mark, label, magnitude=magnitude, digest=digest)
-        self._check_held(d, self.trusted_dir / rt["dir"])
+        check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
         return compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                              self.config.atol, self.config.rtol, self.config, label=label,
                              after_digests=rt.get("after_digests"), magnitude=magnitude)
@@ -257,10 +258,10 @@ class Trials:
         buffer (index None: nothing compared), and with `digest` a keyed digest of its outputs. A buffer
         new to this run is passed on first: received from the harness's socket, sent to the worker's,
         closed here (this process never maps it). Returns `compare_files`'s shape of answer."""
-        assert self.job is not None and self.ref_held is not None
+        assert self.job is not None and self.ref_side.held is not None
         # the worker answers commands in order: its preparation's marks come first, and are kept
-        self.finish_reference()
-        ref = self.ref_held[0]
+        self.ref_side.finish_reference()
+        ref = self.ref_side.held[0]
         staging = mark.get("staging")
         if not (isinstance(staging, dict) and isinstance(staging.get("tag"), str)
                 and isinstance(staging.get("nbytes"), int) and 0 < staging["nbytes"] <= 1 << 42):
@@ -291,11 +292,11 @@ class Trials:
         job = self.job
         reply = ref.expect({"examined", "error"}, self.config.run_timeout_s, abort=ended_for(job, 5.0))
         if reply is None and job.ended():
-            self._drop_reference()
+            self.ref_side.drop()
             return {"fail": f"{label}: the candidate's process ended while its results were being compared"}
         if reply is None or reply.get("phase") == "error":
             why = "did not answer" if reply is None else f"failed: {str(reply.get('error', ''))[:200]}"
-            self._drop_reference()
+            self.ref_side.drop()
             raise VerifierError(f"the reference worker {why} while comparing the outputs on the device")
         return {k: v for k, v in reply.items() if k != "phase"}
 
@@ -307,14 +308,14 @@ class Trials:
     def release_shared(self) -> None:
         """The reference worker unmaps the candidate's buffer once correctness is done (it held a call's
         results on the card)."""
-        if self.device_compare and self.ref_held is not None and self.staging_tag is not None:
-            self.ref_held[0].send({"cmd": "release"})
+        if self.ref_side.device_compare and self.ref_side.held is not None and self.staging_tag is not None:
+            self.ref_side.held[0].send({"cmd": "release"})
             self.staging_tag = None
 
     def inputs_detail(self) -> dict:
         """What the verdict says of the inputs: their distribution and how they reached the candidate."""
-        seeded = self.reference.get("recipe") is not None
-        return {"input_distribution": self.reference.get("input_distribution", ""),
+        seeded = self.ref_side.reference.get("recipe") is not None
+        return {"input_distribution": self.ref_side.reference.get("input_distribution", ""),
                 "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
                 else "files (drawn on the CPU by the trusted side)"}
 
