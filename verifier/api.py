@@ -7,8 +7,9 @@ compares every file, audits every binary the candidate mapped, and signs the ver
 
 This module holds the two entry points (`verify`, and `compare`: two kernels re-timed back to back) and
 re-exports what other code imports from here; the phases live in their own modules: `workers` (the
-processes and their pools), `run` (one verification's state and phase order, with its mixins
-`reference_side`, `job_handover`, `trials`, `timed_calls`), `rounds` (the paired timing window),
+processes and their pools), `run` (one verification's state and phase order in `verification`,
+with its collaborators `handover.JobFiles` and `reference_replies.ReferenceSide` and its mixins `trials`,
+`timed_calls`), `rounds` (the paired timing window),
 `findings` (the anti-hacking gate's halves joined), `verdicts` (cache key, cached verdicts, gate order),
 `errors`, and the ncu summary's profiling run in `ncu_run`.
 """
@@ -246,7 +247,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
             if not correct.passed:
                 return {"error": f"kernel {label} is not correct: {correct.reason}"}
         run_a.notify = _labelled(on_gate, "A and B")  # the paired rounds time both
-        rounds = _timed_rounds(run_a, [run_a, run_b], lambda m, keep: robust_paired(
+        rounds = _timed_rounds(run_a, [run_a.timing_side(), run_b.timing_side()], lambda m, keep: robust_paired(
             m[1], m[2], keep, rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
         if rounds is None:
             why = (run_a.timing_violation or run_b.timing_violation

@@ -253,13 +253,10 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
 
 def test_verdict_detail_is_json():
     # the correctness detail carries plain strings (the verdict cache stores it as JSON)
-    from verifier.run.reference_replies import ReferenceSide
+    from verifier.run.trials import inputs_detail
 
-    run = api._Run.__new__(api._Run)
-    run.ref_side = ReferenceSide("", None, None)  # type: ignore[arg-type]  # only its report is read
-    run.ref_side.reference = {"recipe": [{"kind": "rand", "shape": [2], "dtype": "float32"}],
-                              "input_distribution": "x: rand 2 f32"}
-    assert json.loads(json.dumps(run.inputs_detail()))["input_distribution"] == "x: rand 2 f32"
+    reference = {"recipe": [{"kind": "rand", "shape": [2], "dtype": "float32"}], "input_distribution": "x: rand 2 f32"}
+    assert json.loads(json.dumps(inputs_detail(reference)))["input_distribution"] == "x: rand 2 f32"
 
 
 def test_blockwise_comparison_gives_the_same_answer_and_figures():

@@ -37,7 +37,8 @@ def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
 
 
 def _timed_rounds(owner, sides: list, estimate):
-    """(`owner` and `sides` are `verifier.run.verification._Run`s; `owner`'s reference worker serves the window.)
+    """(`owner` is a `verifier.run.verification._Run`, whose reference worker serves the window; `sides` are
+    the candidates' timing sides, `verifier.run.timed_calls.TimedCalls`, one per candidate timed.)
     Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
     one call on each, then runs the candidate side's loop with a stub model (the trusted overhead, on
     the parent's clock), then every side times the same sets (fresh content in the same buffers, one

@@ -1,6 +1,12 @@
 """The correctness gate of one verification: the trials and numerics probes (`verifier.correctness.probes`) the
 candidate runs, each compared by the parent against the reference's outputs, and the decoy probe
-(`verifier.correctness.decoy`) sent between them. A mixin of `verifier.run.verification._Run`.
+(`verifier.correctness.decoy`) sent between them.
+
+`Trials` is a collaborator of one verification (`verifier.run.verification._Run` makes one when correctness
+starts, as `trials`): it is given the candidate's job and its hand-over directories, the trusted directory,
+the reference side, the settings and the run's secret generator, the run's record of the candidate (which
+it adds to), and three callbacks into the run: the reference's next trial, taking the harness's report, and
+the evidence so far.
 """
 
 from __future__ import annotations
@@ -12,27 +18,43 @@ import os
 import random
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from verifier.config import VerifyConfig
 from verifier.correctness import decoy
 from verifier.errors import VerifierError
-from verifier.gates.evidence import CorrectnessGate, compare_files
+from verifier.gates.evidence import CorrectnessGate, Evidence, compare_files
 from verifier.result import FAIL, PASS, GateResult
-from verifier.run.handover import check_held, drop_held
-from verifier.run.reference_replies import _valid_recipe
+from verifier.run.handover import JobFiles, check_held, drop_held
+from verifier.run.reference_replies import ReferenceSide, _valid_recipe
 from verifier.sandbox.job_dir import HeldDir
+from verifier.sandbox.supervisor import LiveJob
 from verifier.workers.pools import _threads
 
 
 class Trials:
-    """The correctness side of a run (`_Run`): trials, probes and the decoy probe."""
+    """The correctness side of one verification: trials, probes and the decoy probe (see the module
+    docstring). `shares_inputs`: another run reads the same trusted inputs after this one (`compare`), so
+    they are copied, never moved, and kept. `forwards_queued`: forwards sent to the harness and not yet
+    answered (the run's last wait for the harness's report allows for them)."""
+
+    def __init__(self, job: LiveJob, files: JobFiles, trusted_dir: Path, ref_side: ReferenceSide,
+                 config: VerifyConfig, rng: random.Random, candidate: dict[str, Any], shares_inputs: bool, *,
+                 reference_trial: Callable[[int], dict | None], take_report: Callable[[dict | None], None],
+                 evidence: Callable[[], Evidence]) -> None:
+        self.job, self.files, self.trusted_dir, self.ref_side = job, files, trusted_dir, ref_side
+        self.config, self.rng, self.candidate, self.shares_inputs = config, rng, candidate, shares_inputs
+        self.reference_trial, self._take_report, self.evidence = reference_trial, take_report, evidence
+        self.forwards_queued = 0
+        self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
 
     def correctness(self) -> GateResult:
         """The trials, then the numerics probes (`verifier.correctness.probes`), every one compared by the parent from
         the files of its held directory; the probes' records go into the gate's detail (`probes`)."""
         from verifier.correctness import probes
 
-        assert self.job is not None and self.trusted_dir is not None
         deadline = time.monotonic() + self.config.run_timeout_s
         start = time.monotonic()
         atol, rtol = self.config.atol, self.config.rtol
@@ -48,7 +70,7 @@ class Trials:
         # the two checked forwards (verifier/correctness/decoy.py): the replay of a trial, and the fresh probe
         # in the place of ordinary trial `fresh` (the reference prepares one more than `config.trials`)
         # (`ReferenceSide.send_prepare` drew it with the trials; a run without one draws it now)
-        drawn = getattr(self, "decoy_plan", None)
+        drawn = self.ref_side.decoy_plan
         probe_plan = dict(drawn) if isinstance(drawn, dict) else decoy.plan(self.rng, max(1, self.config.trials))
         # the ordinary trial whose kernel results are followed to the output (`decoy.Flow`), drawn from the
         # system's generator: the run's seeded draws stay as they were
@@ -69,7 +91,7 @@ class Trials:
                 if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
                     cmd.update(recipe=rt["recipe"], may_refuse=True)
                 self.job.send(cmd)
-            self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
+            self.forwards_queued = self.forwards_queued + 1
             return d
 
         def next_trial(i: int) -> tuple[int, dict | None]:
@@ -99,7 +121,7 @@ class Trials:
         trials = 0
         while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
-            self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
+            self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else self.forwards_queued - 1
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
@@ -151,7 +173,7 @@ class Trials:
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"}
-                                  | {"trial": i, "probes": log(i, None, ""), **self.inputs_detail()})
+                                  | {"trial": i, "probes": log(i, None, ""), **inputs_detail(self.ref_side.reference)})
             if not rt.get("probe"):
                 trials += 1
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
@@ -167,7 +189,7 @@ class Trials:
         return GateResult("correctness", PASS, time.monotonic() - start, "",
                           {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
-                           "probes": log(i, None, ""), **self.inputs_detail()})
+                           "probes": log(i, None, ""), **inputs_detail(self.ref_side.reference)})
 
     @staticmethod
     def _fresh_probe(i: int, rt: dict, probe_plan: dict) -> bool:
@@ -178,7 +200,6 @@ class Trials:
         """The fresh probe's result (`decoy.verdict` reads it): its garbled outputs against the reference's
         for trial `i`, outputs only (the harness saves no inputs-after for a probe). `right`: they passed,
         so no kernel result reached them. Recorded as `fresh_probe`; its files are dropped."""
-        assert self.trusted_dir is not None
         found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
         record = {"trial": i, "fresh": True, **_probe_counts(found), "error": str(found.get("error") or "")[:300]}
         if not record["error"]:
@@ -198,7 +219,6 @@ class Trials:
     def send_probe(self, rt: dict, index: int) -> HeldDir:
         """The decoy probe (`verifier/correctness/decoy.py`): the inputs of reference trial `rt` again, every
         custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
-        assert self.job is not None and self.trusted_dir is not None
         d = self.files.subdir(f"t{index + 1}")  # named as a trial's folder
         if self.ref_side.reference.get("recipe") is None:
             self.files.hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
@@ -206,7 +226,7 @@ class Trials:
         else:
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
                            "dist": rt.get("dist", "task")})
-        self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
+        self.forwards_queued = self.forwards_queued + 1
         return d
 
     def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
@@ -218,9 +238,8 @@ class Trials:
     def await_probe(self, d: HeldDir, probe_plan: dict, deadline: float) -> bool:
         """The probe's result (the harness's next `trial_done`), recorded for the anti-hacking gate as
         `decoy_probe`; False when the harness died meanwhile."""
-        assert self.job is not None
         mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
-        self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
+        self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else self.forwards_queued - 1
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
@@ -240,7 +259,6 @@ class Trials:
         `compare_files`'s answer (from files, or from the candidate's shared buffer on the device)."""
         from verifier.correctness import probes
 
-        assert self.trusted_dir is not None
         if mark.get("refused") is not None:
             return {"refused": " ".join(str(mark["refused"]).split())[:240]}
         magnitude = rt.get("probe") == probes.MAGNITUDE
@@ -258,7 +276,7 @@ class Trials:
         buffer (index None: nothing compared), and with `digest` a keyed digest of its outputs. A buffer
         new to this run is passed on first: received from the harness's socket, sent to the worker's,
         closed here (this process never maps it). Returns `compare_files`'s shape of answer."""
-        assert self.job is not None and self.ref_side.held is not None
+        assert self.ref_side.held is not None
         # the worker answers commands in order: its preparation's marks come first, and are kept
         self.ref_side.finish_reference()
         ref = self.ref_side.held[0]
@@ -312,12 +330,15 @@ class Trials:
             self.ref_side.held[0].send({"cmd": "release"})
             self.staging_tag = None
 
-    def inputs_detail(self) -> dict:
-        """What the verdict says of the inputs: their distribution and how they reached the candidate."""
-        seeded = self.ref_side.reference.get("recipe") is not None
-        return {"input_distribution": self.ref_side.reference.get("input_distribution", ""),
-                "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
-                else "files (drawn on the CPU by the trusted side)"}
+
+
+def inputs_detail(reference: dict) -> dict:
+    """What the verdict says of the inputs, from the reference's report: their distribution and how they
+    reached the candidate."""
+    seeded = reference.get("recipe") is not None
+    return {"input_distribution": reference.get("input_distribution", ""),
+            "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
+            else "files (drawn on the CPU by the trusted side)"}
 
 
 def _probe_counts(found: dict) -> dict:

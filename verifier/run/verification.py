@@ -1,8 +1,10 @@
 """The state of one verification (`_Run`) and its phases in order (`execute`): start the candidate's
 sandbox, build it while the trusted reference prepares, audit what it mapped, correctness, profile,
 latency, and the anti-hacking verdict over all of it; then close every process and directory it
-owned. The phases' details live in the mixins it is made of: `job_handover`, `reference_side`,
-`trials`, `timed_calls`.
+owned. It holds two collaborators, each given what it reads: `files` (`handover.JobFiles`, the job's held
+hand-over directories) and `ref_side` (`reference_replies.ReferenceSide`, the trusted reference worker and
+what it reported). The correctness trials (`trials.Trials`) and the latency gate's calls
+(`timed_calls.TimedCalls`) are still mixins of it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from verifier.gates.findings import _merge_passes, _with_findings
 from verifier.result import FAIL, PASS, SKIP, GateResult, Progress
 from verifier.run.handover import JobFiles
 from verifier.run.reference_replies import ReferenceSide
-from verifier.run.timed_calls import TimedCalls
+from verifier.run.timed_calls import TimedCalls, latency_gate
 from verifier.run.trials import Trials
 from verifier.sandbox.job_dir import discard
 from verifier.sandbox.supervisor import LiveJob
@@ -46,7 +48,7 @@ from verifier.workers.pools import (
 MAX_TRUSTED_BUILDS = 6  # distinct shared artefacts (headers, bindings) one verification may ask the trusted side for
 
 
-class _Run(Trials, TimedCalls):
+class _Run:
     """The state of one verification: the run directory, both workers and what they reported."""
 
     def __init__(self, reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig,
@@ -56,7 +58,7 @@ class _Run(Trials, TimedCalls):
         self.rng = random.Random(secrets.randbits(64))
         #: the trusted reference worker's side: its worker, its preparation and what it reported
         self.ref_side = ReferenceSide(reference_source, be, config)
-        self.forwards_queued = 0  # correctness forwards sent to the harness and not yet answered
+        self.trials: Trials | None = None  # the correctness gate's trials, once they have started
         self.candidate: dict = {"trials": [], "kernel_calls": []}
         self.clean_exit = False
         self.job: LiveJob | None = None
@@ -65,9 +67,8 @@ class _Run(Trials, TimedCalls):
         self.trusted_dir: Path | None = None
         self.audit_findings: list = []
         self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
-        self.timing_violation: str | None = None
-        self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
-        self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
+        self.timing: TimedCalls | None = None  # the timed calls' side, once timing has started
+        self.anon_exec: dict = {}  # executable memory with no file, seen at each audit and timed round's pause
         self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
         self._lap_at = time.monotonic()
 
@@ -102,6 +103,42 @@ class _Run(Trials, TimedCalls):
             what = f"probe {rt.get('name') or rt.get('label') or rt.get('probe')}: " if rt.get("probe") else ""
             self.progress("correctness", "trial", f"{what}trial {i + 1}/{total}", done=i + 1, total=total)
         return rt
+
+    def correctness(self) -> GateResult:
+        """The correctness gate (`trials.Trials`): the trials, the numerics probes and the decoy probe."""
+        assert self.job is not None and self.files is not None and self.trusted_dir is not None
+        self.trials = Trials(self.job, self.files, self.trusted_dir, self.ref_side, self.config, self.rng,
+                             self.candidate, self.shares_inputs, reference_trial=self.reference_trial,
+                             take_report=self._take_report, evidence=self.evidence)
+        return self.trials.correctness()
+
+    def timing_side(self) -> TimedCalls:
+        """This candidate's side of the paired window (`timed_calls.TimedCalls`), made at its first use."""
+        if self.timing is None:
+            assert self.job is not None and self.files is not None
+            self.timing = TimedCalls(self.job, self.files, getattr(self, "harness_pid", None), self.trusted_dir,
+                                     self.ref_side, self.be, self.config, self.rng, self.candidate, self.anon_exec,
+                                     self.shares_inputs, take_report=self._take_report)
+        return self.timing
+
+    def latency(self) -> GateResult | None:
+        """The latency gate (`timed_calls.latency_gate`): paired rounds against the trusted reference."""
+        return latency_gate(self, self.timing_side())
+
+    @property
+    def timed_mismatch(self) -> dict | None:
+        """A timed call whose output was wrong (its verdict), if one was."""
+        return self.timing.timed_mismatch if self.timing is not None else None
+
+    @property
+    def timing_violation(self) -> str | None:
+        """What a timed round reported that cannot be (more timings than calls, more ms than wall time)."""
+        return self.timing.timing_violation if self.timing is not None else None
+
+    def release_shared(self) -> None:
+        """The reference worker lets go of the candidate's shared buffer (`Trials.release_shared`)."""
+        if self.trials is not None:
+            self.trials.release_shared()
 
     # phases -----------------------------------------------------------------------------------------
     def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
@@ -157,7 +194,7 @@ class _Run(Trials, TimedCalls):
         dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
         from verifier.policy.mapped_audit import anonymous_exec_finding
 
-        anon = anonymous_exec_finding(self.__dict__.get("anon_exec", {}))  # every audit and timed round's pause
+        anon = anonymous_exec_finding(self.anon_exec)  # every audit and timed round's pause
         findings = [*self.audit_findings, *([anon] if anon else []),
                     *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
         if dyn is not None and findings:
@@ -375,7 +412,7 @@ class _Run(Trials, TimedCalls):
                     and f.family in ("dynamic-loading", "python"))
 
         seen = audit_namespace(pid, inner, read_only, audit, expected)
-        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)
+        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)  # (a bare run in a test has none yet)
         found = list(seen.findings)
         if self.job_dir is not None:
             build = self.job_dir / "build"
@@ -413,7 +450,8 @@ class _Run(Trials, TimedCalls):
         # compares): the report comes after it. Waited for, so that a slow forward (a Triton kernel under
         # the interpreter, on a loaded machine) does not lose the report and its builds, which read as
         # `no-custom-kernel`; a forward that already overran its deadline is not waited for again.
-        wait = 10.0 + (self.config.run_timeout_s if getattr(self, "forwards_queued", 0) > 0 else 0.0)
+        trials = getattr(self, "trials", None)
+        wait = 10.0 + (self.config.run_timeout_s if trials is not None and trials.forwards_queued > 0 else 0.0)
         mark = self.job.expect({"report"}, wait)
         self._take_report(mark)
         outcome = self.job.finish(timeout=5)
