@@ -310,7 +310,8 @@ class TimedCalls:
             return False
         check_held(d, rdir, self.trusted_dir)
         self.allocator_counts = smark.get("allocator") if isinstance(smark.get("allocator"), dict) else None
-        saved = smark.get("outputs") if isinstance(smark.get("outputs"), dict) else {}
+        outputs = smark.get("outputs")
+        saved: dict = outputs if isinstance(outputs, dict) else {}
         for k in range(count):
             want = rmark["outputs"].get(str(k)) or []
             verdict = compare_files(d, rdir, saved.get(str(k)), want, self.config.atol, self.config.rtol, self.config,

@@ -155,7 +155,7 @@ class Trials:
             verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.ref_side.device_compare else None
             probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
                          if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
-            if probe_dir is not None and self.ref_side.device_compare and not verdict.get("fail"):
+            if probe_dir is not None and self.ref_side.device_compare and verdict is not None and not verdict.get("fail"):
                 if not self.await_probe(probe_dir, probe_plan, deadline):
                     return CorrectnessGate().failure(self.evidence(), start)
                 probe_dir = None
@@ -165,7 +165,7 @@ class Trials:
                 text = verdict["refused"]
                 if rt.get("probe") == probes.SHAPE:
                     log(i, rt, "refused", text)
-                    i, rt, d = ni, following, after
+                    i, rt, d = ni, following, after if after is not None else d  # (None: the loop ends)
                     continue
                 verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
             if rt.get("probe"):
@@ -185,7 +185,7 @@ class Trials:
                 drop_outputs(d, None if self.shares_inputs else self.trusted_dir / rt["dir"])
             if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
                 return CorrectnessGate().failure(self.evidence(), start)
-            i, rt, d = ni, following, after
+            i, rt, d = ni, following, after if after is not None else d  # (None: the loop ends)
         return GateResult("correctness", PASS, time.monotonic() - start, "",
                           {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
@@ -200,7 +200,8 @@ class Trials:
         """The fresh probe's result (`decoy.verdict` reads it): its garbled outputs against the reference's
         for trial `i`, outputs only (the harness saves no inputs-after for a probe). `right`: they passed,
         so no kernel result reached them. Recorded as `fresh_probe`; its files are dropped."""
-        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        probe = mark.get("probe")
+        found: dict = probe if isinstance(probe, dict) else {}
         record = {"trial": i, "fresh": True, **_probe_counts(found), "error": str(found.get("error") or "")[:300]}
         if not record["error"]:
             label = "the checked call on fresh inputs"
@@ -244,7 +245,8 @@ class Trials:
             self._take_report(mark)
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
             return False
-        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        probe = mark.get("probe")
+        found: dict = probe if isinstance(probe, dict) else {}
         record = {"trial": probe_plan["of"], **_probe_counts(found), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
@@ -376,7 +378,7 @@ def _output_digests(held, outputs, config) -> list[str]:
         for meta in outputs or []:
             arr, _ = _load_fd(dfd, str(meta["file"]), config)
             h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+            h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
             found.append(h.hexdigest())
     return found
 
@@ -393,7 +395,9 @@ def drop_outputs(held: HeldDir, trusted: Path | None) -> None:
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=held.fd)
-    for name in _names(str(trusted)) if trusted is not None else []:
+    if trusted is None:
+        return
+    for name in _names(str(trusted)):
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(trusted / name)

@@ -273,7 +273,7 @@ class _Run:
             return None
         self.ref_side.await_reference()
         self.lap("reference wait")
-        assert self.trusted_dir is not None
+        assert self.trusted_dir is not None and self.files is not None
         dirs = {}
         for sub in ("init", "weights"):
             dirs[sub] = self.files.subdir(sub)
@@ -354,7 +354,7 @@ class _Run:
                 self.candidate["device_peak_phases"] = report["device_peak_phases"]  # its claim too
 
     def profile(self) -> bool:
-        assert self.job is not None and self.trusted_dir is not None
+        assert self.job is not None and self.trusted_dir is not None and self.files is not None
         self.notify("profile", "running")
         if self.ref_side.reference.get("recipe") is None:
             d = self.files.subdir("p")
@@ -373,7 +373,7 @@ class _Run:
 
     def ncu_job(self) -> Path:
         """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
-        assert self.job_dir is not None and self.trusted_dir is not None
+        assert self.job_dir is not None and self.trusted_dir is not None and self.files is not None
         work = self.__dict__.get("run_dir", self.job_dir.parent) / "ncu-work"
         work.mkdir()
         shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
@@ -474,8 +474,8 @@ class _Run:
         if self.job is not None and getattr(self, "outcome", None) is None:
             with contextlib.suppress(Exception):
                 self.outcome = self.job.finish(timeout=1)
-        if getattr(self, "files", None) is not None:
-            self.files.close()
+        if (files := getattr(self, "files", None)) is not None:
+            files.close()
         from verifier.sandbox import lifetime
 
         if self.ref_side.held is not None and self.ref_side.pending and lifetime.shutting_down():
