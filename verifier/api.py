@@ -8,8 +8,8 @@ compares every file, audits every binary the candidate mapped, and signs the ver
 This module holds the two entry points (`verify`, and `compare`: two kernels re-timed back to back) and
 re-exports what other code imports from here; the phases live in their own modules: `workers` (the
 processes and their pools), `run` (one verification's state and phase order in `verification`,
-with its collaborators `handover.JobFiles` and `reference_replies.ReferenceSide` and its mixins `trials`,
-`timed_calls`), `rounds` (the paired timing window),
+with its collaborators `handover.JobFiles`, `reference_replies.ReferenceSide`, `trials.Trials` and
+`timed_calls.TimedCalls`), `rounds` (the paired timing window),
 `findings` (the anti-hacking gate's halves joined), `verdicts` (cache key, cached verdicts, gate order),
 `errors`, and the ncu summary's profiling run in `ncu_run`.
 """

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.clock.rounds import (
     _clock_detail,
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from verifier.config import VerifyConfig
     from verifier.run.handover import JobFiles
     from verifier.run.reference_replies import ReferenceSide
-    from verifier.run.verification import _Run
     from verifier.sandbox.supervisor import LiveJob
 
 # what a wrong timed call's verdict says, whichever way its outputs reached the parent
@@ -109,7 +108,17 @@ def speed_of_light_detail(config: Any, reference: dict, device: str, moved: int,
     return out
 
 
-def latency_gate(run: _Run, side: TimedCalls | None) -> GateResult | None:
+class TimedRun(Protocol):
+    """What the latency gate reads of the run it times (a `verifier.run.verification._Run`), besides what
+    `_timed_rounds` reads of the window's owner: its settings, backend, record of the candidate and reference."""
+
+    config: VerifyConfig
+    be: Backend
+    candidate: dict[str, Any]
+    ref_side: ReferenceSide
+
+
+def latency_gate(run: TimedRun, side: TimedCalls | None) -> GateResult | None:
     """Paired rounds of `run`'s candidate (its timing `side`) against the trusted reference (see
     `_timed_rounds`), as the latency gate."""
     from verifier.clock.stats import robust_paired

@@ -1,10 +1,11 @@
 """The state of one verification (`_Run`) and its phases in order (`execute`): start the candidate's
 sandbox, build it while the trusted reference prepares, audit what it mapped, correctness, profile,
 latency, and the anti-hacking verdict over all of it; then close every process and directory it
-owned. It holds two collaborators, each given what it reads: `files` (`handover.JobFiles`, the job's held
-hand-over directories) and `ref_side` (`reference_replies.ReferenceSide`, the trusted reference worker and
-what it reported). The correctness trials (`trials.Trials`) and the latency gate's calls
-(`timed_calls.TimedCalls`) are still mixins of it.
+owned. It is composed of collaborators, each given what it reads and none holding the run: `files`
+(`handover.JobFiles`, the job's held hand-over directories), `ref_side` (`reference_replies.ReferenceSide`,
+the trusted reference worker and what it reported), `trials` (`trials.Trials`, the correctness gate's
+trials, made when correctness starts) and `timing` (`timed_calls.TimedCalls`, the candidate's side of the
+paired window, made when timing starts). Here are the run's own state and the phases in order.
 """
 
 from __future__ import annotations
