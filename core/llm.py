@@ -72,7 +72,7 @@ class Completion:
     seconds: float = 0.0
     tokens_estimated: bool = False
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

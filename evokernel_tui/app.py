@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
@@ -25,7 +25,16 @@ from evokernel_tui.screens.main import MainScreen, SessionScreen
 from evokernel_tui.screens.replay import ReplayScreen
 from evokernel_tui.session_calls import SessionCalls
 from evokernel_tui.task_checks import TaskCheck, TaskCheckRunner, _degenerate
-from evokernel_tui.themes import TEXTUAL_THEMES, THEME_NAMES, load_theme_name
+from evokernel_tui.themes import (
+    DEFAULT_THEME,
+    TEXTUAL_THEMES,
+    THEME_NAMES,
+    load_theme_name,
+    next_theme,
+    save_theme_name,
+    short_name,
+    textual_name,
+)
 from evokernel_tui.view import SessionView, apply_event, event_parts, read_events
 from evokernel_tui.widgets.activity_log import ActivityLog
 from evokernel_tui.widgets.kernel_pane import KernelPane
@@ -48,17 +57,19 @@ def untrusted_pass_as_checking(event: Any) -> Any:
     return event
 
 
-class EvoKernelApp(AppActions, SessionCalls, App[None]):
+class EvoKernelApp(App[None]):
     """Live mode drives a session; replay mode (given `replay_events`) only reads a recording.
 
-    The task checks and the kernel edits are collaborators it holds: `self.checks` (`TaskCheckRunner`,
-    evokernel_tui/task_checks.py) and `self.edits` (`KernelEditor`: kernel pane, $EDITOR and the file
-    watchers, evokernel_tui/kernel_edits.py); the other concerns still live in mixins: `SessionCalls` (the
-    workers, evokernel_tui/session_calls.py) and `AppActions` (keys and palette, evokernel_tui/app_actions.py);
-    here are start-up, attaching a session and taking its events into the view."""
+    Its concerns are collaborators it holds, each in its own file: `self.calls` (`SessionCalls`: the session
+    calls in workers and the commands that start them, evokernel_tui/session_calls.py), `self.checks`
+    (`TaskCheckRunner`, evokernel_tui/task_checks.py), `self.edits` (`KernelEditor`: kernel pane, $EDITOR and
+    the file watchers, evokernel_tui/kernel_edits.py) and `self.actions` (`AppActions`: opening a task,
+    saving, the versions and task views, quitting, the palette, evokernel_tui/app_actions.py). Here are
+    start-up, attaching a session, taking its events into the view, the themes, and the `action_*` and
+    message handlers Textual calls by name, each handing over to its collaborator."""
 
     TITLE = "EvoKernel"
-    CSS_PATH = [THEMES_DIR / "base.tcss"] + [THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES]
+    CSS_PATH: ClassVar[list[str | PurePath]] = [THEMES_DIR / "base.tcss", *(THEMES_DIR / f"{name}.tcss" for name in THEME_NAMES)]
     BINDINGS = [
         Binding("t", "switch_theme", "Theme", show=False),
         Binding("q", "quit", "Quit"),
@@ -140,14 +151,16 @@ class EvoKernelApp(AppActions, SessionCalls, App[None]):
         self.checks = TaskCheckRunner(self, task_checks, prebuild_starter)
         #: the person's edits and the watched kernel files
         self.edits = KernelEditor(self, watch_file, watch_path, debounce)
+        #: the session calls (one at a time, in workers)
+        self.calls = SessionCalls(self)
+        #: opening, saving, the views and quitting
+        self.actions = AppActions(self)
         self.session = session
         self.view = SessionView()
         self._open_session = open_session
         self._initial_task = task
         self._replay_events = replay_events
         self._theme_name = theme_name or load_theme_name()
-        self.running: str | None = None
-        self._pause_requested = False
         for theme in TEXTUAL_THEMES.values():
             self.register_theme(theme)
 
@@ -307,12 +320,106 @@ class EvoKernelApp(AppActions, SessionCalls, App[None]):
         self.activity.note(text)
         self.notify(text, severity=severity)  # type: ignore[arg-type]
 
-    # ----- events of session calls (the calls run in session_calls.py) -------------------------------
+    # ----- session calls (evokernel_tui/session_calls.py) ---------------------------------------------
 
-    def _on_event(self, event: Any) -> None:
-        """The session's `on_event`: each event arrives here once, as it is recorded (thread-safe); the
-        list a session call returns holds the same events and is not read."""
-        self.post_message(self.SessionEvent(event))
+    @property
+    def running(self) -> str | None:
+        """The session call running now, if any."""
+        return self.calls.running
+
+    def busy_with(self) -> str | None:
+        """What is running (this app's call, or a step of the session started elsewhere), if anything."""
+        return self.calls.busy_with()
+
+    def on_evo_kernel_app_call_finished(self, message: CallFinished) -> None:
+        self.calls.finished(message)
+        self.edits.take_deferred()  # a save made while the call ran is verified now
+
+    def action_step(self) -> None:
+        self.calls.step()
+
+    def action_run_steps(self) -> None:
+        self.calls.ask_run_steps()
+
+    def action_pause(self) -> None:
+        self.calls.pause()
+
+    def action_accept(self) -> None:
+        self.calls.accept()
+
+    def action_reject(self) -> None:
+        self.calls.reject()
+
+    def action_reverify(self) -> None:
+        self.calls.reverify()
+
+    def action_switch_stage(self) -> None:
+        self.calls.switch_stage()
+
+    # ----- the other actions (evokernel_tui/app_actions.py) ------------------------------------------
+
+    def can_open_tasks(self) -> bool:
+        """Whether this app was given a way to open another task (`open_session`)."""
+        return self._open_session is not None
+
+    def is_replay(self) -> bool:
+        return self._replay_events is not None
+
+    def action_open_task(self) -> None:
+        self.actions.open_task()
+
+    def action_export(self) -> None:
+        self.actions.export()
+
+    def action_show_versions(self) -> None:
+        self.actions.show_versions()
+
+    def action_show_task(self) -> None:
+        self.actions.show_task()
+
+    def action_zoom(self) -> None:
+        self.main_screen.action_zoom()
+
+    async def action_quit(self) -> None:
+        """Quit; with a refinement still pending, ask first (`AppActions.quit`)."""
+        self.actions.quit()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield from self.actions.system_commands(screen, lambda name: getattr(self, f"action_{name}"))
+
+    # ----- themes -----------------------------------------------------------------------------------
+
+    def _theme_changed(self, theme: Any) -> None:
+        name = short_name(theme.name)
+        if name == self._theme_name:
+            return
+        self._theme_name = name
+        try:
+            save_theme_name(name)
+        except OSError as exc:
+            self.notify(f"Theme not remembered: {exc}", severity="warning")
+
+    def action_switch_theme(self) -> None:
+        self.apply_theme(next_theme(self._theme_name))
+
+    def apply_theme(self, name: str, remember: bool = True) -> None:
+        """Switch colours; Textual adds the `-theme-evokernel-NAME` class the theme's tcss is scoped by.
+        `name` is one of ours or any registered Textual theme; an unknown one falls back to the default."""
+        target = textual_name(name)
+        if target not in self.available_themes:
+            name, target = DEFAULT_THEME, textual_name(DEFAULT_THEME)
+        self._theme_name = name
+        self.theme = target
+        if remember:
+            try:
+                save_theme_name(name)
+            except OSError as exc:
+                self.notify(f"Theme not remembered: {exc}", severity="warning")
+
+    @property
+    def theme_name(self) -> str:
+        return self._theme_name
 
 
 def _task_name(session: Any) -> str:

@@ -11,14 +11,16 @@ import difflib
 import os
 import shlex
 import subprocess
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import SuspendNotSupported
 
 from evokernel_tui.view import source_of
 from evokernel_tui.watcher import KernelFileWatcher
+
+if TYPE_CHECKING:
+    from core.session.port import SessionPort
 
 
 def change_summary(before: str, after: str) -> str:
@@ -30,25 +32,33 @@ def change_summary(before: str, after: str) -> str:
     return f"+{added} −{removed} lines"
 
 
-class EditsHost(Protocol):
-    """What the kernel edits use of the app: the open session and its view, the panes, the session-call
-    workers (evokernel_tui/session_calls.py), Textual's suspend and messages."""
+class EditCalls(Protocol):
+    """The session call an edit starts (`SessionCalls`, evokernel_tui/session_calls.py)."""
 
-    session: Any
+    def submit_human_edit(self, label: str, source: str) -> bool: ...
+
+
+class EditsHost(Protocol):
+    """What the kernel edits use of the app: the open session and its view, the panes, the session calls,
+    Textual's suspend and messages."""
+
+    session: SessionPort | None
     view: Any
-    running: str | None
-    KernelFileChanged: Any
+
+    @property
+    def KernelFileChanged(self) -> Any: ...  # the message type (a nested class of the app)
+
+    @property
+    def calls(self) -> EditCalls: ...
+    @property
+    def running(self) -> str | None: ...
 
     @property
     def activity(self) -> Any: ...
 
     def _report(self, text: str, severity: str = "error") -> None: ...
 
-    def _busy_with(self) -> str | None: ...
-
-    def _start(self, label: str, call: Callable[[Any], Iterable[Any] | None]) -> bool: ...
-
-    def _plain_call(self, method: Any, *args: Any) -> Callable[[Any], None]: ...
+    def busy_with(self) -> str | None: ...
 
     def suspend(self) -> Any: ...
 
@@ -81,12 +91,12 @@ class KernelEditor:
         if self._watcher is not None:
             self._watcher.note_own_write(source)
         if host.view.author == "starter" and source.strip() == (host.view.source or "").strip():
-            started = host._start("verify the starter", host._plain_call("submit_human_edit", source))
+            started = host.calls.submit_human_edit("verify the starter", source)
             if started:
                 host.activity.note("Verifying the starter kernel as written: recorded as the starter's, "
                                    "crediting no memories.")
             return started
-        started = host._start(f"verify your edit ({origin})", host._plain_call("submit_human_edit", source))
+        started = host.calls.submit_human_edit(f"verify your edit ({origin})", source)
         if started:
             host.activity.note(f"Verifying your edit from {origin} ({change_summary(host.view.source, source)}).")
         return started
@@ -94,7 +104,7 @@ class KernelEditor:
     def edit_external(self) -> None:
         """$VISUAL or $EDITOR (vi) on the session's kernel file; a changed file is verified as an edit."""
         host = self._host
-        if host.session is None or host._busy_with():
+        if host.session is None or host.busy_with():
             host._report("Wait for the running call to finish before editing." if host.session else
                          "No session open: press o to open a task.", "warning")
             return
@@ -161,8 +171,8 @@ class KernelEditor:
         s = host.session
         if s is None or message.text in (s.current_source, source_of(s.pending)):
             return
-        name = self._saved_name(message)
-        if host._busy_with():
+        name = self._saved_name(message, s)
+        if host.busy_with():
             self._deferred_edit = message.text
             self._deferred_name = name
             running = host.running or "the running call"
@@ -177,9 +187,9 @@ class KernelEditor:
             text, self._deferred_edit = self._deferred_edit, None
             self._take_file_edit(text)
 
-    def _saved_name(self, message: Any) -> str:
+    def _saved_name(self, message: Any, session: SessionPort) -> str:
         path = getattr(message, "path", None)
-        return str(path) if path is not None else Path(self._host.session.kernel_path).name
+        return str(path) if path is not None else Path(session.kernel_path).name
 
     def _take_file_edit(self, text: str, name: str | None = None) -> None:
         session = self._host.session

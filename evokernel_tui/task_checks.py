@@ -70,9 +70,15 @@ class ChecksHost(Protocol):
 
     session: Any
     view: Any
-    running: str | None
-    CheckFinished: Any
-    StarterVerdict: Any
+
+    @property
+    def running(self) -> str | None: ...
+
+    # the message types (nested classes of the app)
+    @property
+    def CheckFinished(self) -> Any: ...
+    @property
+    def StarterVerdict(self) -> Any: ...
 
     @property
     def activity(self) -> Any: ...

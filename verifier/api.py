@@ -7,8 +7,9 @@ compares every file, audits every binary the candidate mapped, and signs the ver
 
 This module holds the two entry points (`verify`, and `compare`: two kernels re-timed back to back) and
 re-exports what other code imports from here; the phases live in their own modules: `workers` (the
-processes and their pools), `run` (one verification's state and phase order, with its mixins
-`reference_side`, `job_handover`, `trials`, `timed_calls`), `rounds` (the paired timing window),
+processes and their pools), `run` (one verification's state and phase order in `verification`,
+with its collaborators `handover.JobFiles`, `reference_replies.ReferenceSide`, `trials.Trials` and
+`timed_calls.TimedCalls`), `rounds` (the paired timing window),
 `findings` (the anti-hacking gate's halves joined), `verdicts` (cache key, cached verdicts, gate order),
 `errors`, and the ncu summary's profiling run in `ncu_run`.
 """
@@ -145,15 +146,15 @@ def verify(
         run.close()
         run.lap("checks and close")
     result.phases = {k: round(v, 3) for k, v in run.phases.items()}
-    result.device = run.reference.get("device_name", "")
-    result.device_id = str(run.reference.get("device_id") or "")
-    peaks = {"reference": run.reference.get("device_peak_bytes"), "candidate": run.candidate.get("device_peak_bytes")}
+    result.device = run.ref_side.reference.get("device_name", "")
+    result.device_id = str(run.ref_side.reference.get("device_id") or "")
+    peaks = {"reference": run.ref_side.reference.get("device_peak_bytes"), "candidate": run.candidate.get("device_peak_bytes")}
     result.device_peak_gb = {k: round(int(v) / 1024**3, 2) for k, v in peaks.items() if isinstance(v, int) and v > 0}
-    phases = {"reference": run.reference.get("device_peak_phases"), "candidate": run.candidate.get("device_peak_phases")}
+    phases = {"reference": run.ref_side.reference.get("device_peak_phases"), "candidate": run.candidate.get("device_peak_phases")}
     result.device_peak_phases_gb = {side: {str(k)[:20]: round(int(v) / 1024**3, 2) for k, v in list(found.items())[:8]
                                            if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 50}
                                     for side, found in phases.items() if isinstance(found, dict) and found}
-    result.compiled_ms = _median(run.reference.get("compiled_times_ms"))
+    result.compiled_ms = _median(run.ref_side.reference.get("compiled_times_ms"))
     lat = next((g for g in gates if g.name == "latency" and g.passed), None)
     if lat is not None:
         result.latency_ms = lat.detail.get("median_ms")
@@ -233,8 +234,8 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         run_a.start_candidate()
         run_a.prepare_reference()
         run_b.start_candidate()
-        run_b.reference, run_b.init_seed = run_a.reference, run_a.init_seed
-        run_b.decoy_plan = run_a.decoy_plan  # the fresh probe's slot in the trials both runs share
+        # the inputs, init seed and fresh probe's slot both runs share; run A's worker serves the window
+        run_b.ref_side = run_a.ref_side.shared()
         shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
         run_b.trusted_dir = run_a.trusted_dir
         run_a.shares_inputs = True
@@ -246,7 +247,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
             if not correct.passed:
                 return {"error": f"kernel {label} is not correct: {correct.reason}"}
         run_a.notify = _labelled(on_gate, "A and B")  # the paired rounds time both
-        rounds = _timed_rounds(run_a, [run_a, run_b], lambda m, keep: robust_paired(
+        rounds = _timed_rounds(run_a, [run_a.timing_side(), run_b.timing_side()], lambda m, keep: robust_paired(
             m[1], m[2], keep, rng_seed=0, noisy_halfwidth=config.noise_halfwidth))
         if rounds is None:
             why = (run_a.timing_violation or run_b.timing_violation
@@ -262,7 +263,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
     except JobTampered as exc:
         return {"error": f"a kernel tampered with its job directory: {exc}"}
     finally:
-        run_b.ref_held = None
+        run_b.ref_side.held = None
         run_b.trusted_dir = None
         for run in (run_b, run_a):
             with contextlib.suppress(Exception):

@@ -1,9 +1,9 @@
 """The draft -> refine loop as a step machine, stored as a folder that survives a crash.
 
-Every state change goes through `_emit`: the event is appended (fsynced) to `events.jsonl` first
-and then folded into `self.state` by `core.events.apply`, the same pure fold the app's view and the
-command line use. `Session.open` folds the same log, so a reopened session is exactly the session
-that was running; a step that a crash cut short is finished by the next action (`_finish_interrupted`).
+Every state change goes through `Journal.emit`: the event is appended (fsynced) to `events.jsonl` first
+and then folded into the journal's `state` by `core.events.apply`, the same pure fold the app's view and the
+command line use. `Session.open` folds the same log, so a reopened session is exactly the session that was
+running; a step that a crash cut short is finished by the next action (`Stepper.finish_interrupted`).
 
 One process at a time writes a session: the folder's `.lock` (see `core.fsutil.FolderLock`).
 
@@ -11,10 +11,11 @@ A step never spawns threads or waits on anything but its own model call and veri
 app runs `step()` in a worker and the headless commands call `run()`.
 
 The package, by concern: `records` (errors, budgets, SessionMeta), `folder` (session.json, finding a
-session, the lock), `models` (model and verifier records), `learning` (retrieval, rewards, insights),
-`machine` (the Session: create/open, actions, `_emit`, which writes only typed payloads), `views` (its
-read-only views of the folded state: the fold is the only session state), `stepping` (the step itself)
-and `replay` (listings, replay, reverification).
+session, the lock), `models` (model and verifier records; `SessionModel`, `SessionVerifier`), `journal` (the
+log, its fold and the folder lock: the one writer), `learning` (`Learner`: retrieval, rewards, insights),
+`stepping` (`Stepper`: the step itself), `machine` (the `Session`, composed of those: create/open, actions and
+its read-only views of the fold), `port` (`SessionPort`: what the app uses) and `replay` (listings, replay,
+reverification).
 """
 
 from __future__ import annotations

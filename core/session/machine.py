@@ -1,43 +1,51 @@
-"""The step machine: `Session` (create/open, actions, the step, events), one writer per folder."""
+"""The step machine: `Session` (create/open, actions, the public state), one writer per folder.
+
+A `Session` is composed of collaborators it makes in `__init__`, each given what it reads: the `Journal`
+(core/session/journal.py: the event log, its fold and the folder lock; every change is written there),
+the `SessionModel` and `SessionVerifier` (core/session/models.py), the `Learner` (retrieval, rewards,
+insights: core/session/learning.py) and the `Stepper` (the step itself: core/session/stepping.py). None
+of them holds the session. What the app uses of it is `core.session.port.SessionPort`.
+"""
 
 from __future__ import annotations
 
-import errno
 import json
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.events import (
-    PAYLOADS,
-    TOLD_PAYLOADS,
     Accepted,
+    Attempt,
     BudgetChanged,
     Event,
-    EventLog,
     HumanEdit,
     MemoryMarked,
-    Payload,
     Rejected,
+    RetrievedItem,
     SessionStarted,
     SessionState,
     StageChanged,
     Starter,
     StepDone,
-    apply,
     fold,
     read_events,
+    speed_text,
 )
-from core.fsutil import FolderLock, LockHeld, os_error_text, release_lock
-from core.llm import ModelClient, ModelConfig, ScriptedModel, make_client
+from core.fsutil import os_error_text, release_lock
+from core.llm import ModelClient, ModelConfig
 from core.rewards import best_in_frame
 from core.session.folder import _atomic_write, _slug, _versions, load_meta
-from core.session.learning import Learning, _deferred_credit
+from core.session.journal import Journal
+from core.session.learning import Learner, _deferred_credit
 from core.session.models import (
+    SessionModel,
+    SessionVerifier,
     _default_verify,
     _model_meta,
     _policy_meta,
@@ -54,17 +62,15 @@ from core.session.records import (
     SessionMeta,
     VerifyFn,
 )
-from core.session.stepping import Stepping
-from core.session.views import StateViews
+from core.session.stepping import Stepper
 
 if TYPE_CHECKING:
     from core.tasks import Task
     from memory import MemoryStore, RetrievalPolicy
     from verifier import VerifyConfig
-    pass
 
 
-class Session(Stepping, StateViews, Learning):
+class Session:
     """A task being drafted and refined; see the module docstring and docs/ARCHITECTURE.md."""
 
     def __init__(self, path: Path, meta: SessionMeta | dict[str, object], *,
@@ -76,25 +82,18 @@ class Session(Stepping, StateViews, Learning):
         self.meta = meta if isinstance(meta, SessionMeta) else SessionMeta.from_dict(meta)
         self.id: str = self.meta.id
         self.backend: str = self.meta.backend
-        self._base_budgets = Budgets.from_dict(self.meta.budgets)
-        self.auto_accept = self.meta.auto_accept if auto_accept is None else auto_accept
-        self.memory = memory
-        self.verify_fn = verify_fn or _default_verify
-        self.verify_config = verify_config
-        self._policy = policy
-        self._model_override = model
-        self._client: ModelClient | None = None
-        self._client_ready = False
-        self.log = EventLog(self.path / "events.jsonl")
+        #: the event log and everything folded from it: the session's only state
+        self.journal = Journal(self.path, self.id)
+        journal = self.journal
+        self.model = SessionModel(model, self.meta.model, self.id, lambda: journal.state.model_calls)
+        self.verifier = SessionVerifier(verify_fn or _default_verify, verify_config)
+        self.learner = Learner(journal, self.model, self.meta, memory, policy)
+        self.stepper = Stepper(journal, self.learner, self.model, self.verifier, self.meta,
+                               Budgets.from_dict(self.meta.budgets),
+                               self.meta.auto_accept if auto_accept is None else auto_accept)
         self._lock = threading.Lock()
-        self._collect: list[Event] | None = None
-        self._on_event: EventSink | None = None
-        # one writer per session folder across processes (see `FolderLock`); released by close() or GC
-        self.folder_lock = FolderLock(self.path)
-        self._release_folder = weakref.finalize(self, release_lock, self.folder_lock)
-        # everything folded from events lives in `state` (core.events.apply); the attributes below
-        # (stage, history, best, pending, ...) read it
-        self.state = SessionState()
+        # the folder lock is released by close(), or when the session is collected or the process ends
+        self._release_folder = weakref.finalize(self, release_lock, journal.folder_lock)
 
     # ---------------------------------------------------------------- create / open
 
@@ -123,9 +122,9 @@ class Session(Stepping, StateViews, Learning):
         _atomic_write(path / "session.json", json.dumps(meta.to_dict(), indent=2, default=str))
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
-        session._take_folder_lock()
-        with session._collecting(None):
-            session._emit(SessionStarted(task=task_dict["name"], backend=backend, model=session.model_name,
+        session.journal.take_lock()
+        with session.journal.collecting(None):
+            session.journal.emit(SessionStarted(task=task_dict["name"], backend=backend, model=session.model_name,
                                          budgets=budgets.to_dict(), manual=session.manual))
             if session.manual:
                 session._start_manual()
@@ -136,8 +135,8 @@ class Session(Stepping, StateViews, Learning):
         from core.starter import starter_kernel
 
         t = self.meta.task
-        self._emit(Starter(source=starter_kernel(t["name"], t.get("source", ""), self.backend)))
-        self._retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
+        self.journal.emit(Starter(source=starter_kernel(t["name"], t.get("source", ""), self.backend)))
+        self.learner.retrieve(self.stage if self.stage in ("draft", "refine") else "draft")
 
     @classmethod
     def open(cls, path: Path | str, *, model: ModelConfig | ModelClient | None | bool = False,
@@ -159,13 +158,13 @@ class Session(Stepping, StateViews, Learning):
         session = cls(path, meta, model=model, memory=memory, verify_fn=verify_fn, verify_config=verify_config,
                       policy=policy, auto_accept=auto_accept)
         if lock:
-            session._take_folder_lock(quiet_if_read_only=True)
+            session.journal.take_lock(quiet_if_read_only=True)
         try:
             events = read_events(path / "events.jsonl")
         except ValueError as exc:
             raise SessionError(str(exc)) from None
-        session.state = fold(events)
-        if session.current_source and not session.kernel_path.exists() and session.folder_lock.held:
+        session.journal.state = fold(events)
+        if session.current_source and not session.kernel_path.exists() and session.journal.folder_lock.held:
             _atomic_write(session.kernel_path, session.current_source)
         return session
 
@@ -179,30 +178,19 @@ class Session(Stepping, StateViews, Learning):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _take_folder_lock(self, quiet_if_read_only: bool = False) -> None:
-        try:
-            self.folder_lock.acquire()
-        except LockHeld as exc:
-            raise SessionError(f"session {self.id} is open in {exc.holder}; close it there first "
-                               f"(or wait for it to finish)") from None
-        except OSError as exc:
-            if quiet_if_read_only and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                return  # a read-only folder can still be read; the first write says why it cannot
-            raise SessionError(f"cannot lock session {self.id} in {self.path}: {os_error_text(exc)}") from None
-
     # ---------------------------------------------------------------- actions
 
     def step(self, on_event: EventSink | None = None, on_token: Callable[[str], None] | None = None) -> list[Event]:
         """Run one draft or refine step and return its events; [] once the session is done."""
-        with self._exclusive(), self._collecting(on_event) as events:
-            if self._finish_interrupted():
-                self._advance()
+        with self._exclusive(), self.journal.collecting(on_event) as events:
+            if self.stepper.finish_interrupted():
+                self.stepper.advance()
                 return events
-            self._advance()
+            self.stepper.advance()
             if self.stage == "done":
                 return events
-            self._model_step(on_token)
-            self._advance()
+            self.stepper.model_step(on_token)
+            self.stepper.advance()
             return events
 
     def run(self, on_event: EventSink | None = None, on_token: Callable[[str], None] | None = None) -> list[Event]:
@@ -223,27 +211,27 @@ class Session(Stepping, StateViews, Learning):
         for their own next edit)."""
         if not source.strip():
             raise SessionError("the edited kernel is empty")
-        with self._exclusive(), self._collecting(on_event) as events:
-            self._finish_interrupted()
-            self.step_no += 1
+        with self._exclusive(), self.journal.collecting(on_event) as events:
+            self.stepper.finish_interrupted()
+            self.journal.next_step()
             start = time.monotonic()
-            stage = self._work_stage()
-            seed = self._is_untouched_starter(source)
+            stage = self.stepper.work_stage()
+            seed = self.learner.is_untouched_starter(source)
             credited = [i for i in self.onscreen_ids if self.state.marked.get(i)]  # marked used since retrieval
-            attempt = self._record_kernel(source, "seed" if seed else "person", stage)
+            attempt = self.stepper.record_kernel(source, "seed" if seed else "person", stage)
             if not seed:
-                self._emit(HumanEdit(version=attempt.version, stage=stage, credited=credited))
-            result = self._verify(attempt)
+                self.journal.emit(HumanEdit(version=attempt.version, stage=stage, credited=credited))
+            result = self.stepper.verify(attempt)
             outcome = "verifier_error"
             if result is not None:
                 outcome = result.outcome
                 best_ms = best_in_frame(result, self.best)
                 if not seed:
-                    self._learn(stage, attempt, result, credited, best_ms)
-                self._judge(stage, attempt, result, best_ms)
-            self._emit(StepDone(stage=stage, counts=False, outcome=outcome, seconds=time.monotonic() - start,
-                                feedback=self._feedback_for(result)))
-            self._advance()
+                    self.learner.learn(stage, attempt, result, credited, best_ms)
+                self.stepper.judge(stage, attempt, result, best_ms)
+            self.journal.emit(StepDone(stage=stage, counts=False, outcome=outcome, seconds=time.monotonic() - start,
+                                feedback=self.stepper.feedback_for(result)))
+            self.stepper.advance()
             return events
 
     def mark_used(self, item_id: str, used: bool = True, on_event: EventSink | None = None) -> list[Event]:
@@ -251,157 +239,272 @@ class Session(Stepping, StateViews, Learning):
         for the person's next edit (none by default). Marks last until the next retrieval."""
         if item_id not in self.onscreen_ids:
             raise SessionError(f"memory {item_id} is not on screen; mark one of the memories shown")
-        with self._exclusive(), self._collecting(on_event) as events:
-            self._emit(MemoryMarked(id=item_id, used=bool(used)))
+        with self._exclusive(), self.journal.collecting(on_event) as events:
+            self.journal.emit(MemoryMarked(id=item_id, used=bool(used)))
             return events
 
     def accept_pending(self, on_event: EventSink | None = None) -> list[Event]:
         """Make the pending refinement the best kernel and distil an insight from it."""
-        with self._exclusive(), self._collecting(on_event) as events:
+        with self._exclusive(), self.journal.collecting(on_event) as events:
             if self.pending is None:
                 raise SessionError("there is no pending refinement to accept")
             from memory.values import person_reward
 
             before, after = self.best, self.pending
-            self._emit(Accepted(version=after.version, by="person", reason="accepted"))
+            self.journal.emit(Accepted(version=after.version, by="person", reason="accepted"))
             ids, value = _deferred_credit(after)
-            self._credit(ids, "refine", person_reward("accepted", value), after)
+            self.learner.credit(ids, "refine", person_reward("accepted", value), after)
             if before is not None:
-                self._distil_insight(before, after)
+                self.learner.distil_insight(before, after)
             return events
 
     def reject_pending(self, on_event: EventSink | None = None) -> list[Event]:
         """Drop the pending refinement; the best kernel goes back on screen."""
-        with self._exclusive(), self._collecting(on_event) as events:
+        with self._exclusive(), self.journal.collecting(on_event) as events:
             if self.pending is None:
                 raise SessionError("there is no pending refinement to reject")
             rejected = self.pending
-            self._emit(Rejected(version=rejected.version, by="person"))
+            self.journal.emit(Rejected(version=rejected.version, by="person"))
             from memory.values import person_reward
 
             ids, value = _deferred_credit(rejected)
-            self._credit(ids, "refine", person_reward("rejected", value), rejected)
+            self.learner.credit(ids, "refine", person_reward("rejected", value), rejected)
             return events
 
     def reverify(self, version: int | None = None, on_event: EventSink | None = None) -> list[Event]:
         """Verify a recorded kernel again (default: the best, else the latest); values are not credited."""
-        with self._exclusive(), self._collecting(on_event) as events:
+        with self._exclusive(), self.journal.collecting(on_event) as events:
             target = self.attempt(version) if version is not None else (self.best or (self.history[-1] if self.history else None))
             if target is None:
                 raise SessionError("no kernel to verify" if version is None else f"no kernel version {version}")
-            self._verify(target, reverify=True)
+            self.stepper.verify(target, reverify=True)
             return events
 
     def set_stage(self, stage: str, on_event: EventSink | None = None) -> list[Event]:
         """Move to another stage by hand (refining needs a feasible kernel)."""
         if stage not in STAGES:
             raise SessionError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-        with self._exclusive(), self._collecting(on_event) as events:
+        with self._exclusive(), self.journal.collecting(on_event) as events:
             if stage == "refine" and self.best is None:
                 raise SessionError("cannot refine yet: no feasible kernel")
             if stage != self.stage:
-                self._emit(StageChanged(from_=self.stage, to=stage, reason="set by person"))
+                self.journal.emit(StageChanged(from_=self.stage, to=stage, reason="set by person"))
             return events
 
     def add_steps(self, stage: str, n: int, on_event: EventSink | None = None) -> list[Event]:
         """Grant more model steps to a stage (and reopen it if the session had finished for lack of them)."""
         if stage not in ("draft", "refine") or n <= 0:
             raise SessionError("add_steps needs stage draft or refine and a positive count")
-        with self._exclusive(), self._collecting(on_event) as events:
-            self._emit(BudgetChanged(stage=stage, add=n))
+        with self._exclusive(), self.journal.collecting(on_event) as events:
+            self.journal.emit(BudgetChanged(stage=stage, add=n))
             if self.stage == "done":
                 target = "refine" if self.best is not None else "draft"
                 if target == stage:
-                    self._emit(StageChanged(from_="done", to=target, reason="more steps granted"))
+                    self.journal.emit(StageChanged(from_="done", to=target, reason="more steps granted"))
             return events
 
-    # ---------------------------------------------------------------- events
 
-    def _emit(self, payload: Payload) -> Event:
-        """Record an event: append it (fsynced) to the log, fold it into `state` with `core.events.apply`,
-        keep current_kernel.py equal to the kernel on screen, then tell the caller (once: `on_event`
-        while a caller listens, else the list an action returns).
+    # ---------------------------------------------------------------- settings the session holds
 
-        Only typed payloads are written. The JSON form is the payload's `to_data()` read back through
-        its type (so a recording holds exactly what a reader of that type sees); a payload of a kind
-        `core.events` does not register, or one carrying keys its type has no field for, is refused."""
-        kind = payload.KIND
-        typed = PAYLOADS.get(kind)
-        if typed is None or not isinstance(payload, typed):
-            raise ValueError(f"no event payload type for {kind!r}: add it to core.events")
-        if payload.extra:  # every key written has a typed field: readers never meet an untyped one
-            raise ValueError(f"{typed.__name__} has no field for {sorted(payload.extra)}")
-        event = Event(kind, typed.from_data(payload.to_data()).to_data(), step=self.step_no)
-        if not self.folder_lock.held:
-            self._take_folder_lock()
-        try:
-            self.log.append(event)
-        except OSError as exc:
-            raise SessionError(f"cannot write to session {self.id} ({self.log.path}): {os_error_text(exc)}; "
-                               f"then `evokernel resume {self.id}`") from None
-        before = self.state.current_source
-        self.state = apply(self.state, event)
-        if kind in ("kernel", "accepted", "rejected", "starter") or self.state.current_source != before:
-            _atomic_write(self.kernel_path, self.current_source)
-        if self._collect is not None:
-            self._collect.append(event)
-        if self._on_event is not None:
-            self._on_event(event)
-        return event
+    @property
+    def verify_fn(self) -> VerifyFn:
+        """The verifier (the real one unless a stand-in was given); may be replaced while open."""
+        return self.verifier.fn
 
-    def _tell(self, payload: Payload) -> None:
-        """Tell the listener (`on_event`) something that is not recorded (`core.events.TOLD_PAYLOADS`: a
-        running gate's progress): no log line, no fold, not in the list an action returns."""
-        if type(payload) is not TOLD_PAYLOADS.get(payload.KIND):
-            raise ValueError(f"{payload.KIND!r} is recorded, not told: use _emit")
-        if self._on_event is not None:
-            self._on_event(Event(payload.KIND, payload.to_data(), step=self.step_no))
+    @verify_fn.setter
+    def verify_fn(self, fn: VerifyFn) -> None:
+        self.verifier.fn = fn
 
-    def _make_client(self) -> ModelClient | None:
-        if self._model_override is not False:
-            return make_client(self._model_override)
-        meta = self.meta.model
-        if meta is None:
-            return None
-        if meta["kind"] == "scripted":
-            return ScriptedModel(list(meta["replies"]), position=self.model_calls, source=meta.get("source"),
-                                 name=meta.get("name", "scripted"))
-        if meta["kind"] == "litellm":
-            return make_client(ModelConfig.from_dict(meta["config"]))
-        raise SessionError(f"session {self.id} records an unknown model kind {meta['kind']!r}")
+    @property
+    def verify_config(self) -> VerifyConfig | None:
+        """The verifier settings (None: its defaults); may be replaced while open."""
+        return self.verifier.config
+
+    @verify_config.setter
+    def verify_config(self, config: VerifyConfig | None) -> None:
+        self.verifier.config = config
+
+    @property
+    def auto_accept(self) -> bool:
+        """A faster refinement is accepted at once (headless) rather than left pending for the person."""
+        return self.stepper.auto_accept
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        return self.learner.memory
+
+    @property
+    def policy(self) -> RetrievalPolicy:
+        """The retrieval policy (the one given, else the one session.json records)."""
+        return self.learner.policy
+
+    # ---------------------------------------------------------------- public state (read from the fold)
+
+    @property
+    def state(self) -> SessionState:
+        """Everything folded from the events (`core.events.apply`); the attributes below read it."""
+        return self.journal.state
+
+    @property
+    def stage(self) -> str:
+        """Draft, refine or done."""
+        return self.state.stage
+
+    @property
+    def done_reason(self) -> str:
+        return self.state.done_reason
+
+    @property
+    def used(self) -> dict[str, int]:
+        """Model steps spent per stage."""
+        return dict(self.state.used)
+
+    @property
+    def history(self) -> tuple[Attempt, ...]:
+        """Every kernel version, oldest first."""
+        return self.state.history
+
+    @property
+    def best(self) -> Attempt | None:
+        """The accepted kernel."""
+        return self.state.best
+
+    @property
+    def pending(self) -> Attempt | None:
+        """A faster refinement awaiting accept/reject."""
+        return self.state.pending
+
+    @property
+    def current_source(self) -> str:
+        """The kernel on screen."""
+        return self.state.current_source
+
+    @property
+    def feedback(self) -> str:
+        """The last step's feedback for the next prompt."""
+        return self.state.feedback
+
+    @property
+    def tokens(self) -> int:
+        return self.state.tokens
+
+    @property
+    def cost_known(self) -> float:
+        return self.state.cost_known
+
+    @property
+    def cost_unknown(self) -> bool:
+        return self.state.cost_unknown
+
+    @property
+    def model_calls(self) -> int:
+        return self.state.model_calls
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.state.elapsed_s
+
+    @property
+    def onscreen_ids(self) -> list[str]:
+        """Ids of the memories on screen."""
+        return list(self.state.onscreen_ids)
+
+    @property
+    def retrieved(self) -> list[RetrievedItem]:
+        """The memories on screen as the last retrieval recorded them."""
+        return list(self.state.retrieved)
+
+    @property
+    def credit_ids(self) -> list[str]:
+        """The ids a model step's reward credits (ranked slots and the start point)."""
+        return list(self.state.credit_ids)
+
+    @property
+    def step_no(self) -> int:
+        """The number of the latest step."""
+        return self.state.step
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets the session was created (or opened) with, plus the steps granted since."""
+        return self.stepper.budgets
+
+    @property
+    def interrupted(self) -> Attempt | None:
+        """The kernel of a step that a crash cut short (recorded, never finished); the next action finishes it."""
+        return self.state.attempt(self.state.in_flight)
+
+    @property
+    def task(self) -> Task:
+        from core.tasks import Task
+
+        return Task.from_dict(self.meta.task)
+
+    @property
+    def kernel_path(self) -> Path:
+        """The file the app watches: always the kernel currently on screen."""
+        return self.journal.kernel_path
+
+    @property
+    def client(self) -> ModelClient | None:
+        return self.model.client
+
+    @property
+    def manual(self) -> bool:
+        """No model: the person supplies every kernel."""
+        return self.model.manual
+
+    @property
+    def model_name(self) -> str | None:
+        return self.model.name
+
+    @property
+    def cost(self) -> float | None:
+        """Money spent on model calls; None when any call's price was unknown."""
+        return self.state.cost
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def attempt(self, version: int) -> Attempt | None:
+        return self.state.attempt(version)
+
+    def summary(self) -> dict[str, object]:
+        """A JSON-able digest for listings, `--json` output and the app's header."""
+        best = self.best
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "task": self.meta.task_name,
+            "backend": self.backend,
+            "model": self.model_name,
+            "stage": self.stage,
+            "done_reason": self.done_reason,
+            "steps": dict(self.used),
+            "kernels": len(self.history),
+            "feasible": best is not None,
+            "best": best.summary() if best else None,
+            "best_speedup": best.speedup if best else None,
+            "best_speed": speed_text(best, "x"),  # the figure as every surface shows it (noisy, cached marked)
+            "pending": self.pending.version if self.pending else None,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "created": self.meta.created,
+        }
 
     # ---------------------------------------------------------------- plumbing
 
-    def _exclusive(self):
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One action at a time per session object: a second is refused (SessionBusy), never queued."""
         if not self._lock.acquire(blocking=False):
             raise SessionBusy(f"session {self.id} is busy with another step")
-        return _Release(self._lock)
-
-    def _collecting(self, on_event: EventSink | None):
-        return _Collect(self, on_event)
-
-
-class _Release:
-    def __init__(self, lock: threading.Lock):
-        self.lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        self.lock.release()
-
-
-class _Collect:
-    def __init__(self, session: Session, on_event: EventSink | None):
-        self.session, self.on_event = session, on_event
-
-    def __enter__(self) -> list[Event]:
-        self.session._collect, self.session._on_event = [], self.on_event
-        return self.session._collect
-
-    def __exit__(self, *exc: Any) -> None:
-        self.session._collect, self.session._on_event = None, None
+        try:
+            yield
+        finally:
+            self._lock.release()
 
 
 def ends_headless_run(events: list[Event]) -> bool:

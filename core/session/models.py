@@ -1,17 +1,81 @@
-"""What a session records about its model and verifier, and how it rebuilds them."""
+"""What a session records about its model and verifier, how it rebuilds them, and the two as a session holds
+them: `SessionModel` (the client, made on first use) and `SessionVerifier` (the verify function and settings)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from core.llm import ModelClient, ModelConfig, ScriptedModel, make_client
+from core.session.records import SessionError, VerifyFn
 from verifier.result import VerificationResult
 
 if TYPE_CHECKING:
     from verifier import VerifyConfig
+
+
+class SessionModel:
+    """The model a session runs with: `override` when given (`False`: "the one it was created with", read
+    from `recorded`, session.json's model record; None: no model, the person writes every kernel). The
+    client is made at its first use; a scripted model resumes at reply `calls_so_far()` (the model calls
+    the session has recorded), so a reopened session goes on where it stopped."""
+
+    def __init__(self, override: ModelConfig | ModelClient | None | bool, recorded: dict[str, Any] | None,
+                 session_id: str, calls_so_far: Callable[[], int]) -> None:
+        self._override = override
+        self._recorded = recorded
+        self._session_id = session_id
+        self._calls_so_far = calls_so_far
+        self._client: ModelClient | None = None
+        self._ready = False
+
+    @property
+    def client(self) -> ModelClient | None:
+        if not self._ready:
+            self._client = self._make()
+            self._ready = True
+        return self._client
+
+    @property
+    def manual(self) -> bool:
+        """No model: the person supplies every kernel."""
+        if self._override is not False:
+            return self._override is None
+        return self._recorded is None
+
+    @property
+    def name(self) -> str | None:
+        m = self._override if self._override is not False else None
+        if isinstance(m, ModelConfig):
+            return m.model
+        if m is not None:
+            return getattr(m, "name", type(m).__name__)
+        return self._recorded.get("name") if self._recorded else None
+
+    def _make(self) -> ModelClient | None:
+        if self._override is not False:
+            return make_client(self._override)  # type: ignore[arg-type]  # not False: a model, a client or None
+        meta = self._recorded
+        if meta is None:
+            return None
+        if meta["kind"] == "scripted":
+            return ScriptedModel(list(meta["replies"]), position=self._calls_so_far(), source=meta.get("source"),
+                                 name=meta.get("name", "scripted"))
+        if meta["kind"] == "litellm":
+            return make_client(ModelConfig.from_dict(meta["config"]))
+        raise SessionError(f"session {self._session_id} records an unknown model kind {meta['kind']!r}")
+
+
+@dataclass
+class SessionVerifier:
+    """How a session verifies its kernels: `fn` (the real verifier, or a test's stand-in) with `config` (None:
+    the verifier's defaults). Both may be replaced while the session is open (the app sets the task's
+    settings once its checks have run)."""
+
+    fn: VerifyFn
+    config: VerifyConfig | None = None
 
 
 def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: VerifyConfig | None = None,
@@ -44,7 +108,7 @@ def _model_meta(model: ModelConfig | ModelClient | None) -> dict[str, Any] | Non
         return None
     if isinstance(model, ModelConfig):
         if model.model.startswith("scripted:"):
-            client = make_client(model)
+            client = cast(ScriptedModel, make_client(model))  # a scripted: model is a ScriptedModel
             return {"kind": "scripted", "name": client.name, "replies": client.replies, "source": client.source}
         return {"kind": "litellm", "name": model.model, "config": model.to_dict()}
     if isinstance(model, ScriptedModel):
@@ -97,7 +161,7 @@ def config_from_meta(saved: Any) -> VerifyConfig | None:
         return None
     from verifier import VerifyConfig
 
-    ok = {name: value for name, value in saved.items()
+    ok: dict[str, Any] = {name: value for name, value in saved.items()
           if name in SAVED_VERIFIER_SETTINGS and isinstance(value, SAVED_VERIFIER_SETTINGS[name])
           and not (isinstance(value, bool) and bool not in SAVED_VERIFIER_SETTINGS[name])}
     return replace(VerifyConfig(), **ok)

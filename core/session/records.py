@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from core.events import Event
@@ -46,6 +46,11 @@ class Budgets:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def plus(self, added: Mapping[str, int]) -> Budgets:
+        """These budgets with the model steps granted since (`budget_changed` events, folded per stage)."""
+        return replace(self, draft_steps=self.draft_steps + added.get("draft", 0),
+                       refine_steps=self.refine_steps + added.get("refine", 0))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Budgets:

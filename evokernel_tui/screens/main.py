@@ -123,9 +123,9 @@ class SessionScreen(Screen):
 
     @on(MemoryTable.UsedToggled)
     def _mark_used(self, message: MemoryTable.UsedToggled) -> None:
-        mark = getattr(self.app, "mark_memory_used", None)
-        if mark is not None:
-            mark(message.memory.item_id, not message.memory.used)
+        calls = getattr(self.app, "calls", None)  # the app's `SessionCalls` (it does nothing without a session)
+        if calls is not None:
+            calls.mark_memory_used(message.memory.item_id, not message.memory.used)
 
 
 class MainScreen(SessionScreen):

@@ -136,7 +136,7 @@ async def test_run_n_steps_and_pause(make_session, verifier):
     hold = verifier.block()
     app = app_for(s2)
     async with app.run_test(size=SIZE) as pilot:
-        app.run_steps(3)
+        app.calls.run_steps(3)
         await asyncio.get_running_loop().run_in_executor(None, verifier.entered.wait, 10)
         await pilot.press("p")
         hold.set()

@@ -69,7 +69,7 @@ async def test_run_stops_at_a_pending_refinement_and_keeps_it(make_session):
     s = make_session([reply("feasible", 30.0), reply("feasible", 20.4, "faster"), insight, reply("feasible", 32.3, "slower")], draft=2, refine=4)
     app = app_for(s)
     async with app.run_test(size=SIZE) as pilot:
-        app.run_steps(3)
+        app.calls.run_steps(3)
         await settle(app, pilot)
         assert s.pending is not None and s.pending.latency_ms == 20.4
         assert s.used["refine"] == 1, "the run went on past a pending refinement"
@@ -147,7 +147,7 @@ async def test_export_warns_when_nothing_passed_yet(make_session, tmp_path):
     app = app_for(s)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        source, what, warning = app.export_choice()
+        source, what, warning = app.actions.export_choice()
         assert source == s.current_source and what == "the current kernel"
         assert "No kernel has passed the gates yet" in warning
 

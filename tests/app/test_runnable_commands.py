@@ -56,7 +56,7 @@ def test_the_quit_message_prints_a_command_that_runs(venv_script, make_session):
 
     s = make_session([])
     app = EvoKernelApp(session=s, watch_file=False)
-    message = app.exit_message()
+    message = app.actions.exit_message()
     assert message is not None and f"continue with: .venv/bin/evokernel tui --session {s.id}" in message
 
 

@@ -149,18 +149,18 @@ def test_every_consumer_folds_the_same_session(tmp_path, store, scenario):
 
 
 def test_a_session_writes_only_what_its_typed_payloads_say(tmp_path, store):
-    """`_emit` reads every event through its payload type: a key the type lacks, or a kind without a
+    """`Journal.emit` reads every event through its payload type: a key the type lacks, or a kind without a
     type, is a programming error at the write, never an untyped key a reader meets later."""
     session = Session.create(load_task("relu"), model=None, memory=store, root=tmp_path / "sessions")
     with pytest.raises(ValueError, match="MemoryMarked has no field for \\['colour'\\]"):
-        session._emit(MemoryMarked(id="x", used=True, extra={"colour": "red"}))
+        session.journal.emit(MemoryMarked(id="x", used=True, extra={"colour": "red"}))
 
     @dataclass(kw_only=True)
     class MadeUp(Payload):
         KIND = "made_up"
 
     with pytest.raises(ValueError, match="no event payload type for 'made_up'"):
-        session._emit(MadeUp())
+        session.journal.emit(MadeUp())
     kinds = [e.kind for e in read_events(session.path)]
     assert "memory_marked" not in kinds and "made_up" not in kinds, "a refused event is not recorded"
 

@@ -23,7 +23,8 @@ def _job(tmp_path: Path, backend: str, extra: dict) -> dict:
     import tempfile
 
     tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # a job directory of its own per call
-    run = types.SimpleNamespace(job_dir=tmp_path, candidate_source="x = 1\n", init_seed=7, be=get_backend(backend),
+    run = types.SimpleNamespace(job_dir=tmp_path, candidate_source="x = 1\n", ref_side=types.SimpleNamespace(init_seed=7),
+                                be=get_backend(backend),
                                 config=VerifyConfig(extra=extra), inner_dir=lambda: Path("/job"))
     _Run.write_job(run)  # type: ignore[arg-type]
     return json.loads((tmp_path / "job.json").read_text())

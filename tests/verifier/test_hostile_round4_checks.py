@@ -222,6 +222,6 @@ def test_a_forward_queued_behind_a_failed_trial_is_waited_for_before_the_report(
     run = _Run.__new__(_Run)
     run.job, run.config, run.candidate = Job(), VerifyConfig(run_timeout_s=60.0), {}
     for queued, wait in ((1, 70.0), (0, 10.0)):
-        run.forwards_queued = queued
+        run.trials = SimpleNamespace(forwards_queued=queued)  # forwards the trials left unanswered
         run.finish_candidate()
         assert waits[-1] == wait

@@ -100,7 +100,9 @@ def test_without_a_recipe_the_inputs_are_files(tmp_path):
 def handed_over(monkeypatch):
     """Every (prefix, file names) the parent hands over into a job, and every .npy left in a job at close."""
     seen: dict[str, list] = {"prefixes": [], "job_npy": []}
-    hand_over, close = api._Run._hand_over, api._Run.close
+    from verifier.run.handover import JobFiles
+
+    hand_over, close = JobFiles.hand_over, api._Run.close
 
     def spy_hand_over(self, src, dst, prefix, move=True):
         seen["prefixes"].append(prefix)
@@ -111,7 +113,7 @@ def handed_over(monkeypatch):
             seen["job_npy"] += [p.name for p in self.job_dir.rglob("*.npy")]
         return close(self)
 
-    monkeypatch.setattr(api._Run, "_hand_over", spy_hand_over)
+    monkeypatch.setattr(JobFiles, "hand_over", spy_hand_over)
     monkeypatch.setattr(api._Run, "close", spy_close)
     return seen
 
@@ -251,9 +253,10 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
 
 def test_verdict_detail_is_json():
     # the correctness detail carries plain strings (the verdict cache stores it as JSON)
-    run = api._Run.__new__(api._Run)
-    run.reference = {"recipe": [{"kind": "rand", "shape": [2], "dtype": "float32"}], "input_distribution": "x: rand 2 f32"}
-    assert json.loads(json.dumps(run.inputs_detail()))["input_distribution"] == "x: rand 2 f32"
+    from verifier.run.trials import inputs_detail
+
+    reference = {"recipe": [{"kind": "rand", "shape": [2], "dtype": "float32"}], "input_distribution": "x: rand 2 f32"}
+    assert json.loads(json.dumps(inputs_detail(reference)))["input_distribution"] == "x: rand 2 f32"
 
 
 def test_blockwise_comparison_gives_the_same_answer_and_figures():

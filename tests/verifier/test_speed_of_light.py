@@ -282,22 +282,19 @@ def test_refine_prompt_carries_the_fraction():
 def test_latency_detail_from_a_given_or_measured_peak():
     """The latency gate's keys (`verifier.run.timed_calls.speed_of_light_detail`): a peak given in the config
     wins over the worker's, the worker's source is said, above 1 is flagged, and it can be turned off."""
-    from types import SimpleNamespace
 
     from verifier.config import VerifyConfig
     from verifier.run.timed_calls import speed_of_light_detail
 
     worker = {"flops": 0, "bandwidth_peak": {"gbps": 40.0, "method": "triad", "cached": True, "key": "k"}}
-    measured = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference=worker), 1000, 10.0, 5.0)
+    measured = speed_of_light_detail(VerifyConfig(), worker, "cpu", 1000, 10.0, 5.0)
     assert measured["bandwidth_fraction"] == pytest.approx(0.25) and measured["bound"] == "memory-bound"
     assert measured["bandwidth_peak_source"] == "triad, cached (k)"
-    given = SimpleNamespace(config=VerifyConfig(extra={"bandwidth_peak_gbps": 8.0}), reference=worker)
-    over = speed_of_light_detail(given, 1000, 10.0, 5.0)
+    over = speed_of_light_detail(VerifyConfig(extra={"bandwidth_peak_gbps": 8.0}), worker, "cpu", 1000, 10.0, 5.0)
     assert over["bandwidth_peak_gbps"] == 8.0 and over["bandwidth_fraction"] == pytest.approx(1.25)
     assert over["bandwidth_over_peak"] == ["bandwidth_fraction"] and over["bandwidth_peak_source"] == "given"
-    off = SimpleNamespace(config=VerifyConfig(extra={"speed_of_light": False}), reference=worker)
-    assert speed_of_light_detail(off, 1000, 10.0, 5.0) == {}
-    unknown = speed_of_light_detail(SimpleNamespace(config=VerifyConfig(), reference={}), 1000, 10.0, 5.0)
+    assert speed_of_light_detail(VerifyConfig(extra={"speed_of_light": False}), worker, "cpu", 1000, 10.0, 5.0) == {}
+    unknown = speed_of_light_detail(VerifyConfig(), {}, "cpu", 1000, 10.0, 5.0)
     assert unknown["bandwidth_fraction"] is None and unknown["bound"] is None
 
 
@@ -331,7 +328,7 @@ def test_the_reference_worker_counts_flops_and_reads_both_roofs_into_the_latency
         be = type("B", (), {"device": "cpu"})()
 
     moved = 3 * n * n * 4
-    detail = speed_of_light_detail(Run(), moved, gbps=2.0, reference_gbps=1.0)
+    detail = speed_of_light_detail(Run.config, Run.reference, Run.be.device, moved, gbps=2.0, reference_gbps=1.0)
     assert detail["bound"] == "compute-bound" and detail["ridge_intensity"] == pytest.approx(5.0)
     assert detail["flops_fraction"] == pytest.approx(2 * n**3 * 2.0 / moved / 50.0)
     assert "cached" in detail["flops_peak_source"]
@@ -370,7 +367,8 @@ def test_a_half_precision_task_is_held_to_its_own_dtypes_roof(tmp_path, monkeypa
         reference = found
         be = type("B", (), {"device": "cpu"})()
 
-    detail = speed_of_light_detail(Run(), 3 * n * n * 2, gbps=2.0, reference_gbps=1.0)
+    detail = speed_of_light_detail(Run.config, Run.reference, Run.be.device, 3 * n * n * 2, gbps=2.0,
+                                   reference_gbps=1.0)
     assert detail["flops_peak_dtype"] == "bfloat16"
     res = _result(0.3)
     res.timing.update(bound="compute-bound", gflops=61.0, flops_peak_gflops=100.0, flops_fraction=0.61,

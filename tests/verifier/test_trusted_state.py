@@ -147,7 +147,8 @@ def _trusted_inputs(tmp_path: Path) -> Path:
 def test_hand_over_into_a_directory_swapped_for_a_link_writes_nothing_outside(tmp_path, move):
     """The candidate runs while the trusted side hands it inputs: a hand-over directory replaced by a
     link to a place outside the job must not redirect the trusted side's writes there."""
-    from verifier.api import JobTampered, _Run
+    from verifier.api import JobTampered
+    from verifier.run.handover import hand_over
 
     src = _trusted_inputs(tmp_path)
     outside = tmp_path / "outside"
@@ -159,12 +160,13 @@ def test_hand_over_into_a_directory_swapped_for_a_link_writes_nothing_outside(tm
     dst.rename(job / "moved-away")
     dst.symlink_to(outside)
     with pytest.raises(JobTampered):
-        _Run._hand_over(None, src, dst, "in", move=move)
+        hand_over(src, dst, "in", move=move)
     assert list(outside.iterdir()) == []
 
 
 def test_hand_over_refuses_a_planted_link_where_an_input_goes(tmp_path):
-    from verifier.api import JobTampered, _Run
+    from verifier.api import JobTampered
+    from verifier.run.handover import hand_over
 
     src = _trusted_inputs(tmp_path)
     victim = tmp_path / "victim.txt"
@@ -173,7 +175,7 @@ def test_hand_over_refuses_a_planted_link_where_an_input_goes(tmp_path):
     dst.mkdir(parents=True)
     (dst / "in0.npy").symlink_to(victim)
     with pytest.raises(JobTampered):
-        _Run._hand_over(None, src, dst, "in", move=False)
+        hand_over(src, dst, "in", move=False)
     assert victim.read_text() == "keep me"
-    _Run._hand_over(None, src, dst, "in", move=True)  # a rename replaces the link itself
+    hand_over(src, dst, "in", move=True)  # a rename replaces the link itself
     assert victim.read_text() == "keep me" and not (dst / "in0.npy").is_symlink()

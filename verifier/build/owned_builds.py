@@ -110,7 +110,7 @@ def remove_leftovers(root: Path, pids: list[int]) -> int:
 
 
 def run_in_background(builds: TrustedBuilds, argv: list[str], env: dict[str, str], log_path: Path, timeout: float,
-                      done: Callable[[], None], name: str) -> threading.Thread:
+                      done: Callable[[], object], name: str) -> threading.Thread:
     """`builds.run` in a daemon thread; `done()` is called afterwards whatever happened."""
 
     def body() -> None:

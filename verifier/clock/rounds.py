@@ -37,7 +37,8 @@ def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
 
 
 def _timed_rounds(owner, sides: list, estimate):
-    """(`owner` and `sides` are `verifier.run.verification._Run`s; `owner`'s reference worker serves the window.)
+    """(`owner` is a `verifier.run.verification._Run`, whose reference worker serves the window; `sides` are
+    the candidates' timing sides, `verifier.run.timed_calls.TimedCalls`, one per candidate timed.)
     Interleaved rounds in one window: the trusted reference draws `count` fresh input sets and times
     one call on each, then runs the candidate side's loop with a stub model (the trusted overhead, on
     the parent's clock), then every side times the same sets (fresh content in the same buffers, one
@@ -60,20 +61,20 @@ def _timed_rounds(owner, sides: list, estimate):
         unresolved,
     )
 
-    assert owner.ref_held is not None and owner.trusted_dir is not None
-    ref = owner.ref_held[0]
+    assert owner.ref_side.held is not None and owner.trusted_dir is not None
+    ref = owner.ref_side.held[0]
     for side in sides:
         side.round_reference = ref
     config = owner.config
     budget_end = time.monotonic() + config.timing_budget_s
-    per_set = max(1, int(owner.reference.get("input_bytes", 0)) + int(owner.reference.get("output_bytes", 0)))
+    per_set = max(1, int(owner.ref_side.reference.get("input_bytes", 0)) + int(owner.ref_side.reference.get("output_bytes", 0)))
     memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
-    if owner.be.device == "cuda" and owner.reference.get("device_free_bytes"):
+    if owner.be.device == "cuda" and owner.ref_side.reference.get("device_free_bytes"):
         # on the GPU a round's sets and kept outputs live on the card and only blocks reach files: a
         # fifth of its free memory, shared by both sides, so calls of a few µs still fill a round
-        memory_cap = max(1, int(0.2 * int(owner.reference["device_free_bytes"]) // (4 * per_set)))
+        memory_cap = max(1, int(0.2 * int(owner.ref_side.reference["device_free_bytes"]) // (4 * per_set)))
     cpus = acct.worker_cpus()
-    aliasing = any(o.get("aliases_input") for t in owner.reference.get("trials", []) for o in t.get("outputs", []))
+    aliasing = any(o.get("aliases_input") for t in owner.ref_side.reference.get("trials", []) for o in t.get("outputs", []))
     by_file = sets_by_file(owner.be.device, per_set, owner.config)
     warmup_rounds = int((config.extra or {}).get("warmup_rounds", WARMUP_ROUNDS))
     from verifier.clock.paired_calls import wake_enabled

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +103,7 @@ class AntiHackingGate(Gate):
                             rule_help=RULES.get(first.rule, ""), violations=[v.to_dict() for v in violations],
                             policy=self.policy.to_dict(), **extra)
 
-    def dynamic(self, ev: Evidence, ignored_ops: set[str]) -> GateResult:
+    def dynamic(self, ev: Evidence, ignored_ops: AbstractSet[str]) -> GateResult:
         start = time.monotonic()
         cand = ev.candidate
         found: list[Violation] = []
@@ -371,7 +372,7 @@ class CorrectnessGate(Gate):
         return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)), **no_report_detail(ev))
 
 
-def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float,
+def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float | None, rtol: float | None,
                   config, label: str, after_digests: list | None = None, magnitude: bool = False) -> dict:
     """One call's outputs (and its inputs after the call) against the reference's, from files.
 
@@ -392,7 +393,7 @@ def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict]
         return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {str(exc)[:300]})"}
 
 
-def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], atol: float, rtol: float, config,
+def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], atol: float | None, rtol: float | None, config,
                   label: str, after_digests: list | None, magnitude: bool = False) -> dict:
     if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
         n = len(cand_outputs) if isinstance(cand_outputs, list) else 0

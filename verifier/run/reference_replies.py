@@ -1,31 +1,69 @@
 """The trusted reference worker's part of one verification: the `prepare` command (init arguments,
 weights, trials, profile set, under the trusted directory) and the marks it answers with, read as
-they arrive, with the input recipe it claims checked for shape. A mixin of `verifier.run.verification._Run`.
+they arrive, with the input recipe it claims checked for shape.
+
+`ReferenceSide` is a collaborator of one verification (`verifier.run.verification._Run` holds it as
+`ref_side`): given the task's source, the backend and the settings, it takes a worker from the pool, and it
+holds what the worker reported (`reference`) and the worker itself (`held`) until the run gives it back.
+The seeds and the trusted directory it prepares in are passed to `send_prepare`.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from verifier.clock.paired_calls import flush_bytes_of, gpu_loop_of
+from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.workers.pools import _REFERENCE, _threads
 
+if TYPE_CHECKING:
+    from verifier.backends import Backend
+    from verifier.sandbox.supervisor import LiveJob
+
 
 class ReferenceSide:
-    """The reference side of a run (`_Run`): what the trusted worker prepares and reports."""
+    """The reference side of one verification of `reference_source` on `be` under `config`: what the trusted
+    worker prepares and reports."""
 
-    def prepare_reference(self) -> None:
-        self.send_prepare()
+    def __init__(self, reference_source: str, be: Backend, config: VerifyConfig) -> None:
+        self.reference_source, self.be, self.config = reference_source, be, config
+        #: what the worker reported: init_ready's recipe and device, the trials as they come, then `prepared`
+        self.reference: dict[str, Any] = {}
+        #: the pool's worker (its job, the task file it loaded), from `send_prepare` until the run gives it back
+        self.held: tuple[LiveJob, Path] | None = None
+        self.pending = False  # a prepare command is out at the worker
+        self.device_compare = False  # outputs checked on the device by the worker (`Trials.examine`)
+        self.decoy_plan: dict | None = None  # where the checked forwards go (`send_prepare` draws it)
+        self.planned_trials = 0  # what "trial 3/8" counts up to
+        self.init_seed: int | None = None
+        self.profile_seed: int | None = None
+
+    def shared(self) -> ReferenceSide:
+        """This side's preparation for a second run of the same inputs (`compare`): its reports, init seed
+        and decoy plan, but no worker (the first run's serves the paired window and is given back by it)."""
+        other = ReferenceSide(self.reference_source, self.be, self.config)
+        other.reference, other.init_seed, other.decoy_plan = self.reference, self.init_seed, self.decoy_plan
+        other.profile_seed = self.profile_seed
+        return other
+
+    def prepare(self, trusted_dir: Path, rng: random.Random, seed: Callable[[], int]) -> None:
+        """The whole preparation at once: sent, then waited for to the end."""
+        self.send_prepare(trusted_dir, rng, seed)
         self.await_reference()
         self.finish_reference()
 
-    def send_prepare(self) -> None:
+    def send_prepare(self, trusted_dir: Path, rng: random.Random, seed: Callable[[], int]) -> None:
         """Ask the trusted reference worker for this verification's init arguments, weights, trials and
-        profile set, all written under the trusted directory (handed to the candidate only later)."""
-        self.ref_held = _REFERENCE.get(self.reference_source, self.be, self.config)
-        ref, task = self.ref_held
-        assert self.job_dir is not None and self.trusted_dir is not None
+        profile set, all written under `trusted_dir` (handed to the candidate only later); the trials'
+        seeds and the decoy plan are drawn from the run's secret `rng` (`seed()`: its next seed)."""
+        self.held = _REFERENCE.get(self.reference_source, self.be, self.config)
+        ref, task = self.held
         for sub in ("init", "weights"):
-            (self.trusted_dir / sub).mkdir()
+            (trusted_dir / sub).mkdir()
         dists = [d for d in self.config.input_distributions if d] or ["task"]
         trials = []
         from verifier.correctness.decoy import ordinary_slots, plan
@@ -33,34 +71,34 @@ class ReferenceSide:
         # one ordinary trial more than the clean ones: the fresh probe takes its place (`decoy.plan`)
         slots = ordinary_slots(self.config.trials)
         for i in range(slots):
-            d = self.trusted_dir / f"trial{i}"
+            d = trusted_dir / f"trial{i}"
             d.mkdir()
-            trials.append({"seed": self.seed(), "dir": str(d)})
+            trials.append({"seed": seed(), "dir": str(d)})
         from verifier.correctness.probes import probe_trials
 
-        for spec in probe_trials(self.config, self.rng):  # the numerics probes: more trials, after the ordinary ones
-            d = self.trusted_dir / f"trial{len(trials)}"
+        for spec in probe_trials(self.config, rng):  # the numerics probes: more trials, after the ordinary ones
+            d = trusted_dir / f"trial{len(trials)}"
             d.mkdir()
-            trials.append({**spec, "seed": self.seed(), "dir": str(d)})
+            trials.append({**spec, "seed": seed(), "dir": str(d)})
         self.planned_trials = len(trials)  # what "trial 3/8" counts up to (`_Run.reference_trial`)
-        (self.trusted_dir / "profile").mkdir()
-        self.init_seed = self.seed()
-        self.profile_seed = self.seed()
+        (trusted_dir / "profile").mkdir()
+        self.init_seed = seed()
+        self.profile_seed = seed()
         # Where the two checked forwards go (drawn last, as when the trial loop drew them): the clean trials
         # keep the distributions in turn, as they did before there was a fresh probe, and the fresh probe
         # gets one drawn from them. (With one distribution, the default, every ordinary trial looks alike;
         # with several, a candidate that reads the distributions can narrow down which trial is the probe.)
-        self.decoy_plan = plan(self.rng, max(1, self.config.trials))
+        self.decoy_plan = plan(rng, max(1, self.config.trials))
         clean = 0
         for k in range(slots):
             if k == self.decoy_plan["fresh"]:
-                trials[k]["dist"] = self.rng.choice(dists)
+                trials[k]["dist"] = rng.choice(dists)
             else:
                 trials[k]["dist"] = dists[clean % len(dists)]
                 clean += 1
         cmd = {"cmd": "prepare", "task_path": str(task), "init_seed": self.init_seed, "trials": trials,
-               "init_dir": str(self.trusted_dir / "init"), "weights_dir": str(self.trusted_dir / "weights"),
-               "profile_dir": str(self.trusted_dir / "profile"), "profile_seed": self.profile_seed,
+               "init_dir": str(trusted_dir / "init"), "weights_dir": str(trusted_dir / "weights"),
+               "profile_dir": str(trusted_dir / "profile"), "profile_seed": self.profile_seed,
                "device": self.be.device, "threads": _threads(self.config),
                "compare_compile": self.config.compare_compile,
                # seeded inputs (issue 22): off only to measure or test the file path
@@ -73,13 +111,13 @@ class ReferenceSide:
                "measure_peak": (self.config.extra or {}).get("bandwidth_peak_gbps") is None}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
-        self.prepare_pending = True
+        self.pending = True
 
     def await_reference(self) -> None:
         """The reference's init arguments, weights and input recipe (`init_ready`); its trials follow one by
         one (`reference_trial`), the rest with `prepared` (`finish_reference`). Raises VerifierError when
         the task itself fails."""
-        if not self.prepare_pending or self.ref_held is None or self.reference:
+        if not self.pending or self.held is None or self.reference:
             return
         mark = self._reference_mark({"init_ready"})
         if mark["phase"] == "init_ready":
@@ -91,7 +129,7 @@ class ReferenceSide:
 
     def reference_trial(self, i: int) -> dict | None:
         """Trial `i` of the reference, waiting for it if the worker is still drawing it (None: no such trial)."""
-        while self.prepare_pending and len(self.reference.get("trials", [])) <= i:
+        while self.pending and len(self.reference.get("trials", [])) <= i:
             mark = self._reference_mark({"trial_ready"})
             if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
                 self.reference["trials"].append(mark["trial"])
@@ -101,7 +139,7 @@ class ReferenceSide:
 
     def finish_reference(self) -> None:
         """Everything the reference reports (`prepared`): its profile, sizes, timings."""
-        while self.prepare_pending:
+        while self.pending:
             mark = self._reference_mark({"init_ready", "trial_ready"})
             if mark["phase"] == "trial_ready" and isinstance(mark.get("trial"), dict):
                 self.reference.setdefault("trials", []).append(mark["trial"])
@@ -110,17 +148,17 @@ class ReferenceSide:
     def _reference_mark(self, phases: set[str]) -> dict:
         """The reference worker's next mark in `phases`, or its `prepared` (which ends the preparation);
         VerifierError when it failed or did not finish."""
-        assert self.ref_held is not None
-        mark = self.ref_held[0].expect({*phases, "prepared", "error"}, self.config.run_timeout_s * 3)
+        assert self.held is not None
+        mark = self.held[0].expect({*phases, "prepared", "error"}, self.config.run_timeout_s * 3)
         if mark is None or mark.get("phase") == "error":
-            self.prepare_pending = False
-            self._drop_reference()
+            self.pending = False
+            self.drop()
             if mark is None:
                 raise VerifierError("the reference task did not finish (too slow or out of memory?); check it with "
                                     "`evokernel tasks`, or raise --run-timeout (verify) / --memory-gb")
             raise VerifierError(f"the reference task failed: {mark.get('error_type')}: {str(mark.get('error', ''))[:200]}")
         if mark.get("phase") == "prepared":
-            self.prepare_pending = False
+            self.pending = False
             self.reference = mark
         return mark
 
@@ -131,10 +169,11 @@ class ReferenceSide:
         for i, t in enumerate(self.reference.get("trials", [])):
             t["dir"] = f"trial{i}"
 
-    def _drop_reference(self) -> None:
-        if self.ref_held is not None:
-            self.ref_held[0].kill()
-            self.ref_held = None
+    def drop(self) -> None:
+        """Kill the worker (it failed, or cannot be trusted to be in step): it never goes back to the pool."""
+        if self.held is not None:
+            self.held[0].kill()
+            self.held = None
 
 
 def _valid_recipe(recipe) -> bool:

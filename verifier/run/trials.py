@@ -1,6 +1,12 @@
 """The correctness gate of one verification: the trials and numerics probes (`verifier.correctness.probes`) the
 candidate runs, each compared by the parent against the reference's outputs, and the decoy probe
-(`verifier.correctness.decoy`) sent between them. A mixin of `verifier.run.verification._Run`.
+(`verifier.correctness.decoy`) sent between them.
+
+`Trials` is a collaborator of one verification (`verifier.run.verification._Run` makes one when correctness
+starts, as `trials`): it is given the candidate's job and its hand-over directories, the trusted directory,
+the reference side, the settings and the run's secret generator, the run's record of the candidate (which
+it adds to), and three callbacks into the run: the reference's next trial, taking the harness's report, and
+the evidence so far.
 """
 
 from __future__ import annotations
@@ -12,26 +18,43 @@ import os
 import random
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from verifier.config import VerifyConfig
 from verifier.correctness import decoy
 from verifier.errors import VerifierError
-from verifier.gates.evidence import CorrectnessGate, compare_files
+from verifier.gates.evidence import CorrectnessGate, Evidence, compare_files
 from verifier.result import FAIL, PASS, GateResult
-from verifier.run.reference_replies import _valid_recipe
+from verifier.run.handover import JobFiles, check_held, drop_held
+from verifier.run.reference_replies import ReferenceSide, _valid_recipe
 from verifier.sandbox.job_dir import HeldDir
+from verifier.sandbox.supervisor import LiveJob
 from verifier.workers.pools import _threads
 
 
 class Trials:
-    """The correctness side of a run (`_Run`): trials, probes and the decoy probe."""
+    """The correctness side of one verification: trials, probes and the decoy probe (see the module
+    docstring). `shares_inputs`: another run reads the same trusted inputs after this one (`compare`), so
+    they are copied, never moved, and kept. `forwards_queued`: forwards sent to the harness and not yet
+    answered (the run's last wait for the harness's report allows for them)."""
+
+    def __init__(self, job: LiveJob, files: JobFiles, trusted_dir: Path, ref_side: ReferenceSide,
+                 config: VerifyConfig, rng: random.Random, candidate: dict[str, Any], shares_inputs: bool, *,
+                 reference_trial: Callable[[int], dict | None], take_report: Callable[[dict | None], None],
+                 evidence: Callable[[], Evidence]) -> None:
+        self.job, self.files, self.trusted_dir, self.ref_side = job, files, trusted_dir, ref_side
+        self.config, self.rng, self.candidate, self.shares_inputs = config, rng, candidate, shares_inputs
+        self.reference_trial, self._take_report, self.evidence = reference_trial, take_report, evidence
+        self.forwards_queued = 0
+        self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
 
     def correctness(self) -> GateResult:
         """The trials, then the numerics probes (`verifier.correctness.probes`), every one compared by the parent from
         the files of its held directory; the probes' records go into the gate's detail (`probes`)."""
         from verifier.correctness import probes
 
-        assert self.job is not None and self.trusted_dir is not None
         deadline = time.monotonic() + self.config.run_timeout_s
         start = time.monotonic()
         atol, rtol = self.config.atol, self.config.rtol
@@ -47,7 +70,7 @@ class Trials:
         # the two checked forwards (verifier/correctness/decoy.py): the replay of a trial, and the fresh probe
         # in the place of ordinary trial `fresh` (the reference prepares one more than `config.trials`)
         # (`ReferenceSide.send_prepare` drew it with the trials; a run without one draws it now)
-        drawn = getattr(self, "decoy_plan", None)
+        drawn = self.ref_side.decoy_plan
         probe_plan = dict(drawn) if isinstance(drawn, dict) else decoy.plan(self.rng, max(1, self.config.trials))
         # the ordinary trial whose kernel results are followed to the output (`decoy.Flow`), drawn from the
         # system's generator: the run's seeded draws stay as they were
@@ -55,11 +78,11 @@ class Trials:
         probe_plan["flow"] = random.SystemRandom().choice(others) if others else -1
 
         def send_trial(i: int, rt: dict) -> HeldDir:
-            d = self._job_subdir(f"t{i}")
+            d = self.files.subdir(f"t{i}")
             # the fresh probe's command differs only inside the harness (a local there): same folder, inputs
             kind = "probe" if self._fresh_probe(i, rt, probe_plan) else "trial"
-            if self.reference.get("recipe") is None:
-                self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
+            if self.ref_side.reference.get("recipe") is None:
+                self.files.hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs and i != probe_plan["of"])
                 self.job.send({"cmd": kind, "dir": d.name, "index": i,
                                **({"flow": True} if kind == "trial" and i == probe_plan["flow"] and not rt.get("probe") else {})})
             else:  # the harness draws the trial's inputs from its seed, revealed now
@@ -68,7 +91,7 @@ class Trials:
                 if rt.get("probe") == probes.SHAPE:  # drawn from the held-out recipe; raising there is allowed
                     cmd.update(recipe=rt["recipe"], may_refuse=True)
                 self.job.send(cmd)
-            self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
+            self.forwards_queued = self.forwards_queued + 1
             return d
 
         def next_trial(i: int) -> tuple[int, dict | None]:
@@ -76,7 +99,7 @@ class Trials:
             while (rt := self.reference_trial(i)) is not None:
                 if rt.get("probe") and "skip" in rt:
                     log(i, rt, "skip", str(rt["skip"])[:300])
-                elif rt.get("probe") == probes.SHAPE and (self.reference.get("recipe") is None
+                elif rt.get("probe") == probes.SHAPE and (self.ref_side.reference.get("recipe") is None
                                                           or not _valid_recipe(rt.get("recipe"))):
                     log(i, rt, "skip", "no input recipe for a held-out shape")
                 else:
@@ -98,7 +121,7 @@ class Trials:
         trials = 0
         while rt is not None:
             mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
-            self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
+            self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else self.forwards_queued - 1
             if mark is None or mark.get("phase") == "report":
                 self._take_report(mark)
                 self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
@@ -125,14 +148,14 @@ class Trials:
             ni, following = next_trial(i + 1)
             decoy_trial = not rt.get("probe")  # the decoy probe replays an ordinary trial, after one
             if decoy_trial and i == probe_plan["of"]:
-                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.reference meanwhile
+                probe_plan["rt"] = rt  # kept: a `prepared` mark may replace self.ref_side.reference meanwhile
             # On files the harness runs the next trial while this one is compared (its files are in their
             # own folder); on the device its shared buffer is read first, then the next call may fill it.
             digest = decoy_trial and i == probe_plan["of"]
-            verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.device_compare else None
+            verdict = self.judge_call(i, rt, mark, d, label_of(rt), digest) if self.ref_side.device_compare else None
             probe_dir = (self.send_probe(probe_plan["rt"], i)  # before the next trial
                          if decoy_trial and i == probe_plan["after"] and "rt" in probe_plan else None)
-            if probe_dir is not None and self.device_compare and not verdict.get("fail"):
+            if probe_dir is not None and self.ref_side.device_compare and verdict is not None and not verdict.get("fail"):
                 if not self.await_probe(probe_dir, probe_plan, deadline):
                     return CorrectnessGate().failure(self.evidence(), start)
                 probe_dir = None
@@ -142,7 +165,7 @@ class Trials:
                 text = verdict["refused"]
                 if rt.get("probe") == probes.SHAPE:
                     log(i, rt, "refused", text)
-                    i, rt, d = ni, following, after
+                    i, rt, d = ni, following, after if after is not None else d  # (None: the loop ends)
                     continue
                 verdict = {"fail": f"{label_of(rt)}: forward raised {text}"}
             if rt.get("probe"):
@@ -150,23 +173,23 @@ class Trials:
             if verdict.get("fail"):
                 return GateResult("correctness", FAIL, time.monotonic() - start, verdict["fail"],
                                   {k: v for k, v in verdict.items() if k != "fail"}
-                                  | {"trial": i, "probes": log(i, None, ""), **self.inputs_detail()})
+                                  | {"trial": i, "probes": log(i, None, ""), **inputs_detail(self.ref_side.reference)})
             if not rt.get("probe"):
                 trials += 1
                 worst_abs, worst_rel = max(worst_abs, verdict["max_abs"]), max(worst_rel, verdict["max_rel"])
             if decoy_trial and i == probe_plan["of"]:
-                probe_plan["digests"] = (verdict.get("digests") if self.device_compare
+                probe_plan["digests"] = (verdict.get("digests") if self.ref_side.device_compare
                                          else self.output_digests(d, mark.get("outputs")))
             else:  # compared and not replayed by the decoy probe: its output files are done with
                 # the reference's own files stay while another run reads them after this one (compare)
                 drop_outputs(d, None if self.shares_inputs else self.trusted_dir / rt["dir"])
             if probe_dir is not None and not self.await_probe(probe_dir, probe_plan, deadline):
                 return CorrectnessGate().failure(self.evidence(), start)
-            i, rt, d = ni, following, after
+            i, rt, d = ni, following, after if after is not None else d  # (None: the loop ends)
         return GateResult("correctness", PASS, time.monotonic() - start, "",
                           {"trials": trials, "max_abs": worst_abs, "max_rel": worst_rel, "atol": atol,
                            "rtol": rtol, "weights": self.candidate.get("weights"), "threads": _threads(self.config),
-                           "probes": log(i, None, ""), **self.inputs_detail()})
+                           "probes": log(i, None, ""), **inputs_detail(self.ref_side.reference)})
 
     @staticmethod
     def _fresh_probe(i: int, rt: dict, probe_plan: dict) -> bool:
@@ -177,15 +200,15 @@ class Trials:
         """The fresh probe's result (`decoy.verdict` reads it): its garbled outputs against the reference's
         for trial `i`, outputs only (the harness saves no inputs-after for a probe). `right`: they passed,
         so no kernel result reached them. Recorded as `fresh_probe`; its files are dropped."""
-        assert self.trusted_dir is not None
-        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        probe = mark.get("probe")
+        found: dict = probe if isinstance(probe, dict) else {}
         record = {"trial": i, "fresh": True, **_probe_counts(found), "error": str(found.get("error") or "")[:300]}
         if not record["error"]:
             label = "the checked call on fresh inputs"
-            if self.device_compare:
+            if self.ref_side.device_compare:
                 verdict = self.examine(i, mark, label, outputs_only=True)
             else:
-                self._check_held(d, self.trusted_dir / rt["dir"])
+                check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
                 verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                                         self.config.atol, self.config.rtol, self.config, label=label)
             record["right"] = not verdict.get("fail")
@@ -197,15 +220,14 @@ class Trials:
     def send_probe(self, rt: dict, index: int) -> HeldDir:
         """The decoy probe (`verifier/correctness/decoy.py`): the inputs of reference trial `rt` again, every
         custom-kernel result replaced by garbage in the harness; the harness's next command after trial `index`."""
-        assert self.job is not None and self.trusted_dir is not None
-        d = self._job_subdir(f"t{index + 1}")  # named as a trial's folder
-        if self.reference.get("recipe") is None:
-            self._hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
+        d = self.files.subdir(f"t{index + 1}")  # named as a trial's folder
+        if self.ref_side.reference.get("recipe") is None:
+            self.files.hand_over(self.trusted_dir / rt["dir"], d, "in", move=not self.shares_inputs)
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1})
         else:
             self.job.send({"cmd": "probe", "dir": d.name, "index": index + 1, "seed": rt["seed"],
                            "dist": rt.get("dist", "task")})
-        self.forwards_queued = getattr(self, "forwards_queued", 0) + 1
+        self.forwards_queued = self.forwards_queued + 1
         return d
 
     def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
@@ -217,21 +239,21 @@ class Trials:
     def await_probe(self, d: HeldDir, probe_plan: dict, deadline: float) -> bool:
         """The probe's result (the harness's next `trial_done`), recorded for the anti-hacking gate as
         `decoy_probe`; False when the harness died meanwhile."""
-        assert self.job is not None
         mark = self.job.expect({"trial_done", "report"}, max(1.0, deadline - time.monotonic()))
-        self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else getattr(self, "forwards_queued", 1) - 1
+        self.forwards_queued = 0 if mark is None or mark.get("phase") == "report" else self.forwards_queued - 1
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             self.candidate["failed_phase"] = self.candidate.get("failed_phase", "correctness")
             return False
-        found = mark.get("probe") if isinstance(mark.get("probe"), dict) else {}
+        probe = mark.get("probe")
+        found: dict = probe if isinstance(probe, dict) else {}
         record = {"trial": probe_plan["of"], **_probe_counts(found), "error": str(found.get("error") or "")[:300],
                   "trial_digests": probe_plan.get("digests")}
         if not record["error"]:
             record["probe_digests"] = (self.examine(None, mark, "the decoy probe", digest=True).get("digests")
-                                       if self.device_compare else self.output_digests(d, mark.get("outputs")))
+                                       if self.ref_side.device_compare else self.output_digests(d, mark.get("outputs")))
         self.candidate["decoy_probe"] = record
-        self._drop_held(d)
+        drop_held(d)
         return True
 
     def judge_call(self, i: int, rt: dict, mark: dict, d: HeldDir, label: str, digest: bool) -> dict:
@@ -239,13 +261,12 @@ class Trials:
         `compare_files`'s answer (from files, or from the candidate's shared buffer on the device)."""
         from verifier.correctness import probes
 
-        assert self.trusted_dir is not None
         if mark.get("refused") is not None:
             return {"refused": " ".join(str(mark["refused"]).split())[:240]}
         magnitude = rt.get("probe") == probes.MAGNITUDE
-        if self.device_compare:
+        if self.ref_side.device_compare:
             return self.examine(i, mark, label, magnitude=magnitude, digest=digest)
-        self._check_held(d, self.trusted_dir / rt["dir"])
+        check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
         return compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                              self.config.atol, self.config.rtol, self.config, label=label,
                              after_digests=rt.get("after_digests"), magnitude=magnitude)
@@ -257,10 +278,10 @@ class Trials:
         buffer (index None: nothing compared), and with `digest` a keyed digest of its outputs. A buffer
         new to this run is passed on first: received from the harness's socket, sent to the worker's,
         closed here (this process never maps it). Returns `compare_files`'s shape of answer."""
-        assert self.job is not None and self.ref_held is not None
+        assert self.ref_side.held is not None
         # the worker answers commands in order: its preparation's marks come first, and are kept
-        self.finish_reference()
-        ref = self.ref_held[0]
+        self.ref_side.finish_reference()
+        ref = self.ref_side.held[0]
         staging = mark.get("staging")
         if not (isinstance(staging, dict) and isinstance(staging.get("tag"), str)
                 and isinstance(staging.get("nbytes"), int) and 0 < staging["nbytes"] <= 1 << 42):
@@ -291,11 +312,11 @@ class Trials:
         job = self.job
         reply = ref.expect({"examined", "error"}, self.config.run_timeout_s, abort=ended_for(job, 5.0))
         if reply is None and job.ended():
-            self._drop_reference()
+            self.ref_side.drop()
             return {"fail": f"{label}: the candidate's process ended while its results were being compared"}
         if reply is None or reply.get("phase") == "error":
             why = "did not answer" if reply is None else f"failed: {str(reply.get('error', ''))[:200]}"
-            self._drop_reference()
+            self.ref_side.drop()
             raise VerifierError(f"the reference worker {why} while comparing the outputs on the device")
         return {k: v for k, v in reply.items() if k != "phase"}
 
@@ -307,16 +328,19 @@ class Trials:
     def release_shared(self) -> None:
         """The reference worker unmaps the candidate's buffer once correctness is done (it held a call's
         results on the card)."""
-        if self.device_compare and self.ref_held is not None and self.staging_tag is not None:
-            self.ref_held[0].send({"cmd": "release"})
+        if self.ref_side.device_compare and self.ref_side.held is not None and self.staging_tag is not None:
+            self.ref_side.held[0].send({"cmd": "release"})
             self.staging_tag = None
 
-    def inputs_detail(self) -> dict:
-        """What the verdict says of the inputs: their distribution and how they reached the candidate."""
-        seeded = self.reference.get("recipe") is not None
-        return {"input_distribution": self.reference.get("input_distribution", ""),
-                "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
-                else "files (drawn on the CPU by the trusted side)"}
+
+
+def inputs_detail(reference: dict) -> dict:
+    """What the verdict says of the inputs, from the reference's report: their distribution and how they
+    reached the candidate."""
+    seeded = reference.get("recipe") is not None
+    return {"input_distribution": reference.get("input_distribution", ""),
+            "inputs": "seeded (drawn on the device from seeds revealed per call)" if seeded
+            else "files (drawn on the CPU by the trusted side)"}
 
 
 def _probe_counts(found: dict) -> dict:
@@ -354,7 +378,7 @@ def _output_digests(held, outputs, config) -> list[str]:
         for meta in outputs or []:
             arr, _ = _load_fd(dfd, str(meta["file"]), config)
             h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
-            h.update(memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8)))
+            h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
             found.append(h.hexdigest())
     return found
 
@@ -371,7 +395,9 @@ def drop_outputs(held: HeldDir, trusted: Path | None) -> None:
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=held.fd)
-    for name in _names(str(trusted)) if trusted is not None else []:
+    if trusted is None:
+        return
+    for name in _names(str(trusted)):
         if _OUTPUT_FILE.fullmatch(name):
             with contextlib.suppress(OSError):
                 os.unlink(trusted / name)

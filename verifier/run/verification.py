@@ -1,8 +1,11 @@
 """The state of one verification (`_Run`) and its phases in order (`execute`): start the candidate's
 sandbox, build it while the trusted reference prepares, audit what it mapped, correctness, profile,
 latency, and the anti-hacking verdict over all of it; then close every process and directory it
-owned. The phases' details live in the mixins it is made of: `job_handover`, `reference_side`,
-`trials`, `timed_calls`.
+owned. It is composed of collaborators, each given what it reads and none holding the run: `files`
+(`handover.JobFiles`, the job's held hand-over directories), `ref_side` (`reference_replies.ReferenceSide`,
+the trusted reference worker and what it reported), `trials` (`trials.Trials`, the correctness gate's
+trials, made when correctness starts) and `timing` (`timed_calls.TimedCalls`, the candidate's side of the
+paired window, made when timing starts). Here are the run's own state and the phases in order.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from verifier.gates.findings import _merge_passes, _with_findings
 from verifier.result import FAIL, PASS, SKIP, GateResult, Progress
 from verifier.run.handover import JobFiles
 from verifier.run.reference_replies import ReferenceSide
-from verifier.run.timed_calls import TimedCalls
+from verifier.run.timed_calls import TimedCalls, latency_gate
 from verifier.run.trials import Trials
 from verifier.sandbox.job_dir import discard
 from verifier.sandbox.supervisor import LiveJob
@@ -46,7 +49,7 @@ from verifier.workers.pools import (
 MAX_TRUSTED_BUILDS = 6  # distinct shared artefacts (headers, bindings) one verification may ask the trusted side for
 
 
-class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
+class _Run:
     """The state of one verification: the run directory, both workers and what they reported."""
 
     def __init__(self, reference_source: str, candidate_source: str, be: Backend, config: VerifyConfig,
@@ -54,22 +57,19 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.reference_source, self.candidate_source = reference_source, candidate_source
         self.be, self.config, self.isolated, self.notify = be, config, isolated, notify
         self.rng = random.Random(secrets.randbits(64))
-        self.reference: dict = {}
-        self.decoy_plan: dict | None = None  # where the checked forwards go (`ReferenceSide.send_prepare`)
-        self.forwards_queued = 0  # correctness forwards sent to the harness and not yet answered
+        #: the trusted reference worker's side: its worker, its preparation and what it reported
+        self.ref_side = ReferenceSide(reference_source, be, config)
+        self.trials: Trials | None = None  # the correctness gate's trials, once they have started
         self.candidate: dict = {"trials": [], "kernel_calls": []}
         self.clean_exit = False
         self.job: LiveJob | None = None
         self.job_dir: Path | None = None
-        self.ref_held: tuple[LiveJob, Path] | None = None
+        self.files: JobFiles | None = None  # the job's hand-over directories, once it has started
         self.trusted_dir: Path | None = None
         self.audit_findings: list = []
         self.shares_inputs = False  # another run reads the same trusted inputs after this one (compare)
-        self.timing_violation: str | None = None
-        self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
-        self.prepare_pending = False  # a prepare command is out at the reference worker
-        self.device_compare = False  # outputs checked on the device by the reference worker (`Trials.examine`)
-        self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
+        self.timing: TimedCalls | None = None  # the timed calls' side, once timing has started
+        self.anon_exec: dict = {}  # executable memory with no file, seen at each audit and timed round's pause
         self.phases: dict[str, float] = {}  # seconds per phase, in order (VerificationResult.phases)
         self._lap_at = time.monotonic()
 
@@ -89,22 +89,64 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if isinstance(notify, Notify):
             notify(gate, "running", Progress(gate, step, text, **figures))
 
+    def prepare_reference(self) -> None:
+        """The reference's whole preparation, waited for (`compare`: before either kernel builds)."""
+        assert self.trusted_dir is not None
+        self.ref_side.prepare(self.trusted_dir, self.rng, self.seed)
+
     def reference_trial(self, i: int) -> dict | None:
         """The reference's trial `i` (`ReferenceSide.reference_trial`), told as "trial i+1/N" when the candidate
         is about to run it: the trial loop (`trials.Trials.correctness`) asks for trial i just before it sends
         it, while trial i-1 is compared."""
-        rt = super().reference_trial(i)
+        rt = self.ref_side.reference_trial(i)
         if rt is not None and not (rt.get("probe") and "skip" in rt):
-            total = max(int(getattr(self, "planned_trials", 0) or 0), i + 1)
+            total = max(self.ref_side.planned_trials, i + 1)
             what = f"probe {rt.get('name') or rt.get('label') or rt.get('probe')}: " if rt.get("probe") else ""
             self.progress("correctness", "trial", f"{what}trial {i + 1}/{total}", done=i + 1, total=total)
         return rt
+
+    def correctness(self) -> GateResult:
+        """The correctness gate (`trials.Trials`): the trials, the numerics probes and the decoy probe."""
+        assert self.job is not None and self.files is not None and self.trusted_dir is not None
+        self.trials = Trials(self.job, self.files, self.trusted_dir, self.ref_side, self.config, self.rng,
+                             self.candidate, self.shares_inputs, reference_trial=self.reference_trial,
+                             take_report=self._take_report, evidence=self.evidence)
+        return self.trials.correctness()
+
+    def timing_side(self) -> TimedCalls:
+        """This candidate's side of the paired window (`timed_calls.TimedCalls`), made at its first use."""
+        if self.timing is None:
+            assert self.job is not None and self.files is not None
+            self.timing = TimedCalls(self.job, self.files, getattr(self, "harness_pid", None), self.trusted_dir,
+                                     self.ref_side, self.be, self.config, self.rng, self.candidate, self.anon_exec,
+                                     self.shares_inputs, take_report=self._take_report)
+        return self.timing
+
+    def latency(self) -> GateResult | None:
+        """The latency gate (`timed_calls.latency_gate`): paired rounds against the trusted reference."""
+        return latency_gate(self, self.timing_side())
+
+    @property
+    def timed_mismatch(self) -> dict | None:
+        """A timed call whose output was wrong (its verdict), if one was."""
+        return self.timing.timed_mismatch if self.timing is not None else None
+
+    @property
+    def timing_violation(self) -> str | None:
+        """What a timed round reported that cannot be (more timings than calls, more ms than wall time)."""
+        return self.timing.timing_violation if self.timing is not None else None
+
+    def release_shared(self) -> None:
+        """The reference worker lets go of the candidate's shared buffer (`Trials.release_shared`)."""
+        if self.trials is not None:
+            self.trials.release_shared()
 
     # phases -----------------------------------------------------------------------------------------
     def execute(self, static: GateResult, hack: AntiHackingGate) -> list[GateResult]:
         self.start_candidate()
         self.lap("start")
-        self.send_prepare()  # the trusted reference prepares while the candidate builds
+        assert self.trusted_dir is not None
+        self.ref_side.send_prepare(self.trusted_dir, self.rng, self.seed)  # it prepares while the candidate builds
         self.notify("compile", "running")
         ready = self.build_candidate()
         self.lap("construct")
@@ -123,7 +165,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         self.notify("correctness", "running")
         correct = self.correctness()
         self.lap("correctness")
-        self.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
+        self.ref_side.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
         self.release_shared()
         self.lap("reference wait")
         compile_gate = CompileGate().evaluate(self.evidence())
@@ -153,7 +195,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         dyn = hack.dynamic(ev, _ignored_ops()) if correct.passed or self.candidate["trials"] else None
         from verifier.policy.mapped_audit import anonymous_exec_finding
 
-        anon = anonymous_exec_finding(self.__dict__.get("anon_exec", {}))  # every audit and timed round's pause
+        anon = anonymous_exec_finding(self.anon_exec)  # every audit and timed round's pause
         findings = [*self.audit_findings, *([anon] if anon else []),
                     *([("timed-output", self.timing_violation)] if self.timing_violation else [])]
         if dyn is not None and findings:
@@ -189,6 +231,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         # directory on the host; `job_dir` becomes how the trusted side reaches it (the held job tmpfs)
         self.run_dir = self.job_dir.parent
         self.job_dir, self.job_inner = job_paths(self.job, self.job_dir)
+        mount = getattr(self.job, "mount", None)  # the job's own tmpfs, held by descriptor
+        self.files = JobFiles(self.job_dir, mount.fd if mount is not None else None)
         self.job.on_mark = self._on_mark
         if warm:
             # now, not when this verification ends: started at `close`, the next verdict (3 s later, on two
@@ -209,7 +253,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         job = {"candidate_path": str(inner / "candidate.py"), "backend": self.be.name, "device": self.be.device,
                "installer": self.be.installer, "build_root": str(inner / "build"),
                "shared_build_root": str(self.config.root() / "shared"), "build_timeout_s": self.config.build_timeout_s,
-               "threads": _threads(self.config), "init_seed": self.init_seed,
+               "threads": _threads(self.config), "init_seed": self.ref_side.init_seed,
                "gpu_memory_fraction": self.config.gpu_memory_fraction, **fields,
                # the flush the reference worker was told (`reference_replies`): the backend's default only where
                # none was chosen. Before, the backend's fields came last and the harness always flushed 1 GiB
@@ -228,17 +272,17 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
             return None
-        self.await_reference()
+        self.ref_side.await_reference()
         self.lap("reference wait")
-        assert self.trusted_dir is not None
+        assert self.trusted_dir is not None and self.files is not None
         dirs = {}
         for sub in ("init", "weights"):
-            dirs[sub] = self._job_subdir(sub)
-            self._hand_over(self.trusted_dir / sub, dirs[sub], "", move=not (self.shares_inputs or self.config.ncu))
+            dirs[sub] = self.files.subdir(sub)
+            self.files.hand_over(self.trusted_dir / sub, dirs[sub], "", move=not (self.shares_inputs or self.config.ncu))
         # the recipe is not secret (it is `get_inputs()` read on the meta device); the seeds are, and each
         # is revealed only in the command that uses it
         self.job.send({"cmd": "construct", "init": dirs["init"].name, "weights": dirs["weights"].name,
-                       "recipe": self.reference.get("recipe"), "device_compare": self.device_compare})
+                       "recipe": self.ref_side.reference.get("recipe"), "device_compare": self.ref_side.device_compare})
         mark = self.job.expect({"ready", "report"}, self.config.run_timeout_s, on_other=self._serve_request)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
@@ -311,14 +355,14 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                 self.candidate["device_peak_phases"] = report["device_peak_phases"]  # its claim too
 
     def profile(self) -> bool:
-        assert self.job is not None and self.trusted_dir is not None
+        assert self.job is not None and self.trusted_dir is not None and self.files is not None
         self.notify("profile", "running")
-        if self.reference.get("recipe") is None:
-            d = self._job_subdir("p")
-            self._hand_over(self.trusted_dir / "profile", d, "in", move=False)
+        if self.ref_side.reference.get("recipe") is None:
+            d = self.files.subdir("p")
+            self.files.hand_over(self.trusted_dir / "profile", d, "in", move=False)
             self.job.send({"cmd": "profile", "dir": d.name})
         else:
-            self.job.send({"cmd": "profile", "seed": self.reference["profile_seed"]})
+            self.job.send({"cmd": "profile", "seed": self.ref_side.reference["profile_seed"]})
         mark = self.job.expect({"profile_done", "report"}, self.config.run_timeout_s)
         if mark is None or mark.get("phase") == "report":
             self._take_report(mark)
@@ -330,7 +374,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
 
     def ncu_job(self) -> Path:
         """A copy of this job for one profiled forward under Nsight Compute (`profile_once`)."""
-        assert self.job_dir is not None and self.trusted_dir is not None
+        assert self.job_dir is not None and self.trusted_dir is not None and self.files is not None
         work = self.__dict__.get("run_dir", self.job_dir.parent) / "ncu-work"
         work.mkdir()
         shutil.copyfile(self.job_dir / "candidate.py", work / "candidate.py")
@@ -338,10 +382,10 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
             shutil.copytree(self.trusted_dir / sub, work / sub)
         (work / "profile").mkdir()
         job = json.loads((self.job_dir / "job.json").read_text())
-        if self.reference.get("recipe") is None:
-            self._hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
+        if self.ref_side.reference.get("recipe") is None:
+            self.files.hand_over(self.trusted_dir / "profile", work / "profile", "in", move=False)
         else:
-            job.update(recipe=self.reference["recipe"], profile_seed=self.reference["profile_seed"])
+            job.update(recipe=self.ref_side.reference["recipe"], profile_seed=self.ref_side.reference["profile_seed"])
         job.update(candidate_path=str(work / "candidate.py"), build_root=str(work / "build"))
         (work / "build").mkdir()
         (work / "job.json").write_text(json.dumps(job))
@@ -369,7 +413,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
                     and f.family in ("dynamic-loading", "python"))
 
         seen = audit_namespace(pid, inner, read_only, audit, expected)
-        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)
+        self.__dict__.setdefault("anon_exec", {}).update(seen.anon_exec)  # (a bare run in a test has none yet)
         found = list(seen.findings)
         if self.job_dir is not None:
             build = self.job_dir / "build"
@@ -390,14 +434,14 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
     def read_reference_peak(self) -> None:
         """The trusted worker's device-memory peak over this verification (GPU only; diagnostics: the
         device-memory plan is an estimate, this is what one run took)."""
-        if self.be.device != "cuda" or self.ref_held is None or self.prepare_pending:
+        if self.be.device != "cuda" or self.ref_side.held is None or self.ref_side.pending:
             return
-        ref = self.ref_held[0]
+        ref = self.ref_side.held[0]
         if ref.send({"cmd": "peak"}):
             mark = ref.expect({"peak", "error"}, 10.0)
             if mark is not None and mark.get("phase") == "peak":
-                self.reference["device_peak_bytes"] = int(mark.get("device_peak_bytes") or 0)
-                self.reference["device_peak_phases"] = mark.get("phases") if isinstance(mark.get("phases"), dict) else {}
+                self.ref_side.reference["device_peak_bytes"] = int(mark.get("device_peak_bytes") or 0)
+                self.ref_side.reference["device_peak_phases"] = mark.get("phases") if isinstance(mark.get("phases"), dict) else {}
 
     def finish_candidate(self) -> None:
         if self.job is None:
@@ -407,7 +451,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         # compares): the report comes after it. Waited for, so that a slow forward (a Triton kernel under
         # the interpreter, on a loaded machine) does not lose the report and its builds, which read as
         # `no-custom-kernel`; a forward that already overran its deadline is not waited for again.
-        wait = 10.0 + (self.config.run_timeout_s if getattr(self, "forwards_queued", 0) > 0 else 0.0)
+        trials = getattr(self, "trials", None)
+        wait = 10.0 + (self.config.run_timeout_s if trials is not None and trials.forwards_queued > 0 else 0.0)
         mark = self.job.expect({"report"}, wait)
         self._take_report(mark)
         outcome = self.job.finish(timeout=5)
@@ -419,7 +464,7 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         marks = self.job.marks if self.job is not None else []
         if outcome is None and self.job is not None and (self.job.timed_out or self.job.proc.poll() is not None):
             self.outcome = outcome = self.job.finish(timeout=1)
-        return Evidence(self.candidate_source, self.be.name, self.config, self.reference, self.trusted_dir,
+        return Evidence(self.candidate_source, self.be.name, self.config, self.ref_side.reference, self.trusted_dir,
                         self.candidate, self.job_dir, outcome, marks, self.be.counts_kernel_calls)
 
     def close(self) -> None:
@@ -430,21 +475,21 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         if self.job is not None and getattr(self, "outcome", None) is None:
             with contextlib.suppress(Exception):
                 self.outcome = self.job.finish(timeout=1)
-        for held in self.__dict__.pop("held_dirs", []):
-            held.close()
+        if (files := getattr(self, "files", None)) is not None:
+            files.close()
         from verifier.sandbox import lifetime
 
-        if self.ref_held is not None and self.prepare_pending and lifetime.shutting_down():
+        if self.ref_side.held is not None and self.ref_side.pending and lifetime.shutting_down():
             # SIGTERM/SIGINT: every child is killed already, and a background drain would die with the
             # process before it removed the run directory (it was left in /dev/shm: issue 37)
-            self.ref_held[0].kill()
-            self.ref_held = None
-        if self.ref_held is not None and self.prepare_pending:
+            self.ref_side.held[0].kill()
+            self.ref_side.held = None
+        if self.ref_side.held is not None and self.ref_side.pending:
             # The candidate failed before its reference was needed: the worker goes back once its answer
             # is in (in the background, so a compile error is not held up by the reference).
-            held, config, run_dir = self.ref_held, self.config, self.__dict__.get("run_dir")
+            held, config, run_dir = self.ref_side.held, self.config, self.__dict__.get("run_dir")
             self._release_mount()
-            self.ref_held = None
+            self.ref_side.held = None
 
             def drain() -> None:
                 mark = held[0].expect({"prepared", "error"}, config.run_timeout_s * 3)
@@ -456,8 +501,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
 
             threading.Thread(target=drain, name="evokernel-reference-drain", daemon=True).start()
             return
-        if self.ref_held is not None:
-            _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_held)
+        if self.ref_side.held is not None:
+            _REFERENCE.give_back(self.reference_source, self.be, self.config, self.ref_side.held)
         self._release_mount()
         if (run_dir := self.__dict__.get("run_dir")) is not None:  # never recursive, never stopped by what the
             discard(run_dir, run_dir.parent.parent / "trash")  # candidate left (see jobfiles)
