@@ -287,6 +287,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         if drawn_from is not None and "seed" in cmd:
             return draw(torch, drawn_from, int(cmd["seed"]), str(cmd.get("dist") or "task"), device, into=reuse)
         assert d is not None
+        if reuse is not None:
+            reuse.clear()  # not read into: freed before this call's files are loaded
         return load_args(torch, np, d, device)
 
     built = _construct(torch, np, init_dir, weights_dir, job, model_cls, device)

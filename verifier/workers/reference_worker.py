@@ -112,6 +112,8 @@ class Worker:
         from verifier.correctness import input_recipe
         if self.recipe is not None:
             return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device, into=into)
+        if into is not None:
+            into.clear()  # not drawn into: freed before `get_inputs()` allocates this call's
         return draw_inputs(self.torch, self.task, int(seed), dist, self.device)
 
     def _save_inputs(self, directory: Path, inputs: list, prefix: str, files: bool = False) -> None:
