@@ -244,9 +244,17 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
         round_target_ms=400.0, extra={"timing_sets": sets}))
     assert not res.feasible, (trick, res.feedback())
     assert res.failed_gate.name in ("anti_hacking", "correctness"), res.feedback()
-    # right on every trial (fresh buffers, the harness's own draw): the timed calls' checks see it, whatever
-    # else does (the patch of the seed cache is also a monkey-patch finding)
     correct = next(g for g in res.gates if g.name == "correctness")
+    if trick == "address":
+        # the trials draw each one into the last one's tensors (issue 33: no fresh 256 MB pages per trial):
+        # the same address with new content, so the memo hands the second trial the first one's outputs and
+        # the trials catch it, before any timed call (the timed calls' checks still would: "seeds" below)
+        assert correct.status == "fail", res.feedback()
+        assert ("differs from the reference" in correct.reason and correct.detail.get("during") is None) \
+            or "afresh" in correct.reason, correct.reason
+        return
+    # right on every trial (the harness's own draw): the timed calls' checks see it, whatever else does (the
+    # patch of the seed cache is also a monkey-patch finding)
     assert correct.status == "fail" and correct.detail.get("during") == "timing", res.feedback()
     assert "afresh" in correct.reason, correct.reason
 

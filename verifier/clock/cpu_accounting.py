@@ -123,3 +123,30 @@ def pin_tree(root: int | None, cpus: set[int] | None) -> int:
                     os.sched_setaffinity(int(tid), cpus)
                     done += 1
     return done
+
+
+# ------------------------------------------------------------------------------------------ host memory
+def rss_bytes(peak: bool = False, pid: int | str = "self") -> int:
+    """A process's resident memory now (`VmRSS`), or its high-water mark (`VmHWM`, `peak`), in bytes; 0 where
+    /proc cannot say. On the CPU backend the host is the device: this is the memory plan's measure there
+    (issue 33: tracemalloc sees no tensor, torch's CPU allocator keeps no peak)."""
+    key = "VmHWM:" if peak else "VmRSS:"
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def reset_rss_peak() -> bool:
+    """The high-water mark set back to the resident memory now (`clear_refs` 5), so the next `rss_bytes(peak=True)`
+    is the peak of what ran since; False where the kernel or the sandbox does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False

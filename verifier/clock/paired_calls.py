@@ -164,17 +164,28 @@ def npy_digest(torch, np, t) -> str:
     arr = t.to("cpu")
     if arr.dtype in (torch.bfloat16, torch.float16):
         arr = arr.float()
-    h = hashlib.sha256()
+    a = arr.contiguous().numpy()
+    # np.save's own header, then the C-ordered bytes hashed in place: the same bytes as the file, without
+    # streaming them through np.save's buffered copies (a fifth of the digest's time at 256 MB)
+    head = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(a))
+    except ValueError:  # a header too long for version 1.0 (never for a plain shape): np.save's own stream
+        h = hashlib.sha256()
 
-    class _Hashing(io.RawIOBase):  # np.save streams into the hash in chunks: no full-size copy of the file
-        def writable(self) -> bool:
-            return True
+        class _Hashing(io.RawIOBase):
+            def writable(self) -> bool:
+                return True
 
-        def write(self, b) -> int:
-            h.update(b)
-            return len(b)
+            def write(self, b) -> int:
+                h.update(b)
+                return len(b)
 
-    np.save(_Hashing(), arr.contiguous().numpy(), allow_pickle=False)
+        np.save(_Hashing(), a, allow_pickle=False)
+        return h.hexdigest()
+    h = hashlib.sha256(head.getvalue())
+    if a.size:
+        h.update(memoryview(a.reshape(-1).view(np.uint8)))
     return h.hexdigest()
 
 

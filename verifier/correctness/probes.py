@@ -335,12 +335,19 @@ def outputs_consistent(task_outputs: list[dict], outputs: list[dict]) -> str | N
     return None
 
 
+NONFINITE_BLOCK = 1 << 20  # elements per block of `nonfinite_reason`
+
+
 def nonfinite_reason(torch, outs: list) -> str | None:
     """`12 of 4096 outputs are inf or nan` when the reference's outputs are not all finite, else None."""
     bad = total = 0
     for o in outs:
         if o.is_floating_point() or o.is_complex():
-            bad += int((~torch.isfinite(o)).sum())
+            # block by block, counted with `count_nonzero`: `isfinite` makes a full-size `abs` and a bool's
+            # `sum` widens it to int64 (about 3x a float32 output in the trusted worker's memory; issue 33)
+            flat = o.detach().reshape(-1)
+            for i in range(0, flat.numel(), NONFINITE_BLOCK):
+                bad += int(torch.count_nonzero(~torch.isfinite(flat[i:i + NONFINITE_BLOCK])))
         total += o.numel()
     return f"the reference is not finite there ({bad} of {total} outputs inf or nan)" if bad else None
 

@@ -373,7 +373,8 @@ class CorrectnessGate(Gate):
 
 
 def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict], atol: float | None, rtol: float | None,
-                  config, label: str, after_digests: list | None = None, magnitude: bool = False) -> dict:
+                  config, label: str, after_digests: list | None = None, magnitude: bool = False,
+                  scratch: ReadBuffer | None = None) -> dict:
     """One call's outputs (and its inputs after the call) against the reference's, from files.
 
     `cand_dir` is the `HeldDir` the trusted side created for this call (a plain path only in tests):
@@ -381,29 +382,41 @@ def compare_files(cand_dir, ref_dir: Path, cand_outputs, ref_outputs: list[dict]
     (to the reference's own files, say) changes nothing that is read; the descriptor must not be the
     reference's directory. Returns {"max_abs", "max_rel"} or {"fail": reason, ...}. Anything malformed
     in what the candidate claims or wrote (a missing file, a link, a FIFO, a wrong count, bad JSON) is
-    a failure with one line, never an exception and never a blocked read."""
+    a failure with one line, never an exception and never a blocked read.
+
+    `scratch` (a run's `ReadBuffer`): the candidate's outputs are read into it, reused from trial to trial,
+    and the reference's files (trusted, written once) are mapped, not read: a 256 MB output read with
+    `np.load` faulted in 256 MB of fresh pages twice per trial (issue 33: the parent's system time was
+    most of its 19 CPU seconds over a 256 MB ReLU's eleven forwards)."""
     try:
         with _dir_fd(cand_dir) as cfd, _dir_fd(ref_dir) as rfd:
             c_st, r_st = os.fstat(cfd), os.fstat(rfd)
             if (c_st.st_dev, c_st.st_ino) == (r_st.st_dev, r_st.st_ino):
                 return {"fail": f"{label}: the candidate's folder is the reference's own (a swapped link?)"}
             return _compare_open(cfd, rfd, cand_outputs, ref_outputs, atol, rtol, config, label, after_digests,
-                                 magnitude)
+                                 magnitude, scratch)
     except Exception as exc:  # noqa: BLE001 - whatever the candidate's files do, a failure with one line
         return {"fail": f"{label}: the candidate's results were malformed ({type(exc).__name__}: {str(exc)[:300]})"}
 
 
 def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], atol: float | None, rtol: float | None, config,
-                  label: str, after_digests: list | None, magnitude: bool = False) -> dict:
+                  label: str, after_digests: list | None, magnitude: bool = False,
+                  scratch: ReadBuffer | None = None) -> dict:
     if not isinstance(cand_outputs, list) or len(cand_outputs) != len(ref_outputs):
         n = len(cand_outputs) if isinstance(cand_outputs, list) else 0
         return {"fail": f"{label}: forward returned {n} outputs, expected {len(ref_outputs)}"}
     worst_abs = worst_rel = 0.0
     for j, (ro, co) in enumerate(zip(ref_outputs, cand_outputs, strict=True)):
-        want, ref_size = _load_fd(rfd, ro["file"], config)
+        if scratch is None:
+            want, ref_size = _load_fd(rfd, ro["file"], config)
+        else:
+            want, ref_size = _map_fd(rfd, ro["file"], config)
         # never more than a few times the reference's file: a sparse file claiming gigabytes costs the
         # candidate nothing and the parent its memory
-        got, _ = _load_fd(cfd, str(co["file"]), config, max_bytes=8 * ref_size + 65536)
+        if scratch is None:
+            got, _ = _load_fd(cfd, str(co["file"]), config, max_bytes=8 * ref_size + 65536)
+        else:
+            got = _read_into(cfd, str(co["file"]), config, 8 * ref_size + 65536, scratch)
         spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
         cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread,
                              magnitude=magnitude)
@@ -425,7 +438,7 @@ def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], ato
                 continue
             fd, st = _open_checked(cfd, str(ci["tensor"]["file"]), config)
             try:
-                if digest_fd(fd, st.st_size) != digest:
+                if digest_fd(fd, st.st_size, scratch.chunk() if scratch is not None else None) != digest:
                     return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
             finally:
                 os.close(fd)
@@ -482,6 +495,93 @@ def _load_fd(dir_fd: int, name: str, config, expected: dict | None = None,
     return arr, st.st_size
 
 
+class ReadBuffer:
+    """Host memory one verification reads the candidate's output files into, reused from trial to trial
+    (`_read_into`): grown to the largest file read, dropped with the run (`close`). What was read last is
+    valid until the next read."""
+
+    CHUNK = 1 << 22  # the digest's read size (`verifier.sandbox.job_dir.digest_fd`)
+
+    def __init__(self) -> None:
+        self._buf: np.ndarray | None = None
+        self._chunk: bytearray | None = None
+
+    def take(self, nbytes: int) -> memoryview:
+        """`nbytes` of the buffer (grown when smaller), as writable bytes."""
+        if self._buf is None or self._buf.nbytes < nbytes:
+            self._buf = None  # the old one freed before the larger is allocated
+            self._buf = np.empty(max(1, nbytes), dtype=np.uint8)
+        return memoryview(self._buf)[:nbytes]
+
+    def chunk(self) -> bytearray:
+        if self._chunk is None:
+            self._chunk = bytearray(self.CHUNK)
+        return self._chunk
+
+    def close(self) -> None:
+        self._buf = self._chunk = None
+
+
+def _npy_header(fh, name: str) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran order, dtype) of a .npy file at its start, refusing versions this reader does not
+    know and Python objects."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        raise ValueError(f"{name} is not a .npy file this reader knows (version {version})")
+    if dtype.hasobject:
+        raise ValueError(f"{name} holds Python objects")
+    return shape, fortran, dtype
+
+
+def _read_into(dir_fd: int, name: str, config, max_bytes: int, scratch: ReadBuffer) -> np.ndarray:
+    """A candidate's .npy file (checked as `_load_fd`: a regular file, no link, within the limits) read
+    into `scratch`: a view of it, valid until the next read. A file shorter than its header says (cut
+    while it was read, say) is a failure, never a partly stale array."""
+    fd, st = _open_checked(dir_fd, name, config, None, max_bytes)
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        shape, fortran, dtype = _npy_header(fh, name)
+        count = math.prod(shape)
+        nbytes = count * dtype.itemsize
+        if fh.tell() + nbytes > st.st_size:
+            raise ValueError(f"{name} is shorter than its header says")
+        view = scratch.take(nbytes)
+        got = 0
+        while got < nbytes:
+            n = fh.readinto(view[got:])
+            if not n:
+                raise ValueError(f"{name} is shorter than its header says")
+            got += n
+    arr = np.frombuffer(view, dtype=dtype, count=count) if count else np.zeros(0, dtype=dtype)
+    return arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)
+
+
+def _map_fd(dir_fd: int, name: str, config) -> tuple[np.ndarray, int]:
+    """A trusted .npy file (written once by the reference worker, in a directory the candidate cannot
+    reach) mapped read-only with its pages populated up front, and its size: no copy, no fresh pages."""
+    import mmap
+
+    fd, st = _open_checked(dir_fd, name, config)
+    try:
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
+            shape, fortran, dtype = _npy_header(fh, name)
+            offset = fh.tell()
+        count = math.prod(shape)
+        if offset + dtype.itemsize * count > st.st_size:
+            raise ValueError(f"{name} is shorter than its header says")
+        if count == 0:
+            return np.zeros(shape, dtype=dtype), st.st_size
+        mapped = mmap.mmap(fd, st.st_size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                           prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    arr = np.frombuffer(mapped, dtype=dtype, count=count, offset=offset)
+    return (arr.reshape(shape[::-1]).T if fortran else arr.reshape(shape)), st.st_size
+
+
 def _load(directory, name: str, config, expected: dict | None = None,
           max_bytes: int | None = None) -> np.ndarray:
     """One .npy file of `directory` (a held directory or a trusted path), refusing links, anything but a
@@ -500,15 +600,7 @@ def _map(directory, name: str, config, max_bytes: int | None = None) -> np.ndarr
     with _dir_fd(directory) as dfd:
         fd, st = _open_checked(dfd, name, config, None, max_bytes)
         with os.fdopen(fd, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-            else:
-                raise ValueError(f"{name} is not a .npy file this reader knows (version {version})")
-            if dtype.hasobject:
-                raise ValueError(f"{name} holds Python objects")
+            shape, fortran, dtype = _npy_header(fh, name)
             offset = fh.tell()
             if offset + dtype.itemsize * math.prod(shape) > st.st_size:
                 raise ValueError(f"{name} is shorter than its header says")

@@ -25,7 +25,7 @@ from typing import Any
 from verifier.config import VerifyConfig
 from verifier.correctness import decoy
 from verifier.errors import VerifierError
-from verifier.gates.evidence import CorrectnessGate, Evidence, compare_files
+from verifier.gates.evidence import CorrectnessGate, Evidence, ReadBuffer, compare_files
 from verifier.result import FAIL, PASS, GateResult
 from verifier.run.handover import JobFiles, check_held, drop_held
 from verifier.run.reference_replies import ReferenceSide, _valid_recipe
@@ -49,10 +49,19 @@ class Trials:
         self.reference_trial, self._take_report, self.evidence = reference_trial, take_report, evidence
         self.forwards_queued = 0
         self.staging_tag: str | None = None  # the candidate's shared buffer the reference worker has mapped
+        self.read_buffer: ReadBuffer | None = None  # the candidate's output files are read into it while trials run
 
     def correctness(self) -> GateResult:
         """The trials, then the numerics probes (`verifier.correctness.probes`), every one compared by the parent from
         the files of its held directory; the probes' records go into the gate's detail (`probes`)."""
+        self.read_buffer = ReadBuffer()  # the candidate's output files are read into it, trial after trial
+        try:
+            return self._correctness()
+        finally:
+            self.read_buffer.close()
+            self.read_buffer = None
+
+    def _correctness(self) -> GateResult:
         from verifier.correctness import probes
 
         deadline = time.monotonic() + self.config.run_timeout_s
@@ -210,7 +219,8 @@ class Trials:
             else:
                 check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
                 verdict = compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
-                                        self.config.atol, self.config.rtol, self.config, label=label)
+                                        self.config.atol, self.config.rtol, self.config, label=label,
+                                        scratch=self.read_buffer)
             record["right"] = not verdict.get("fail")
             if record["right"]:
                 record["max_abs"], record["max_rel"] = verdict.get("max_abs"), verdict.get("max_rel")
@@ -232,7 +242,7 @@ class Trials:
 
     def output_digests(self, d: HeldDir, outputs) -> list[str] | None:
         try:
-            return _output_digests(d, outputs, self.config)
+            return _output_digests(d, outputs, self.config, self.read_buffer)
         except Exception:  # noqa: BLE001 - unreadable outputs: no decoy finding from this probe
             return None
 
@@ -269,7 +279,8 @@ class Trials:
         check_held(d, self.trusted_dir / rt["dir"], self.trusted_dir)
         return compare_files(d, self.trusted_dir / rt["dir"], mark.get("outputs"), rt["outputs"],
                              self.config.atol, self.config.rtol, self.config, label=label,
-                             after_digests=rt.get("after_digests"), magnitude=magnitude)
+                             after_digests=rt.get("after_digests"), magnitude=magnitude,
+                             scratch=self.read_buffer)
 
     def examine(self, index: int | None, mark: dict, label: str, *, magnitude: bool = False,
                 digest: bool = False, outputs_only: bool = False) -> dict:
@@ -366,17 +377,20 @@ def ended_for(job, grace_s: float):
     return check
 
 
-def _output_digests(held, outputs, config) -> list[str]:
+def _output_digests(held, outputs, config, scratch: ReadBuffer | None = None) -> list[str]:
     """A digest of each output's dtype, shape and bytes, read from the call's held directory (the decoy
-    probe compares a trial's with its replay's: `verifier.correctness.decoy`)."""
+    probe compares a trial's with its replay's: `verifier.correctness.decoy`); into `scratch` when given."""
     import numpy as np
 
-    from verifier.gates.evidence import _dir_fd, _load_fd
+    from verifier.gates.evidence import _dir_fd, _load_fd, _read_into
 
     found = []
     with _dir_fd(held) as dfd:
         for meta in outputs or []:
-            arr, _ = _load_fd(dfd, str(meta["file"]), config)
+            if scratch is not None:
+                arr = _read_into(dfd, str(meta["file"]), config, int(config.memory_gb * 1024**3), scratch)
+            else:
+                arr, _ = _load_fd(dfd, str(meta["file"]), config)
             h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
             h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
             found.append(h.hexdigest())

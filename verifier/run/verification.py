@@ -163,7 +163,9 @@ class _Run:
         self.audit()
         self.lap("audit")
         self.notify("correctness", "running")
+        self.parent_peak("base")
         correct = self.correctness()
+        self.parent_peak("correctness")
         self.lap("correctness")
         self.ref_side.finish_reference()  # the rest of what the reference reports (its trials are all in by now)
         self.release_shared()
@@ -431,10 +433,26 @@ class _Run:
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
 
+    def parent_peak(self, phase: str) -> None:
+        """This process's resident peak while the candidate's trials were compared (`correctness`), above
+        where it stood before them (`base`): the parent's share of the memory plan on the CPU (issue 33).
+        The high-water mark is reset at `base` (harmless: nothing else reads it)."""
+        if self.be.device != "cpu":
+            return
+        from verifier.clock.cpu_accounting import reset_rss_peak, rss_bytes
+
+        found = self.__dict__.setdefault("parent_peaks", {})
+        if phase == "base":
+            found["base"] = rss_bytes()
+            reset_rss_peak()
+        else:
+            found[phase] = rss_bytes(peak=True)
+
     def read_reference_peak(self) -> None:
-        """The trusted worker's device-memory peak over this verification (GPU only; diagnostics: the
-        device-memory plan is an estimate, this is what one run took)."""
-        if self.be.device != "cuda" or self.ref_side.held is None or self.ref_side.pending:
+        """The trusted worker's device-memory peak over this verification, per phase (on the CPU its
+        resident peaks: the host is the device there); diagnostics: the device-memory plan is an estimate,
+        this is what one run took."""
+        if self.be.device not in ("cuda", "cpu") or self.ref_side.held is None or self.ref_side.pending:
             return
         ref = self.ref_side.held[0]
         if ref.send({"cmd": "peak"}):

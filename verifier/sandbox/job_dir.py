@@ -146,17 +146,26 @@ def read_json(dir_fd: int, name: str, max_bytes: int = MAX_JSON_BYTES):
     return json.loads(read_bytes(dir_fd, name, max_bytes))
 
 
-def digest_fd(fd: int, limit: int) -> str:
+def digest_fd(fd: int, limit: int, chunk: bytearray | None = None) -> str:
     """SHA-256 of what the open file holds, reading at most `limit` + 1 bytes (a file growing under the
-    reader costs nothing more)."""
+    reader costs nothing more); into `chunk` when given (reused: no fresh buffer per read)."""
     h = hashlib.sha256()
     left = limit + 1
+    if chunk is not None and len(chunk):
+        view = memoryview(chunk)
+        while left > 0:
+            n = os.readv(fd, [view[:min(len(view), left)]])
+            if not n:
+                break
+            h.update(view[:n])
+            left -= n
+        return h.hexdigest()
     while left > 0:
-        chunk = os.read(fd, min(1 << 22, left))
-        if not chunk:
+        data = os.read(fd, min(1 << 22, left))
+        if not data:
             break
-        h.update(chunk)
-        left -= len(chunk)
+        h.update(data)
+        left -= len(data)
     return h.hexdigest()
 
 

@@ -202,6 +202,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     import numpy as np
     import torch
 
+    from verifier.clock.cpu_accounting import reset_rss_peak, rss_bytes
     from verifier.clock.paired_calls import (
         draw_sets,
         last_loop_detail,
@@ -278,13 +279,16 @@ def serve(job_dir: Path, channel, report: dict) -> None:
 
             stager = Stager(torch, channel.send_fd)
 
-    def call_inputs(cmd: dict, d: Path | None) -> list:
-        """One call's inputs: drawn on the device from the command's seed when the task has a recipe,
-        else read from the files the trusted side handed over in `d`."""
+    def call_inputs(cmd: dict, d: Path | None, reuse: list | None = None) -> list:
+        """One call's inputs: drawn on the device from the command's seed when the task has a recipe (into
+        `reuse`, the last call's inputs, where shapes match), else read from the files the trusted side
+        handed over in `d`."""
         drawn_from = cmd["recipe"] if isinstance(cmd.get("recipe"), list) else recipe  # a held-out shape's own
         if drawn_from is not None and "seed" in cmd:
-            return draw(torch, drawn_from, int(cmd["seed"]), str(cmd.get("dist") or "task"), device)
+            return draw(torch, drawn_from, int(cmd["seed"]), str(cmd.get("dist") or "task"), device, into=reuse)
         assert d is not None
+        if reuse is not None:
+            reuse.clear()  # not read into: freed before this call's files are loaded
         return load_args(torch, np, d, device)
 
     built = _construct(torch, np, init_dir, weights_dir, job, model_cls, device)
@@ -302,7 +306,11 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                  patched=report["patched"], weights=report["weights"], device_name=report["device_name"],
                  threads=threads, pid=os.getpid())
     kept: list = []
+    inputs: list = []
     last_kind = None
+    if device == "cpu":  # where the trials' host memory starts: the model built, nothing drawn yet
+        report["device_peak_phases"] = {"base": rss_bytes()}
+        reset_rss_peak()
     with torch.no_grad():
         while True:
             cmd = channel.recv()
@@ -311,6 +319,15 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             # the card this process held so far: the allocator's peak and its shared buffer. Not read at the start
             # of a clocked command: `max_memory_reserved` builds the allocator's whole statistics dict, 0.3 ms of
             # the candidate's window that the trusted side's never held (session 15, H200); the next command reads it
+            if device == "cpu" and kind not in ("round", "stub_round", "wake"):
+                # on the CPU the host is the device: the resident peak (`VmHWM`) since the last unclocked
+                # command, charged as on the card; a claim of this process, shown and never relied on
+                since = PHASE_GROUP.get(str(last_kind))
+                if since is not None:
+                    phases = report.setdefault("device_peak_phases", {})
+                    phases[since] = max(int(phases.get(since, 0)), rss_bytes(peak=True))
+                    report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0), phases[since])
+                    reset_rss_peak()
             if device == "cuda" and kind not in ("round", "stub_round", "wake"):
                 staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
                 report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
@@ -331,7 +348,10 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 stager.close()  # correctness is over: the shared buffer's gigabytes back to the card
             if kind == "trial":
                 d = _subdir(job_dir, cmd["dir"])
-                inputs = call_inputs(cmd, d)
+                # the last call's outputs freed and its inputs drawn into: a trial holds one call's tensors,
+                # not two (a 256 MB problem's trials held 2x its inputs and outputs; issue 33)
+                outs = None
+                inputs = call_inputs(cmd, d, inputs)
                 scrub_free_cuda_memory(torch)
                 before_calls = counter["calls"]
                 flow = None
@@ -354,13 +374,17 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     continue
                 calls = counter["calls"] - before_calls
                 staged = stager.stage(outs, inputs) if stager is not None else {}
-                metas = []
-                for j, o in enumerate(outs):
+
+                def meta_of(j: int, o, staged=staged, d=d, inputs=inputs) -> dict:
                     meta = staged["outputs"][j] if staged else save_tensor(torch, np, d / f"out{j}.npy", o)
                     meta["aliases_input"] = any(
                         isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                         for x in inputs)
-                    metas.append(meta)
+                    return meta
+
+                # built in a comprehension: a loop's variable kept the last output alive after `outs` was
+                # dropped (one output more beside the next trial's, on the card while the trusted side checked)
+                metas = [meta_of(j, o) for j, o in enumerate(outs)]
                 if not staged:
                     save_args(torch, np, d, inputs, prefix="after")
                 elif staged["staging"]["nbytes"] >= 1 << 28:
@@ -375,7 +399,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                              **({"after": staged["after"], "staging": staged["staging"]} if staged else {}))
             elif kind == "probe":  # the decoy probe: a trial's inputs again, kernel results garbled
                 d = _subdir(job_dir, cmd["dir"])
-                inputs = call_inputs(cmd, d)
+                outs = None
+                inputs = call_inputs(cmd, d, inputs)
                 scrub_free_cuda_memory(torch)
                 outs, found = probe_forward(torch, model, inputs, counter)
                 sync(torch, device)
@@ -386,7 +411,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, probe=found,
                              **({"staging": staged["staging"]} if staged else {}))
             elif kind == "profile":
-                inputs = call_inputs(cmd, None if "seed" in cmd and recipe is not None else _subdir(job_dir, cmd["dir"]))
+                outs = None
+                inputs = call_inputs(cmd, None if "seed" in cmd and recipe is not None else _subdir(job_dir, cmd["dir"]),
+                                     inputs)
                 counter["profiling"] = True
                 before_calls = counter["calls"]
                 with profiler(torch, device) as prof:

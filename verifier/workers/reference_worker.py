@@ -106,11 +106,14 @@ class Worker:
         self.trial_cmds: list[dict] = []
         self.trial_records: list[dict] = []
 
-    def draw(self, seed: int, dist: str) -> list:
-        """One call's inputs: from the recipe on the device when the task has one, else `get_inputs()`."""
+    def draw(self, seed: int, dist: str, into: list | None = None) -> list:
+        """One call's inputs: from the recipe on the device when the task has one (into `into`, the last
+        call's inputs, where shapes match: `input_recipe.draw`), else `get_inputs()`."""
         from verifier.correctness import input_recipe
         if self.recipe is not None:
-            return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device)
+            return input_recipe.draw(self.torch, self.recipe, int(seed), dist, self.device, into=into)
+        if into is not None:
+            into.clear()  # not drawn into: freed before `get_inputs()` allocates this call's
         return draw_inputs(self.torch, self.task, int(seed), dist, self.device)
 
     def _save_inputs(self, directory: Path, inputs: list, prefix: str, files: bool = False) -> None:
@@ -129,6 +132,11 @@ class Worker:
         self.device = cmd.get("device", "cpu")
         from verifier.clock.paired_calls import L2_FLUSH_BYTES, default_heap, set_flush_bytes
         default_heap()  # the last verification's timed rounds left the heap at `steady_heap`: given back
+        if self.device == "cpu":  # where this verification's host memory starts (the plan counts from here)
+            from verifier.clock.cpu_accounting import reset_rss_peak, rss_bytes
+
+            self.peaks = {"base": rss_bytes()}
+            reset_rss_peak()
         set_flush_bytes(cmd.get("l2_flush_bytes") or L2_FLUSH_BYTES)  # as the harness of this verification flushes
         from verifier.clock.paired_calls import set_gpu_loop
 
@@ -175,15 +183,18 @@ class Worker:
                           device_compare=self.device_compare)
         trials = self.trial_records = []
         task_outs = None
+        reuse: list | None = None  # the last trial's inputs, drawn into by the next (`input_recipe.draw`)
+
         written: list[Path] = []
-        trial_bytes = task_out_bytes = 0
+        trial_bytes = 0
         with torch.no_grad():
             for trial in cmd["trials"]:
                 d = Path(trial["dir"])
-                inputs = outs = None  # the previous trial's, freed before this one's are drawn
+                inputs = outs = None  # the previous trial's, freed (its inputs drawn into) before this one's are drawn
                 wait_for_room(written, trial_bytes)
                 if trial.get("probe"):  # a numerics probe (verifier/correctness/probes.py): may be skipped, with a reason
-                    ran = self._probe(trial, trials)
+                    ran = self._probe(trial, trials, reuse)
+                    reuse = None
                     if "skip" in ran:
                         trials.append(ran)
                         self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
@@ -191,36 +202,36 @@ class Worker:
                     inputs, outs, extra = ran["inputs"], ran["outs"], ran["extra"]
                     self._save_inputs(d, inputs, "in")
                 else:
-                    inputs = self.draw(int(trial["seed"]), trial.get("dist", "task"))
+                    inputs, reuse = self.draw(int(trial["seed"]), trial.get("dist", "task"), reuse), None
                     self._save_inputs(d, inputs, "in")
-                    outs = task_outs = plain_outputs(torch, model(*inputs))
+                    outs = plain_outputs(torch, model(*inputs))
+                    # its size kept, not the tensors: they held a trial's outputs beside the next trial's
+                    task_outs = sum(o.numel() * o.element_size() for o in outs)
                     extra = {}
                 sync(torch, self.device)
-                metas = []
                 written.append(d)
                 trial_bytes = sum(o.numel() * o.element_size() for o in outs if isinstance(o, torch.Tensor))
-                for j, o in enumerate(outs):
-                    # compared on the device later (`examine` recomputes them): only their shape and dtype now
-                    meta = (save_meta(torch, o) if self.device_compare
-                            else save_tensor(torch, np, d / f"out{j}.npy", o))
-                    meta["aliases_input"] = any(
-                        isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-                        for x in inputs)
-                    metas.append(meta)
+                # in a comprehension: a loop's variable kept the last output alive beside the next trial's
+                # (on the card too, after `empty_cache`: a 6.4 GB ReLU's output through the candidate's checks)
+                metas = [self._out_meta(j, o, d, inputs) for j, o in enumerate(outs)]
                 after = (None if self.device_compare else
                          [npy_digest(torch, np, x) if isinstance(x, torch.Tensor) else None for x in inputs])
                 if self.device_compare and trial_bytes >= WINDOW_MIN_BYTES:
                     # recomputed when compared (`examine`): freed now, and the card's cache with them, so the
                     # candidate's gigabyte calls have room beside this worker
-                    if not trial.get("probe"):
-                        task_out_bytes = trial_bytes
-                    inputs = outs = task_outs = None
+                    inputs = outs = None
                     torch.cuda.empty_cache()
+                else:
+                    reuse = inputs
                 trials.append({"seed": trial["seed"], "dist": trial.get("dist", "task"), "outputs": metas,
                                "after_digests": after, **extra})
                 self.channel.mark("trial_ready", index=len(trials) - 1, trial=trials[-1])
+            if self.device in ("cpu", "cuda"):  # the trials' own peak, apart from the profile and speed of light's
+                self.phase_peaks("trials")
             pdir = Path(cmd["profile_dir"])
-            inputs = self.draw(int(cmd["profile_seed"]), "task")
+            inputs = outs = None
+            inputs = self.draw(int(cmd["profile_seed"]), "task", reuse)
+            reuse = None
             self._save_inputs(pdir, inputs, "in")
             with profiler(torch, self.device) as prof:
                 model(*inputs)
@@ -229,8 +240,7 @@ class Worker:
         if self.device_compare:
             torch.cuda.empty_cache()
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        kept = task_outs if task_outs is not None else outs
-        out_bytes = (sum(o.numel() * o.element_size() for o in kept) if kept is not None else task_out_bytes)
+        out_bytes = task_outs if task_outs is not None else trial_bytes
         result = {"trials": trials, "profile": profile, "recipe": self.recipe,
                   "input_distribution": input_recipe.describe(self.recipe, self.input_names),
                   "ops_run": sorted({e.key for e in prof.key_averages()} - IGNORED_OPS),
@@ -245,6 +255,18 @@ class Worker:
             result.update(self._speed_of_light(model, inputs if in_bytes + out_bytes <= FLOP_COUNT_MAX_BYTES else None,
                                                cmd))
         return result
+
+    def _out_meta(self, j: int, o, d: Path, inputs: list) -> dict:
+        """One trial output's record: written to `d` for the parent's comparison, or (compared on the device
+        later, `examine` recomputes it) only its shape and dtype; whether it is one of the inputs."""
+        from verifier.clock.paired_calls import save_tensor
+
+        torch = self.torch
+        meta = save_meta(torch, o) if self.device_compare else save_tensor(torch, self.np, d / f"out{j}.npy", o)
+        meta["aliases_input"] = any(
+            isinstance(x, torch.Tensor) and o.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+            for x in inputs)
+        return meta
 
     def _speed_of_light(self, model, inputs: list | None, cmd: dict) -> dict:
         """The task's FLOPs per call (torch's FLOP counter: matmuls, convolutions, attention; 0 for a task of
@@ -400,7 +422,7 @@ class Worker:
         except (ValueError, RuntimeError) as exc:
             return f"the candidate's results were malformed ({what}: {str(exc)[:160]})"
 
-    def _probe(self, trial: dict, done: list[dict]) -> dict:
+    def _probe(self, trial: dict, done: list[dict], reuse: list | None = None) -> dict:
         """One numerics probe's reference run: {"inputs", "outs", "extra"} (what the trial record adds:
         the probe's kind and name, a held-out shape's recipe and label), or the trial record of a skipped
         probe ({"skip": why, ...}). Skipped: a magnitude probe where the reference raises or is not finite,
@@ -427,9 +449,9 @@ class Worker:
         try:
             if recipe is not None:
                 from verifier.correctness import input_recipe
-                inputs = input_recipe.draw(torch, recipe, seed, dist, self.device)
+                inputs = input_recipe.draw(torch, recipe, seed, dist, self.device, into=reuse)
             else:
-                inputs = self.draw(seed, dist)
+                inputs = self.draw(seed, dist, reuse)
             outs = plain_outputs(torch, self.model(*inputs))
         except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: no probe
             return skipped(f"the reference raised {type(exc).__name__}: {str(exc)[:160]}")
@@ -522,7 +544,12 @@ class Worker:
         unclocked command (after `prepare`, `examine`, `save_blocks`): reading the allocator's statistics
         costs a fraction of a millisecond, which inside a clocked replay or stub would move the figures."""
         peaks = self.__dict__.setdefault("peaks", {})
-        if self.device == "cuda":
+        if self.device == "cpu":  # the host is the device: the process's resident peak (`VmHWM`), then reset
+            from verifier.clock.cpu_accounting import reset_rss_peak, rss_bytes
+
+            peaks[phase] = max(int(peaks.get(phase, 0)), rss_bytes(peak=True))
+            reset_rss_peak()
+        elif self.device == "cuda":
             took = int(self.torch.cuda.max_memory_allocated())
             peaks[phase] = max(int(peaks.get(phase, 0)), took)
             # the reset clears the reserved peak too: kept here for `peak` (the whole verification's)
@@ -660,12 +687,17 @@ def main() -> int:
             if kind == "peak":
                 took = max(int(worker.torch.cuda.max_memory_reserved()), int(getattr(worker, "reserved_peak", 0))) \
                     if worker.device == "cuda" else 0
-                channel.mark("peak", device_peak_bytes=took, phases=worker.phase_peaks("rest"))
+                phases = worker.phase_peaks("rest")
+                if worker.device == "cpu":
+                    took = max((int(v) for k, v in phases.items() if k != "base"), default=0)
+                channel.mark("peak", device_peak_bytes=took, phases=phases)
             elif kind == "prepare":
                 worker.peaks, worker.reserved_peak = {}, 0
                 channel.mark("prepared", **worker.prepare(cmd))
                 if worker.device == "cuda":  # the profile call's sets freed with prepare's frame: back to the driver
                     worker.torch.cuda.empty_cache()
+                    worker.phase_peaks("prepare")
+                elif worker.device == "cpu":
                     worker.phase_peaks("prepare")
             elif kind == "round":
                 channel.mark("round_done", **worker.round(cmd))
