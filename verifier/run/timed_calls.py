@@ -312,6 +312,9 @@ class TimedCalls:
                 from verifier.policy.mapped_audit import anonymous_exec_in
 
                 self.__dict__.setdefault("anon_exec", {}).update(anonymous_exec_in(pids))
+                check = getattr(self, "check_exec_watch", None)
+                if check is not None:
+                    check()
                 for k in range(count):
                     claims = at[k] if isinstance(at[k], list) else []
                     if len(claims) != len(wants[k]):

@@ -386,6 +386,18 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
         for entry in found:
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
+        self.check_exec_watch()
+
+    def check_exec_watch(self) -> None:
+        """Every range the sandbox made executable since it started is still there (`exec_watch.check`):
+        at each audit and each timed round's pause, so code made and dropped within a forward is seen."""
+        watch = getattr(self.job, "exec_watch", None) if self.job is not None else None
+        if watch is None:
+            return
+        self.candidate["exec_watch"] = watch.summary()
+        entry = watch.check()
+        if entry is not None and not any(f[0] == entry[0] for f in self.audit_findings):
+            self.audit_findings.append(entry)
 
     def read_reference_peak(self) -> None:
         """The trusted worker's device-memory peak over this verification (GPU only; diagnostics: the
