@@ -23,9 +23,8 @@ pytestmark = pytest.mark.skipif(watch_program() is None, reason="the exec watch'
 # a process as the harness starts: the listener first, sent to the parent, then torch and the work
 CHILD = r'''
 import ctypes, os, sys
-from verifier.sandbox.channel import send_fd
-from verifier.sandbox.exec_watch import install_listener
-fd = install_listener(); send_fd(int(sys.argv[1]), fd, "exec-watch"); os.close(fd)
+from verifier.sandbox.exec_watch import send_listener
+send_listener(int(sys.argv[1]))
 import torch, torch.nn.functional as F
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -60,6 +59,16 @@ elif mode == "fork":
         a = libc.mmap(None, 4096, 7, 0x22, -1, 0)
         os._exit(run(a))
     out["ran"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+elif mode in ("file_tmp", "file_keep"):
+    path = os.path.join(sys.argv[3], "code.bin")
+    with open(path, "wb") as fh:
+        fh.write(CODE.ljust(4096, bytes([0xC3])))
+    fd = os.open(path, os.O_RDONLY)
+    a = libc.mmap(None, 4096, 5, 0x02, fd, 0)
+    os.close(fd)
+    out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
+    if mode == "file_tmp":
+        libc.munmap(a, 4096)
 elif mode == "shm_exec":
     shm = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
     got = libc.shmat(shm, None, 0o100000)  # SHM_EXEC
@@ -70,13 +79,15 @@ sys.stdin.read()
 '''
 
 
-def _watched(mode: str):
-    """Run CHILD in `mode` under a watch held here; (its RESULT, the watch's summary, its finding)."""
+def _watched(mode: str, tmp: Path | None = None):
+    """Run CHILD in `mode` under a watch held here; (its RESULT, the watch's summary, its finding). `tmp`:
+    where the file modes write their code (a place the watch follows)."""
     from verifier.sandbox.channel import receive_fd
     from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
 
     parent, child = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode], pass_fds=[child.fileno()],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp")],
+                            pass_fds=[child.fileno()],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
     child.close()
@@ -84,19 +95,25 @@ def _watched(mode: str):
     try:
         got = receive_fd(parent.fileno(), 60)
         assert got is not None and got[0] == TAG and is_listener(got[1]), got
-        watch = ExecWatch(got[1])
+        followed = str(tmp) + "/" if tmp is not None else None
+        watch = ExecWatch(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
         line = ""
         while not line.startswith("RESULT "):
             line = proc.stdout.readline()
             assert line, "the child ended without a result"
         result = json.loads(line.removeprefix("RESULT "))
-        return result, watch.summary(), watch.check()  # check() first waits for regions still looked for
+        finding = watch.check()  # first: it waits for regions still being looked for
+        return result, watch.summary(), finding
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=60)
-        parent.close()
         if watch is not None:
-            watch.close()
+            watch.close()  # a child still waiting on it gets ENOSYS, not a hang
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        parent.close()
 
 
 @pytest.mark.slow  # a child importing torch: seconds each
@@ -126,6 +143,20 @@ def test_code_made_and_dropped_is_seen(mode):
 
 
 @pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.parametrize("mode", ["file_tmp", "file_keep"])
+def test_a_file_the_candidate_wrote_is_followed_like_anonymous_memory(tmp_path, mode):
+    """A file from a place the candidate writes, mapped executable and unmapped again: `hidden-exec`; kept
+    mapped it is the audit's to read (no hidden code); the libraries torch loads meanwhile are not followed."""
+    result, summary, finding = _watched(mode, tmp_path)
+    assert result["ran"] == 42, result
+    if mode == "file_tmp":  # found and then gone, or gone before it was found: hidden either way
+        assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+        assert summary["file_regions"] + summary["lost"] == 1, summary
+    else:
+        assert finding is None and summary["file_regions"] == 1, (finding, summary)
+
+
 def test_executable_system_v_memory_is_refused():
     import errno
 
@@ -146,7 +177,7 @@ def _rules(res) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["mprotect", "mmap_rwx", "unprotect", "thread", "fork"])
+@pytest.mark.parametrize("mode", ["mprotect", "mmap_rwx", "unprotect", "thread", "fork", "file_tmp", "memfd"])
 def test_code_made_within_forward_is_refused_under_kernelbench(task_source, make_config, mode):
     """Before: `maps_code_within_forward.py` feasible under kernelbench with no finding at all. Now
     `hidden-exec`, whichever way the code is made and dropped (see the candidate's MODE)."""

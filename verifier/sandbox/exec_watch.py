@@ -46,6 +46,7 @@ import select
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from verifier.sandbox.syscall_filter import (
@@ -94,12 +95,11 @@ def watch_program(machine: str | None = None) -> bytes | None:
         _insn(_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
         _ret(RET_ALLOW),                                # the base filter refuses other ABIs
         _insn(_LD_W_ABS, _NR),
-        # mmap: PROT_EXEC and MAP_ANONYMOUS -> notify (a file mapped executable is the loader's; audited)
-        _insn(_JEQ_K, X86_64_MMAP, 0, 6),
+        # mmap with PROT_EXEC -> notify (anonymous memory, or a file: the loader's libraries are answered
+        # at once, a file the candidate could write is followed like anonymous memory)
+        _insn(_JEQ_K, X86_64_MMAP, 0, 4),
         _insn(_LD_W_ABS, _ARG2),
-        _insn(_JSET_K, PROT_EXEC, 0, 3),
-        _insn(_LD_W_ABS, _ARG3),
-        _insn(_JSET_K, MAP_ANONYMOUS, 0, 1),
+        _insn(_JSET_K, PROT_EXEC, 0, 1),
         _ret(RET_USER_NOTIF),
         _ret(RET_ALLOW),
         # mprotect / pkey_mprotect adding PROT_EXEC -> notify
@@ -143,6 +143,22 @@ def install_listener() -> int:
     return int(fd)
 
 
+def send_listener(sock_fd: int) -> None:
+    """Install the filter and pass its listener over the Unix socket `sock_fd` (SCM_RIGHTS), keeping no
+    copy. Everything the sending needs is loaded first: once the filter is on, a library loaded (an
+    executable file mapping) waits for an answer from the side that does not hold the listener yet."""
+    import socket  # noqa: F401  (_socket's extension module, mapped before the filter)
+
+    from verifier.sandbox.channel import send_fd
+
+    fd = install_listener()
+    try:
+        if not send_fd(sock_fd, fd, TAG):
+            raise OSError(errno.EPIPE, "the listener could not be sent to the trusted side")
+    finally:
+        os.close(fd)
+
+
 def is_listener(fd: int) -> bool:
     """The descriptor is a seccomp notification listener (what the harness must have sent)."""
     try:
@@ -151,9 +167,11 @@ def is_listener(fd: int) -> bool:
         return False
 
 
-def exec_ranges(pid: int, anonymous_only: bool = True) -> list[tuple[int, int]] | None:
+def exec_ranges(pid: int, anonymous_only: bool = True,
+                files: Callable[[str], bool] | None = None) -> list[tuple[int, int]] | None:
     """[start, end) of each executable mapping of `pid` with no file behind it (kernel pseudo mappings
-    like [vdso] left out); None when the process is gone."""
+    like [vdso] left out), and with `anonymous_only` off, of each file for which `files(path)` holds (every
+    file when None); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/maps") as fh:
             text = fh.read()
@@ -165,7 +183,7 @@ def exec_ranges(pid: int, anonymous_only: bool = True) -> list[tuple[int, int]] 
         if len(parts) < 5 or "x" not in parts[1]:
             continue
         name = parts[5].strip() if len(parts) > 5 else ""
-        if anonymous_only and name and not name.startswith("["):
+        if name and not name.startswith("[") and (anonymous_only or (files is not None and not files(name))):
             continue
         if name in ("[vdso]", "[vsyscall]", "[vvar]", "[uprobes]"):
             continue
@@ -211,7 +229,11 @@ class ExecWatch:
     executable, and what could not be accounted for (`check`)."""
 
     fd: int
-    known: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges made executable
+    # a file mapped executable is followed when this says the candidate could have written it (None: only
+    # files under the usual writable places, memfds and deleted files)
+    tracks: Callable[[str], bool] | None = None
+    known: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> anonymous ranges made executable
+    files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
     lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
     events: int = 0
     locate_s: float = 2.0  # how long an unplaced mmap's region is looked for after the call returns
@@ -253,39 +275,61 @@ class ExecWatch:
 
     def _handle(self, nid: int, tid: int, _flags: int, nr: int, _arch: int, _ip: int, *args: int) -> None:
         self.events += 1
-        tgid = _tgid(tid) or tid
         addr, length, _prot, flags = args[0], args[1], args[2], args[3]
+        anon = nr != X86_64_MMAP or bool(flags & MAP_ANONYMOUS)
+        if not anon and not self._followed_file(tid, args[4]):
+            self._answer(nid)  # a library from the read-only trees (the loader's mappings): audited as a file
+            return
+        tgid = _tgid(tid) or tid
         size = -(-length // PAGE) * PAGE
         placed = nr != X86_64_MMAP or bool(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
-        before = None if placed else exec_ranges(tid)
+        before = None if placed else exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
         if placed or size <= 0:
             if size > 0:  # noted before the caller goes on: an audit right after it must know the range
-                self._note(tgid, (addr, addr + size))
+                self._note(tgid, (addr, addr + size), anon)
             self._answer(nid)
             return
         with self._lock:
             self._pending += 1
         self._answer(nid)
         try:
-            self._locate(tid, tgid, size, before)
+            self._locate(tid, tgid, size, before, anon)
         finally:
             with self._lock:
                 self._pending -= 1
 
-    def _locate(self, tid: int, tgid: int, size: int, before: list[tuple[int, int]] | None) -> None:
+    def _followed_file(self, tid: int, fd: int) -> bool:
+        """The file behind descriptor `fd` of `tid` is one the candidate could have written (read while the
+        caller waits; a descriptor another thread swaps in after this look is the one gap: a file it wins
+        this race with once is unseen once, and losing it once is a refusal)."""
+        try:
+            path = os.readlink(f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}")
+        except OSError:
+            return True  # cannot tell: follow it
+        return self._is_followed(path)
+
+    def _is_followed(self, path: str) -> bool:
+        """A file (as a descriptor's link or a maps line names it) the candidate could have written."""
+        if self.tracks is not None:
+            return self.tracks(path)
+        return (not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)")
+                or path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/", "/run/")))
+
+    def _locate(self, tid: int, tgid: int, size: int, before: list[tuple[int, int]] | None,
+                anon: bool = True) -> None:
         # an mmap the kernel places: find the new executable piece of its size once the call returned
         deadline = time.monotonic() + self.locate_s
         wait = 0.0001
         while True:
-            now = exec_ranges(tid)
+            now = exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
             if now is None:
                 self._lose(tgid, size, "its process (or thread) ended before the verifier could see the region")
                 return
             with self._lock:
-                old = [*(before or []), *self.known.get(tgid, [])]
+                old = [*(before or []), *self.known.get(tgid, []), *self.files.get(tgid, [])]
             piece = next(((a, b) for a, b in _minus(now, old) if b - a >= size), None)
             if piece is not None:
-                self._note(tgid, (piece[0], piece[0] + size))
+                self._note(tgid, (piece[0], piece[0] + size), anon)
                 return
             if time.monotonic() > deadline:
                 self._lose(tgid, size, "it was unmapped or made non-executable before the verifier could see it")
@@ -293,9 +337,9 @@ class ExecWatch:
             time.sleep(wait)
             wait = min(wait * 2, 0.01)
 
-    def _note(self, tgid: int, rng: tuple[int, int]) -> None:
+    def _note(self, tgid: int, rng: tuple[int, int], anon: bool = True) -> None:
         with self._lock:
-            ranges = self.known.setdefault(tgid, [])
+            ranges = (self.known if anon else self.files).setdefault(tgid, [])
             if rng not in ranges:
                 ranges.append(rng)
 
@@ -313,11 +357,12 @@ class ExecWatch:
         while self._pending and time.monotonic() < deadline and self._thread.is_alive():
             time.sleep(0.005)
         with self._lock:
-            known = {t: list(r) for t, r in self.known.items()}
+            known = [(t, list(r), True) for t, r in self.known.items()]
+            known += [(t, list(r), False) for t, r in self.files.items()]
             lost = list(self.lost)
         gone: list[str] = []
-        for tgid, ranges in known.items():
-            now = exec_ranges(tgid)
+        for tgid, ranges, anon in known:
+            now = exec_ranges(tgid, anonymous_only=anon, files=self._is_followed)
             if now is None:
                 gone.append(f"{len(ranges)} region(s) in a process of the sandbox that ended")
                 continue
@@ -335,7 +380,8 @@ class ExecWatch:
     def summary(self) -> dict:
         with self._lock:
             return {"events": self.events, "regions": sum(len(r) for r in self.known.values()),
-                    "kib": sum(b - a for r in self.known.values() for a, b in r) // 1024, "lost": len(self.lost)}
+                    "kib": sum(b - a for r in self.known.values() for a, b in r) // 1024,
+                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost)}
 
     def close(self) -> None:
         self._stop.set()

@@ -518,17 +518,14 @@ def _start_exec_watch(channel) -> None:
     `mmap`/`mprotect` making executable memory is told to the trusted side (`verifier.sandbox.exec_watch`),
     which holds the listener; this process keeps no copy of it. A failure sends nothing: the trusted side
     then refuses to go on without its watch."""
-    try:
-        from verifier.sandbox.exec_watch import TAG, install_listener
-
-        fd = install_listener()
-    except OSError as exc:
-        print(f"exec watch: {exc}", file=sys.stderr)
+    if channel.fd_socket is None:
         return
     try:
-        channel.send_fd(fd, TAG)
-    finally:
-        os.close(fd)
+        from verifier.sandbox.exec_watch import send_listener
+
+        send_listener(channel.fd_socket)
+    except OSError as exc:
+        print(f"exec watch: {exc}", file=sys.stderr)
 
 
 def main() -> int:

@@ -223,7 +223,7 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
     job = LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=watch or be.device == "cuda")
     if watch:
         try:
-            job.exec_watch = _take_exec_watch(job)
+            job.exec_watch = _take_exec_watch(job, _followed_files(config, job_dir))
         except VerifierError:
             job.kill()
             discard(run, run.parent.parent / "trash")
@@ -249,7 +249,23 @@ def exec_watch_on() -> bool:
     return os.environ.get("EVOKERNEL_EXEC_WATCH") != "0" and watch_program() is not None
 
 
-def _take_exec_watch(job: LiveJob, timeout: float = 60.0):
+def _followed_files(config: VerifyConfig, job_dir: Path) -> Callable[[str], bool]:
+    """Which files mapped executable the exec watch follows: those the audit reads as the candidate's
+    (`mapped_audit.is_candidate_writable`: the job directory, the private tmpfs mounts, anything outside
+    the read-only trees), and every deleted file or memfd."""
+    from verifier.policy.mapped_audit import is_candidate_writable
+    from verifier.sandbox.isolation import visible_trees
+
+    trusted = [*visible_trees(), config.root() / "shared", Path("/dev")]
+    inner = job_dir.resolve()
+
+    def follows(path: str) -> bool:
+        return (path.endswith(" (deleted)") or not path.startswith("/")
+                or is_candidate_writable(path, inner, trusted))
+    return follows
+
+
+def _take_exec_watch(job: LiveJob, follows: Callable[[str], bool] | None = None, timeout: float = 60.0):
     """The listener the harness sends before it runs any candidate code, watched from here on. A job that
     sends none (or something else) does not run: code it made at run time would go unseen."""
     from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
@@ -260,7 +276,7 @@ def _take_exec_watch(job: LiveJob, timeout: float = 60.0):
             os.close(got[1])
         raise VerifierError("the sandbox could not start its exec watch (seccomp user notification, Linux >= 5.5): "
                             "set EVOKERNEL_EXEC_WATCH=0 to run without it, and code made within a forward goes unseen")
-    return ExecWatch(got[1])
+    return ExecWatch(got[1], tracks=follows)
 
 
 def job_paths(job: LiveJob, job_dir: Path) -> tuple[Path, Path]:

@@ -14,7 +14,10 @@ trusted side as it is made (`verifier.sandbox.exec_watch`), which finds it gone 
 * "mmap_rwx": mmap RWX at once, munmap (the kernel places it: the watch looks for it after the call);
 * "unprotect": mprotect RX, run, mprotect RW again and keep the pages (unmapped from exec, not from memory);
 * "thread": "mprotect" in a thread of its own that ends afterwards;
-* "fork": "mprotect" in a child process that exits with the code's result.
+* "fork": "mprotect" in a child process that exits with the code's result;
+* "file_tmp": the code written to a file in the sandbox's /tmp, mapped executable, run, unmapped (a file
+  mapping, which the audit reads only while it is mapped: followed by the watch like anonymous memory);
+* "memfd": the same from a memfd.
 """
 import ctypes
 
@@ -86,6 +89,24 @@ def _run_code_made_now() -> int:
         t.start()
         t.join()
         return got[0] if got else -1
+    if MODE in ("file_tmp", "memfd"):
+        import os
+
+        if MODE == "memfd":
+            fd = os.memfd_create("evk-code")
+        else:
+            fd = os.open("/tmp/evk-code.bin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o700)
+        try:
+            os.write(fd, _CODE.ljust(4096, b"\xc3"))
+            addr = _libc.mmap(None, 4096, 0x1 | 0x4, 0x02, fd, 0)  # PROT_READ|EXEC, MAP_PRIVATE
+            if addr in (None, _FAILED):
+                raise OSError(ctypes.get_errno(), "mmap of the code file failed")
+        finally:
+            os.close(fd)
+        try:
+            return ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
+        finally:
+            _libc.munmap(addr, 4096)
     if MODE == "fork":
         import os
 
