@@ -391,7 +391,8 @@ class _Run(JobFiles, ReferenceSide, Trials, TimedCalls):
     def check_exec_watch(self) -> None:
         """Every range the sandbox made executable since it started is still there (`exec_watch.check`):
         at each audit and each timed round's pause, so code made and dropped within a forward is seen."""
-        watch = getattr(self.job, "exec_watch", None) if self.job is not None else None
+        job = getattr(self, "job", None)
+        watch = getattr(job, "exec_watch", None) if job is not None else None
         if watch is None:
             return
         self.candidate["exec_watch"] = watch.summary()

@@ -327,9 +327,12 @@ class ExecWatch:
                 return
             with self._lock:
                 old = [*(before or []), *self.known.get(tgid, []), *self.files.get(tgid, [])]
-            piece = next(((a, b) for a, b in _minus(now, old) if b - a >= size), None)
+            # a file's first mapping spans the whole object and the loader maps its other segments over it
+            # at once (MAP_FIXED), so only some of it stays executable: any new piece will do
+            need = size if anon else PAGE
+            piece = next(((a, b) for a, b in _minus(now, old) if b - a >= need), None)
             if piece is not None:
-                self._note(tgid, (piece[0], piece[0] + size), anon)
+                self._note(tgid, (piece[0], piece[0] + min(size, piece[1] - piece[0])), anon)
                 return
             if time.monotonic() > deadline:
                 self._lose(tgid, size, "it was unmapped or made non-executable before the verifier could see it")
