@@ -448,11 +448,13 @@ def test_a_strict_sandbox_makes_no_anonymous_executable_memory(tmp_path, strict)
 @pytest.mark.parametrize("policy", ["kernelbench", "strict"])
 def test_code_mapped_and_unmapped_within_forward(task_source, make_config, policy):
     """Before: feasible under both presets with no finding (the audit reads mappings between forwards).
-    Now refused under strict (its forward meets EPERM); under kernelbench still unseen (recorded gap)."""
+    Now refused under strict (its forward meets EPERM) and under kernelbench (the exec watch saw the region
+    made and found it gone: `hidden-exec`; every way of making and dropping it: test_exec_watch.py)."""
     source = (ROUND4 / "maps_code_within_forward.py").read_text()
     res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False, policy=policy))
     text = json.dumps(res.to_dict())
     if policy == "strict":
         assert not res.feasible and "PROT_EXEC refused" in text, text[:2000]
     else:
-        assert res.feasible and "anon-exec" not in text, text[:2000]  # the gap this test records
+        refused, _reported = _rules(res)
+        assert not res.feasible and "hidden-exec" in refused, text[:2000]

@@ -87,6 +87,8 @@ _DEFINITIONS: tuple[Rule, ...] = (
          "symbols, or cannot be audited"),
     Rule("anon-exec", RUN, "executable memory with no file behind it (code written at run time: a JIT, mmap or "
          "mprotect with PROT_EXEC) ran in the sandbox, out of the binary audit's sight", _STRICT_ONLY),
+    Rule("hidden-exec", RUN, "executable memory made at run time was unmapped or made non-executable before the "
+         "verifier could audit it (code run and dropped within a forward)"),
     Rule("kernel-not-mapped", RUN, "the candidate says its kernel ran, but no process of its sandbox has the "
          "built kernel mapped"),
     Rule("unsynchronised-work", RUN, "the output was not ready on the current stream when forward returned"),

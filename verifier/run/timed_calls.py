@@ -182,11 +182,12 @@ class TimedCalls:
     def __init__(self, job: LiveJob, files: JobFiles, harness_pid: int | None, trusted_dir: Path | None,
                  ref_side: ReferenceSide, be: Backend, config: VerifyConfig, rng: random.Random,
                  candidate: dict[str, Any], anon_exec: dict, shares_inputs: bool, *,
-                 take_report: Callable[[dict | None], None]) -> None:
+                 take_report: Callable[[dict | None], None], check_exec_watch: Callable[[], None]) -> None:
         self.job, self.files, self.harness_pid, self.trusted_dir = job, files, harness_pid, trusted_dir
         self.ref_side, self.be, self.config, self.rng = ref_side, be, config, rng
         self.candidate, self.anon_exec, self.shares_inputs = candidate, anon_exec, shares_inputs
         self._take_report = take_report
+        self.check_exec_watch = check_exec_watch  # the run's exec watch, read at each round's pause (`_Run.check_exec_watch`)
         self.timing_violation: str | None = None  # what a round reported that cannot be (too many ms, ...)
         self.timed_mismatch: dict | None = None  # a timed call whose output was wrong
         self.round_facts: list[dict] = []  # per round on the parent's clock: wall, CPU, wait, segments
@@ -365,6 +366,7 @@ class TimedCalls:
                 from verifier.policy.mapped_audit import anonymous_exec_in
 
                 self.anon_exec.update(anonymous_exec_in(pids))
+                self.check_exec_watch()  # code made and dropped within this round's forwards: hidden-exec
                 for k in range(count):
                     claims = at[k] if isinstance(at[k], list) else []
                     if len(claims) != len(wants[k]):

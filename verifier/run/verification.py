@@ -119,7 +119,8 @@ class _Run:
             assert self.job is not None and self.files is not None
             self.timing = TimedCalls(self.job, self.files, getattr(self, "harness_pid", None), self.trusted_dir,
                                      self.ref_side, self.be, self.config, self.rng, self.candidate, self.anon_exec,
-                                     self.shares_inputs, take_report=self._take_report)
+                                     self.shares_inputs, take_report=self._take_report,
+                                     check_exec_watch=self.check_exec_watch)
         return self.timing
 
     def latency(self) -> GateResult | None:
@@ -432,6 +433,19 @@ class _Run:
         for entry in found:
             if entry not in self.audit_findings:
                 self.audit_findings.append(entry)
+        self.check_exec_watch()
+
+    def check_exec_watch(self) -> None:
+        """Every range the sandbox made executable since it started is still there (`exec_watch.check`):
+        at each audit and each timed round's pause, so code made and dropped within a forward is seen."""
+        job = getattr(self, "job", None)
+        watch = getattr(job, "exec_watch", None) if job is not None else None
+        if watch is None:
+            return
+        self.candidate["exec_watch"] = watch.summary()
+        entry = watch.check()
+        if entry is not None and not any(f[0] == entry[0] for f in self.audit_findings):
+            self.audit_findings.append(entry)
 
     def parent_peak(self, phase: str) -> None:
         """This process's resident peak while the candidate's trials were compared (`correctness`), above

@@ -288,6 +288,7 @@ class LiveJob:
         self.on_mark = on_mark
         self.isolated = spec is not None
         self.mount: Any = None  # the job tmpfs held by descriptor (`verifier.sandbox.job_mount.JobMount`), if any
+        self.exec_watch: Any = None  # what the job makes executable at run time (`verifier.sandbox.exec_watch`)
         self._marks: queue.Queue = queue.Queue()
         self.marks: list[tuple[float, dict]] = []
         self.started = time.monotonic()
@@ -442,6 +443,8 @@ class LiveJob:
                     os.close(self._control)
         if self._fd_socket is not None:
             self._fd_socket.close()
+        if self.exec_watch is not None:
+            self.exec_watch.close()
         self._reader.join(timeout=2)
         self._tail.join(timeout=2)
         stderr_path = self.workdir.parent / f"{self.workdir.name}.stderr"

@@ -540,11 +540,28 @@ def _warm_flow() -> None:
         pass
 
 
+def _start_exec_watch(channel) -> None:
+    """Before anything of the candidate's is imported (and before torch starts a thread): every later
+    `mmap`/`mprotect` making executable memory is told to the trusted side (`verifier.sandbox.exec_watch`),
+    which holds the listener; this process keeps no copy of it. A failure sends nothing: the trusted side
+    then refuses to go on without its watch."""
+    if channel.fd_socket is None:
+        return
+    try:
+        from verifier.sandbox.exec_watch import send_listener
+
+        send_listener(channel.fd_socket)
+    except OSError as exc:
+        print(f"exec watch: {exc}", file=sys.stderr)
+
+
 def main() -> int:
     from verifier.sandbox.channel import Channel
 
     job_dir = Path(sys.argv[1])
     channel = Channel.from_env()
+    if os.environ.get("EVK_EXEC_WATCH") == "1":
+        _start_exec_watch(channel)
     import numpy  # noqa: F401  (warm: imported before the job arrives)
     import torch  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (0.17 s of every C++ candidate's import, done while waiting)

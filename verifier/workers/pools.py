@@ -245,8 +245,19 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
             *(["--warm-cuda"] if wait and be.device == "cuda" else [])]
     env = _clean_env(be.child_env()) if isolated else {**_trusted_env(), **be.child_env()}
     wall = config.build_timeout_s + config.run_timeout_s + (3600 if wait else 0)
-    # a GPU job gets a socket for descriptors: its results go to the trusted side as shared device memory
-    job = LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=be.device == "cuda")
+    # a GPU job gets a socket for descriptors: its results go to the trusted side as shared device memory;
+    # every job's first descriptor on it is the exec watch's listener (`verifier.sandbox.exec_watch`)
+    watch = exec_watch_on()
+    if watch:
+        env = {**env, "EVK_EXEC_WATCH": "1"}
+    job = LiveJob(argv, job_dir, _limits(config, wall, be), env, spec=spec, fd_socket=watch or be.device == "cuda")
+    if watch:
+        try:
+            job.exec_watch = _take_exec_watch(job, _followed_files(config, job_dir))
+        except VerifierError:
+            job.kill()
+            discard(run, run.parent.parent / "trash")
+            raise
     if spec is not None and spec.job_bytes > 0:
         # the job's own tmpfs, held by descriptor before the harness runs any candidate code (it waits)
         from verifier.sandbox.job_mount import attach
@@ -260,6 +271,44 @@ def _start_candidate(config: VerifyConfig, be: Backend, isolated: bool, wait: bo
     return job, job_dir
 
 
+def exec_watch_on() -> bool:
+    """Whether candidate jobs run under the exec watch: wherever its filter exists (x86-64), unless
+    `EVOKERNEL_EXEC_WATCH=0` (a kernel without seccomp user notification, Linux < 5.5)."""
+    from verifier.sandbox.exec_watch import watch_program
+
+    return os.environ.get("EVOKERNEL_EXEC_WATCH") != "0" and watch_program() is not None
+
+
+def _followed_files(config: VerifyConfig, job_dir: Path) -> Callable[[str], bool]:
+    """Which files mapped executable the exec watch follows: those the audit reads as the candidate's
+    (`mapped_audit.is_candidate_writable`: the job directory, the private tmpfs mounts, anything outside
+    the read-only trees), and every deleted file or memfd."""
+    from verifier.policy.mapped_audit import is_candidate_writable
+    from verifier.sandbox.isolation import visible_trees
+
+    trusted = [*visible_trees(), config.root() / "shared", Path("/dev")]
+    inner = job_dir.resolve()
+
+    def follows(path: str) -> bool:
+        return (path.endswith(" (deleted)") or not path.startswith("/")
+                or is_candidate_writable(path, inner, trusted))
+    return follows
+
+
+def _take_exec_watch(job: LiveJob, follows: Callable[[str], bool] | None = None, timeout: float = 60.0):
+    """The listener the harness sends before it runs any candidate code, watched from here on. A job that
+    sends none (or something else) does not run: code it made at run time would go unseen."""
+    from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
+
+    got = job.receive_fd(timeout)
+    if got is None or got[0] != TAG or not is_listener(got[1]):
+        if got is not None:
+            os.close(got[1])
+        raise VerifierError("the sandbox could not start its exec watch (seccomp user notification, Linux >= 5.5): "
+                            "set EVOKERNEL_EXEC_WATCH=0 to run without it, and code made within a forward goes unseen")
+    return ExecWatch(got[1], tracks=follows)
+
+
 def job_paths(job: LiveJob, job_dir: Path) -> tuple[Path, Path]:
     """(how the trusted side reaches the job directory, where the sandbox sees it): the held tmpfs's
     descriptor path for an isolated job (`job_mount`), else the directory itself for both."""
@@ -270,6 +319,8 @@ def job_paths(job: LiveJob, job_dir: Path) -> tuple[Path, Path]:
 def release(job: LiveJob, job_dir: Path) -> None:
     """Kill a job that was never used (a spare) and free what it held: its tmpfs, its run directory."""
     job.kill()
+    if getattr(job, "exec_watch", None) is not None:
+        job.exec_watch.close()
     if getattr(job, "mount", None) is not None:
         job.mount.close()
     discard(job_dir.parent, job_dir.parent.parent.parent / "trash")

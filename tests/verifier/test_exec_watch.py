@@ -1,0 +1,203 @@
+"""Code made within forward under the default policy (issue 37): every executable mapping the sandbox makes
+is told to the trusted side as it is made (`verifier.sandbox.exec_watch`), and one made and dropped before
+the next audit is `hidden-exec`, refused under every preset; torch's own JIT (oneDNN convolution) and
+libffi's closures, which keep theirs, stay feasible."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verifier import verify
+from verifier.sandbox.exec_watch import watch_program
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUND4 = ROOT / "tests" / "candidates" / "hostile_round4"
+pytestmark = pytest.mark.skipif(watch_program() is None, reason="the exec watch's filter exists for x86-64 only")
+
+# a process as the harness starts: the listener first, sent to the parent, then torch and the work
+CHILD = r'''
+import ctypes, os, sys
+from verifier.sandbox.exec_watch import send_listener
+send_listener(int(sys.argv[1]))
+import torch, torch.nn.functional as F
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.shmat.restype = ctypes.c_void_p
+CODE = bytes([0xB8, 42, 0, 0, 0, 0xC3])
+mode = sys.argv[2]
+out = {}
+# what honest work makes: oneDNN's convolution JIT (mmap RW + mprotect RWX), a ctypes callback (mmap RWX)
+out["conv"] = tuple(F.conv2d(torch.randn(8, 64, 56, 56), torch.randn(64, 64, 3, 3)).shape)
+out["callback"] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda v: v + 1)(41)
+def run(addr):
+    ctypes.memmove(addr, CODE, len(CODE))
+    return ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
+if mode in ("mprotect", "unprotect", "keep"):
+    a = libc.mmap(None, 4096, 3, 0x22, -1, 0); ctypes.memmove(a, CODE, len(CODE))
+    assert libc.mprotect(a, 4096, 5) == 0
+    out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
+    if mode == "mprotect":
+        libc.munmap(a, 4096)
+    elif mode == "unprotect":
+        libc.mprotect(a, 4096, 3)
+elif mode == "mmap":
+    a = libc.mmap(None, 8192, 7, 0x22, -1, 0)
+    out["ran"] = run(a)
+    libc.munmap(a, 8192)
+elif mode == "fork":
+    pid = os.fork()
+    if pid == 0:
+        a = libc.mmap(None, 4096, 7, 0x22, -1, 0)
+        os._exit(run(a))
+    out["ran"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+elif mode in ("file_tmp", "file_keep"):
+    path = os.path.join(sys.argv[3], "code.bin")
+    with open(path, "wb") as fh:
+        fh.write(CODE.ljust(4096, bytes([0xC3])))
+    fd = os.open(path, os.O_RDONLY)
+    a = libc.mmap(None, 4096, 5, 0x02, fd, 0)
+    os.close(fd)
+    out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
+    if mode == "file_tmp":
+        libc.munmap(a, 4096)
+elif mode == "shm_exec":
+    shm = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    got = libc.shmat(shm, None, 0o100000)  # SHM_EXEC
+    out["shmat"] = ctypes.get_errno() if got in (None, ctypes.c_void_p(-1).value) else "mapped"
+    libc.shmctl(shm, 0, None)  # IPC_RMID
+import json; print("RESULT " + json.dumps(out), flush=True)
+sys.stdin.read()
+'''
+
+
+def _watched(mode: str, tmp: Path | None = None):
+    """Run CHILD in `mode` under a watch held here; (its RESULT, the watch's summary, its finding). `tmp`:
+    where the file modes write their code (a place the watch follows)."""
+    from verifier.sandbox.channel import receive_fd
+    from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
+
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp")],
+                            pass_fds=[child.fileno()],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    child.close()
+    watch = None
+    try:
+        got = receive_fd(parent.fileno(), 60)
+        assert got is not None and got[0] == TAG and is_listener(got[1]), got
+        followed = str(tmp) + "/" if tmp is not None else None
+        watch = ExecWatch(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
+        line = ""
+        while not line.startswith("RESULT "):
+            line = proc.stdout.readline()
+            assert line, "the child ended without a result"
+        result = json.loads(line.removeprefix("RESULT "))
+        finding = watch.check()  # first: it waits for regions still being looked for
+        return result, watch.summary(), finding
+    finally:
+        if watch is not None:
+            watch.close()  # a child still waiting on it gets ENOSYS, not a hang
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        parent.close()
+
+
+@pytest.mark.slow  # a child importing torch: seconds each
+def test_honest_jit_regions_are_seen_and_kept():
+    """oneDNN's convolution and a ctypes callback make executable memory and keep it: no finding."""
+    result, summary, finding = _watched("honest")
+    assert result == {"conv": [8, 64, 54, 54], "callback": 42}, result
+    assert finding is None, finding
+    assert summary["events"] >= 2 and summary["regions"] >= 2 and summary["lost"] == 0, summary
+
+
+@pytest.mark.slow  # a child importing torch: seconds each
+def test_code_kept_executable_is_no_hidden_code():
+    result, _summary, finding = _watched("keep")
+    assert result["ran"] == 42 and finding is None, finding
+
+
+@pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.parametrize("mode", ["mprotect", "mmap", "unprotect", "fork"])
+def test_code_made_and_dropped_is_seen(mode):
+    """Made executable by mprotect (its range told) or by mmap (placed by the kernel, found right after the
+    call), run, then unmapped, made writable-only again, or made in a child that exits: the region is gone
+    when the watch is asked, `hidden-exec`."""
+    result, summary, finding = _watched(mode)
+    assert result["ran"] == 42, result
+    assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+
+
+@pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.parametrize("mode", ["file_tmp", "file_keep"])
+def test_a_file_the_candidate_wrote_is_followed_like_anonymous_memory(tmp_path, mode):
+    """A file from a place the candidate writes, mapped executable and unmapped again: `hidden-exec`; kept
+    mapped it is the audit's to read (no hidden code); the libraries torch loads meanwhile are not followed."""
+    result, summary, finding = _watched(mode, tmp_path)
+    assert result["ran"] == 42, result
+    if mode == "file_tmp":  # found and then gone, or gone before it was found: hidden either way
+        assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+        assert summary["file_regions"] + summary["lost"] == 1, summary
+    else:
+        assert finding is None and summary["file_regions"] == 1, (finding, summary)
+
+
+def test_executable_system_v_memory_is_refused():
+    import errno
+
+    result, _summary, _finding = _watched("shm_exec")
+    assert result["shmat"] == errno.EPERM, result
+
+
+def test_hidden_exec_is_refused_under_every_preset():
+    from verifier.policy.rules import PRESETS, make_policy
+
+    assert all(make_policy(p).refuses("hidden-exec") for p in PRESETS)
+
+
+def _rules(res) -> tuple[list[str], list[str]]:
+    gate = res.gates[0]
+    refused = [v["rule"] for v in gate.detail.get("violations", [])]
+    return refused, [r.get("rule") if isinstance(r, dict) else r for r in gate.detail.get("reported", [])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["mprotect", "mmap_rwx", "unprotect", "thread", "fork", "file_tmp", "memfd"])
+def test_code_made_within_forward_is_refused_under_kernelbench(task_source, make_config, mode):
+    """Before: `maps_code_within_forward.py` feasible under kernelbench with no finding at all. Now
+    `hidden-exec`, whichever way the code is made and dropped (see the candidate's MODE)."""
+    source = (ROUND4 / "maps_code_within_forward.py").read_text()
+    source = source.replace('MODE = "mprotect"', f'MODE = "{mode}"')
+    res = verify(task_source("relu"), source, config=make_config(static_scan=False, time_kernels=False))
+    refused, _reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    assert not res.feasible and "hidden-exec" in refused, text[:2000]
+    assert "removed before the verifier could audit it" in text
+
+
+@pytest.mark.slow
+def test_an_honest_conv_with_a_custom_epilogue_stays_feasible_under_kernelbench(task_source, make_config):
+    """torch's convolution (oneDNN JIT regions made in forward, at the held-out shapes too) + a custom
+    batch-norm/ReLU kernel: feasible under kernelbench, its JIT regions reported as `anon-exec`, never as
+    hidden code, through the correctness trials and timed rounds (each round's pause checks the watch)."""
+    source = (ROOT / "tests" / "candidates" / "policy" / "library_conv_fused_bn_relu.py").read_text()
+    res = verify(task_source("conv2d_bn_relu"), source, config=make_config(static_scan=False))
+    refused, reported = _rules(res)
+    text = json.dumps(res.to_dict())
+    assert res.feasible, text[:3000]
+    assert "hidden-exec" not in text and "anon-exec" in reported, text[:3000]

@@ -1,0 +1,395 @@
+"""Every piece of executable memory the sandbox makes at run time, seen by the trusted side as it is made.
+
+The audit reads the sandbox's mappings between forwards (`mapped_audit.anonymous_exec`). Code written into
+anonymous memory, made executable, run and unmapped within one forward was never there when it looked
+(`hostile_round4/maps_code_within_forward.py`, issue 37). The strict policy's syscall filter refuses such
+memory outright (EPERM); the default `kernelbench` policy cannot: torch's own CPU convolution (oneDNN's JIT)
+maps 256 KiB regions `mmap(RW)` + `mprotect(RWX)` at the first call of each shape, and without them
+`F.conv2d` at an ordinary size fails ("could not create a primitive"). Python's ctypes callbacks (libffi)
+`mmap` RWX pages directly.
+
+So instead of refusing, the kernel tells the trusted side about each one (seccomp user notification):
+
+* the harness, before it imports anything of the candidate's (before torch, with no thread started),
+  installs a second filter with `SECCOMP_FILTER_FLAG_NEW_LISTENER` that turns `mmap` with PROT_EXEC and
+  MAP_ANONYMOUS, and `mprotect`/`pkey_mprotect` adding PROT_EXEC, into notifications, and refuses
+  `shmat` with SHM_EXEC. Every process and thread the sandbox starts inherits it; a later filter cannot
+  undo it (seccomp runs them all and the strictest answer wins), and a second listener cannot be added
+  to the chain (EBUSY). The harness passes the listener to the trusted side over the job's descriptor
+  socket and closes its own copy before any candidate code runs;
+* the trusted side (`ExecWatch`) answers each notification "continue" (nothing the candidate does is
+  refused for it) after noting where the memory is: `mprotect` names its range; an `mmap` that does not
+  (no MAP_FIXED) is found by reading the process's mappings before the call and right after it until
+  a new executable piece of that size appears;
+* at each audit and each timed round's pause, every range noted must still be executable anonymous
+  memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
+  65 regions made over 150 mixed conv/linear/pool shapes on this machine, none unmapped), libffi keeps
+  its closures; code that was made and is gone (unmapped, made non-executable, or in a process that
+  ended) was hidden from the audit on purpose: `hidden-exec`, refused under every preset.
+
+What is kept is still `anon-exec` (reported under kernelbench, refused under strict) as before. Only the
+kernel's own word is used: the notification's pid and arguments and `/proc/<pid>/maps`; nothing the
+candidate's process reports. Only x86-64 has the filter (`watch_program()` is None elsewhere: no watch).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import select
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from verifier.sandbox.syscall_filter import (
+    _ARCH,
+    _JEQ_K,
+    _JSET_K,
+    _LD_W_ABS,
+    _NR,
+    AUDIT_ARCH_X86_64,
+    MAP_ANONYMOUS,
+    PROT_EXEC,
+    RET_ALLOW,
+    RET_ERRNO,
+    X86_64_MMAP,
+    X86_64_MPROTECT,
+    X86_64_PKEY_MPROTECT,
+    _insn,
+    _ret,
+)
+
+RET_USER_NOTIF = 0x7FC00000
+X86_64_SHMAT, SHM_EXEC = 30, 0o100000
+_ARG0, _ARG1, _ARG2, _ARG3 = 16, 24, 32, 40
+MAP_FIXED, MAP_FIXED_NOREPLACE = 0x10, 0x100000
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+# <linux/seccomp.h>
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
+SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
+_NOTIF = struct.Struct("<QII iI Q 6Q")  # id, pid, flags, seccomp_data {nr, arch, ip, args[6]}
+_RESP = struct.Struct("<QqiI")  # id, val, error, flags
+SECCOMP_IOCTL_NOTIF_RECV = (3 << 30) | (_NOTIF.size << 16) | (ord("!") << 8) | 0
+SECCOMP_IOCTL_NOTIF_SEND = (3 << 30) | (_RESP.size << 16) | (ord("!") << 8) | 1
+SYS_SECCOMP, PR_SET_NO_NEW_PRIVS = 317, 38
+TAG = "exec-watch"
+
+
+def watch_program(machine: str | None = None) -> bytes | None:
+    """The notifying filter as `struct sock_filter` bytes; None off x86-64 (the base filter already
+    denies every other ABI, so only x86-64 calls reach here)."""
+    if (machine or platform.machine()) not in ("x86_64", "amd64", "AMD64"):
+        return None
+    eperm = RET_ERRNO | errno.EPERM
+    return b"".join([
+        _insn(_LD_W_ABS, _ARCH),
+        _insn(_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        _ret(RET_ALLOW),                                # the base filter refuses other ABIs
+        _insn(_LD_W_ABS, _NR),
+        # mmap with PROT_EXEC -> notify (anonymous memory, or a file: the loader's libraries are answered
+        # at once, a file the candidate could write is followed like anonymous memory)
+        _insn(_JEQ_K, X86_64_MMAP, 0, 4),
+        _insn(_LD_W_ABS, _ARG2),
+        _insn(_JSET_K, PROT_EXEC, 0, 1),
+        _ret(RET_USER_NOTIF),
+        _ret(RET_ALLOW),
+        # mprotect / pkey_mprotect adding PROT_EXEC -> notify
+        _insn(_JEQ_K, X86_64_MPROTECT, 1, 0),
+        _insn(_JEQ_K, X86_64_PKEY_MPROTECT, 0, 4),
+        _insn(_LD_W_ABS, _ARG2),
+        _insn(_JSET_K, PROT_EXEC, 0, 1),
+        _ret(RET_USER_NOTIF),
+        _ret(RET_ALLOW),
+        # shmat with SHM_EXEC: executable System V memory no one needs -> EPERM
+        _insn(_JEQ_K, X86_64_SHMAT, 0, 4),
+        _insn(_LD_W_ABS, _ARG2),
+        _insn(_JSET_K, SHM_EXEC, 0, 1),
+        _ret(eperm),
+        _ret(RET_ALLOW),
+        _ret(RET_ALLOW),
+    ])
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_listener() -> int:
+    """In the sandbox, before any candidate code: install `watch_program()` on this process (and what it
+    starts) and return the listener's descriptor. OSError when the kernel refuses."""
+    prog = watch_program()
+    if prog is None:
+        raise OSError(errno.ENOSYS, "no exec-watch filter for this machine")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = _Fprog(len(prog) // 8, ctypes.addressof(buf))
+    fd = libc.syscall(ctypes.c_long(SYS_SECCOMP), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+                      ctypes.c_long(SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(fprog))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp(NEW_LISTENER) failed: {os.strerror(err)}")
+    return int(fd)
+
+
+def send_listener(sock_fd: int) -> None:
+    """Install the filter and pass its listener over the Unix socket `sock_fd` (SCM_RIGHTS), keeping no
+    copy. Everything the sending needs is loaded first: once the filter is on, a library loaded (an
+    executable file mapping) waits for an answer from the side that does not hold the listener yet."""
+    import socket  # noqa: F401  (_socket's extension module, mapped before the filter)
+
+    from verifier.sandbox.channel import send_fd
+
+    fd = install_listener()
+    try:
+        if not send_fd(sock_fd, fd, TAG):
+            raise OSError(errno.EPIPE, "the listener could not be sent to the trusted side")
+    finally:
+        os.close(fd)
+
+
+def is_listener(fd: int) -> bool:
+    """The descriptor is a seccomp notification listener (what the harness must have sent)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:seccomp notify"
+    except OSError:
+        return False
+
+
+def exec_ranges(pid: int, anonymous_only: bool = True,
+                files: Callable[[str], bool] | None = None) -> list[tuple[int, int]] | None:
+    """[start, end) of each executable mapping of `pid` with no file behind it (kernel pseudo mappings
+    like [vdso] left out), and with `anonymous_only` off, of each file for which `files(path)` holds (every
+    file when None); None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or "x" not in parts[1]:
+            continue
+        name = parts[5].strip() if len(parts) > 5 else ""
+        if name and not name.startswith("[") and (anonymous_only or (files is not None and not files(name))):
+            continue
+        if name in ("[vdso]", "[vsyscall]", "[vvar]", "[uprobes]"):
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        out.append((lo, hi))
+    return out
+
+
+def _minus(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`ranges` with every byte of `cut` removed."""
+    out = []
+    for lo, hi in ranges:
+        pieces = [(lo, hi)]
+        for c0, c1 in cut:
+            nxt = []
+            for a, b in pieces:
+                if c1 <= a or c0 >= b:
+                    nxt.append((a, b))
+                    continue
+                if a < c0:
+                    nxt.append((a, c0))
+                if c1 < b:
+                    nxt.append((c1, b))
+            pieces = nxt
+        out += pieces
+    return out
+
+
+def _tgid(tid: int) -> int | None:
+    try:
+        with open(f"/proc/{tid}/status") as fh:
+            for line in fh:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass
+class ExecWatch:
+    """The trusted side of the watch: a thread answering the listener, the ranges each process made
+    executable, and what could not be accounted for (`check`)."""
+
+    fd: int
+    # a file mapped executable is followed when this says the candidate could have written it (None: only
+    # files under the usual writable places, memfds and deleted files)
+    tracks: Callable[[str], bool] | None = None
+    known: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> anonymous ranges made executable
+    files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
+    lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
+    events: int = 0
+    locate_s: float = 2.0  # how long an unplaced mmap's region is looked for after the call returns
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = 0  # unplaced mmaps being looked for: `check` waits for them
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="evokernel-exec-watch", daemon=True)
+        self._thread.start()
+
+    # the notification loop ----------------------------------------------------------------------------
+    def _serve(self) -> None:
+        poll = select.poll()
+        poll.register(self.fd, select.POLLIN)
+        while not self._stop.is_set():
+            try:
+                ready = poll.poll(200)
+            except (OSError, ValueError):
+                return
+            if not ready:
+                continue
+            if any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _fd, ev in ready) and not any(
+                    ev & select.POLLIN for _fd, ev in ready):
+                return  # every process under the filter has ended
+            buf = bytearray(_NOTIF.size)
+            try:
+                fcntl.ioctl(self.fd, SECCOMP_IOCTL_NOTIF_RECV, buf, True)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.EINTR):
+                    continue  # the caller died before it was received
+                return
+            self._handle(*_NOTIF.unpack(buf))
+
+    def _answer(self, nid: int) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(self.fd, SECCOMP_IOCTL_NOTIF_SEND,
+                        bytearray(_RESP.pack(nid, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE)), True)
+
+    def _handle(self, nid: int, tid: int, _flags: int, nr: int, _arch: int, _ip: int, *args: int) -> None:
+        self.events += 1
+        addr, length, _prot, flags = args[0], args[1], args[2], args[3]
+        anon = nr != X86_64_MMAP or bool(flags & MAP_ANONYMOUS)
+        if not anon and not self._followed_file(tid, args[4]):
+            self._answer(nid)  # a library from the read-only trees (the loader's mappings): audited as a file
+            return
+        tgid = _tgid(tid) or tid
+        size = -(-length // PAGE) * PAGE
+        placed = nr != X86_64_MMAP or bool(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
+        before = None if placed else exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
+        if placed or size <= 0:
+            if size > 0:  # noted before the caller goes on: an audit right after it must know the range
+                self._note(tgid, (addr, addr + size), anon)
+            self._answer(nid)
+            return
+        with self._lock:
+            self._pending += 1
+        self._answer(nid)
+        try:
+            self._locate(tid, tgid, size, before, anon)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _followed_file(self, tid: int, fd: int) -> bool:
+        """The file behind descriptor `fd` of `tid` is one the candidate could have written (read while the
+        caller waits; a descriptor another thread swaps in after this look is the one gap: a file it wins
+        this race with once is unseen once, and losing it once is a refusal)."""
+        try:
+            path = os.readlink(f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}")
+        except OSError:
+            return True  # cannot tell: follow it
+        return self._is_followed(path)
+
+    def _is_followed(self, path: str) -> bool:
+        """A file (as a descriptor's link or a maps line names it) the candidate could have written."""
+        if self.tracks is not None:
+            return self.tracks(path)
+        return (not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)")
+                or path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/", "/run/")))
+
+    def _locate(self, tid: int, tgid: int, size: int, before: list[tuple[int, int]] | None,
+                anon: bool = True) -> None:
+        # an mmap the kernel places: find the new executable piece of its size once the call returned
+        deadline = time.monotonic() + self.locate_s
+        wait = 0.0001
+        while True:
+            now = exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
+            if now is None:
+                self._lose(tgid, size, "its process (or thread) ended before the verifier could see the region")
+                return
+            with self._lock:
+                old = [*(before or []), *self.known.get(tgid, []), *self.files.get(tgid, [])]
+            # a file's first mapping spans the whole object and the loader maps its other segments over it
+            # at once (MAP_FIXED), so only some of it stays executable: any new piece will do
+            need = size if anon else PAGE
+            piece = next(((a, b) for a, b in _minus(now, old) if b - a >= need), None)
+            if piece is not None:
+                self._note(tgid, (piece[0], piece[0] + min(size, piece[1] - piece[0])), anon)
+                return
+            if time.monotonic() > deadline:
+                self._lose(tgid, size, "it was unmapped or made non-executable before the verifier could see it")
+                return
+            time.sleep(wait)
+            wait = min(wait * 2, 0.01)
+
+    def _note(self, tgid: int, rng: tuple[int, int], anon: bool = True) -> None:
+        with self._lock:
+            ranges = (self.known if anon else self.files).setdefault(tgid, [])
+            if rng not in ranges:
+                ranges.append(rng)
+
+    def _lose(self, tgid: int, size: int, why: str) -> None:
+        with self._lock:
+            self.lost.append(f"{size // 1024} KiB in one of its processes: {why}")
+
+    # the audit's side ---------------------------------------------------------------------------------
+    def check(self) -> tuple[str, str] | None:
+        """The `hidden-exec` finding, or None: every range made executable since the sandbox started must
+        still be executable anonymous memory of a living process of it. Called while the sandbox is
+        stopped (a timed round's pause) or idle between commands (each audit), after the regions still
+        being looked for are found or lost."""
+        deadline = time.monotonic() + self.locate_s + 1.0
+        while self._pending and time.monotonic() < deadline and self._thread.is_alive():
+            time.sleep(0.005)
+        with self._lock:
+            known = [(t, list(r), True) for t, r in self.known.items()]
+            known += [(t, list(r), False) for t, r in self.files.items()]
+            lost = list(self.lost)
+        gone: list[str] = []
+        for tgid, ranges, anon in known:
+            now = exec_ranges(tgid, anonymous_only=anon, files=self._is_followed)
+            if now is None:
+                gone.append(f"{len(ranges)} region(s) in a process of the sandbox that ended")
+                continue
+            missing = [r for r in ranges if _minus([r], now)]
+            if missing:
+                total = sum(b - a for a, b in missing)
+                gone.append(f"{len(missing)} region(s), {total // 1024} KiB, in a process of the sandbox: unmapped or made "
+                            "non-executable")
+        if not (gone or lost):
+            return None
+        what = "; ".join([*lost, *gone][:4]) + (" …" if len(lost) + len(gone) > 4 else "")
+        return ("hidden-exec", "executable memory was made at run time and removed before the verifier could audit "
+                               f"it ({what}): code run and dropped within a forward, out of every audit's sight")
+
+    def summary(self) -> dict:
+        with self._lock:
+            return {"events": self.events, "regions": sum(len(r) for r in self.known.values()),
+                    "kib": sum(b - a for r in self.known.values() for a, b in r) // 1024,
+                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost)}
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = -1
