@@ -145,6 +145,7 @@ def main() -> None:
     ap.add_argument("--tag", default="head")
     ap.add_argument("--memory-gb", type=float, default=96)
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--kb-timeout", type=float, default=600, help="seconds for the independent KernelBench-style timing")
     ap.add_argument("--own-stub", choices=("on",), default=None,
                     help="the candidate's own stub round after each GPU round (EVOKERNEL_OWN_STUB; diagnostics)")
     ap.add_argument("--flush-mb", type=float, default=None,
@@ -180,10 +181,14 @@ def main() -> None:
             continue
         row = {"name": name, "problem": str(problem.relative_to(ROOT)), "kernel": str(kernel.relative_to(ROOT)),
                "backend": backend, "verify": verify(problem, kernel, backend, args.memory_gb, args.timeout)}
-        kb = subprocess.run([sys.executable, __file__, "--kb-time", str(problem), str(kernel)], capture_output=True,
-                            text=True, timeout=600)
+        # the verifier's row first, before the independent timing, so a run cut short still says what it saw
+        print(json.dumps({"verified": name, **row["verify"]}), flush=True)
         try:
+            kb = subprocess.run([sys.executable, __file__, "--kb-time", str(problem), str(kernel)],
+                                capture_output=True, text=True, timeout=args.kb_timeout)
             row["kernelbench"] = json.loads(kb.stdout.strip().splitlines()[-1])
+        except subprocess.TimeoutExpired:
+            row["kernelbench"] = {"error": f"no KernelBench-style timing in {args.kb_timeout:g} s"}
         except (IndexError, json.JSONDecodeError):
             row["kernelbench"] = {"error": (kb.stderr.strip().splitlines() or ["no output"])[-1][:300]}
         ours, theirs = row["verify"].get("speedup"), row["kernelbench"].get("speedup")
