@@ -66,7 +66,18 @@ def test_a_stopped_resume_says_how_to_continue(tmp_path):
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "resuming" in line, line
-        time.sleep(3.0)  # inside the step: the model's reply is taken, the kernel is being verified
+        # inside the step: the model's reply is taken and the kernel's verification has begun (the session's
+        # own log says so), not a fixed sleep that a loaded machine outruns or falls short of
+        events = tmp_path / "s" / sid / "events.jsonl"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            lines = events.read_text().splitlines()
+            if any('"kind": "gate", "step": 2' in ln and '"status": "running"' in ln for ln in lines):
+                break
+            assert proc.poll() is None, "resume ended before its verification started"
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the resumed step's verification did not start in 90 s")
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
