@@ -1,4 +1,4 @@
-"""Does value-driven retrieval learn in real use? The simulated bench of `memory.simulation`.
+"""Does value-driven retrieval learn in real use? The simulated bench of `benchmarks/memory_simulation.py`.
 
 The bank grows by one item per attempt, both stages run (refine start points included), and the
 hidden utility of an item is correlated with its lexical similarity at a set rho. Methods: oracle,
@@ -24,7 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.simulation import METHODS, RegressionProbe, SimConfig, build_world, known_seed_world, run_method
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, run as a script
+from benchmarks.memory_simulation import (  # noqa: E402
+    METHODS,
+    RegressionProbe,
+    SimConfig,
+    build_world,
+    known_seed_world,
+    run_method,
+)
 
 TUNING_SEEDS = (101, 102, 103)
 REPORT_SEEDS = (1, 2, 3, 4, 5)

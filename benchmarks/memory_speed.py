@@ -17,13 +17,16 @@ import platform
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from memory import MemoryItem, MemoryStore, RetrievalPolicy, TaskSignature
-from memory.simulation import CATEGORIES, FILLER
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, run as a script
+from benchmarks.memory_simulation import CATEGORIES, FILLER  # noqa: E402
 
 BACKENDS = ("cpu", "cuda", "triton")
 RESULTS = Path(__file__).parent / "results"

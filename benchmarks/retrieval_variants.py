@@ -42,7 +42,7 @@ R.RetrievalPolicy.__post_init__ = _post  # type: ignore[method-assign]
 
 
 def sim(seeds: list[int], methods: tuple[str, ...]) -> dict[str, list[float]]:
-    from memory.simulation import SimConfig, build_world, run_method
+    from benchmarks.memory_simulation import SimConfig, build_world, run_method
 
     out: dict[str, list[float]] = {m: [] for m in methods}
     for s in seeds:

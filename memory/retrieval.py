@@ -223,7 +223,7 @@ class RetrievalPolicy:
       to a less similar recalled item whose Q is above the visited candidates' mean (`keep_evidence`), so
       fresh trajectories and lessons cannot push proven items out of the pool. It helped the two-pass
       check of `benchmarks/bench_learning_real.py` (fake verifier: helpful shown 0.55 -> 0.95 on pass 2)
-      but cost the growing-bank simulator (`memory.simulation`, 8 seeds: mean success 0.444 -> 0.311,
+      but cost the growing-bank simulator (`benchmarks/memory_simulation.py`, 8 seeds: mean success 0.444 -> 0.311,
       below random on 4), so it stays an option until one rule serves both; False: the plain top K;
     - `fresh_floor` (value mode, drafting, default 0.5): an untried trajectory, lesson or insight whose
       similarity is under this share of the best match's gives its pool place to the next most similar

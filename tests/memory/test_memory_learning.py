@@ -3,7 +3,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from memory.simulation import SimConfig, build_world, run_method
+from benchmarks.memory_simulation import SimConfig, build_world, run_method
 
 
 def test_simulated_bank_grows_and_value_retrieval_beats_random():
@@ -24,7 +24,7 @@ def test_simulated_bank_grows_and_value_retrieval_beats_random():
 def test_regression_probe_separates_items_that_context_rewards_tell_apart():
     """The analysis probe credits jointly: an item seen only in winning contexts outranks one seen only
     in losing contexts, even though both shared their contexts with the same neutral companion."""
-    from memory.simulation import RegressionProbe
+    from benchmarks.memory_simulation import RegressionProbe
 
     probe = RegressionProbe(sigma=0.0, seed=1, stages=("refine",))
     for _ in range(5):
@@ -36,7 +36,7 @@ def test_regression_probe_separates_items_that_context_rewards_tell_apart():
 
 
 def test_known_seed_world_ranks_seeds_by_their_hidden_utility():
-    from memory.simulation import known_seed_world
+    from benchmarks.memory_simulation import known_seed_world
 
     world = build_world(SimConfig(seed=3, categories=1))
     known = known_seed_world(world)
