@@ -66,13 +66,13 @@ async def test_a_sound_task_says_so_in_the_task_view(tmp_path):
 def test_prompts_state_the_tolerance_in_force(tmp_path):
     task = load_task(kernelbench=KB, level=1, problem=41)
     default = session_opener("cpu", None, None, str(tmp_path / "a"), 1, 0, memory=None, first_task=task)(None)
-    system = build_messages("draft", default._prompt_context("draft", []))[0]["content"]
+    system = build_messages("draft", default.stepper._prompt_context("draft", []))[0]["content"]
     assert "kernelbench: fp32 atol=rtol=1e-4, fp16/bf16 1e-2" in system and "1e-2, rtol=1e-2" not in system
     default.close()
     loose = session_opener("cpu", None, None, str(tmp_path / "b"), 1, 0, memory=None, first_task=task,
                            verify_config=make_config("v0"))(None)
     run_task_checks(loose)
-    system = build_messages("draft", loose._prompt_context("draft", []))[0]["content"]
+    system = build_messages("draft", loose.stepper._prompt_context("draft", []))[0]["content"]
     assert "(v0: atol=rtol=0.01; this task is degenerate: zeros pass" in system
     assert "scaled by the spread" in system
     loose.close()
@@ -114,7 +114,7 @@ def test_a_resumed_session_takes_the_command_lines_tolerance_and_its_degenerate_
     resumed = resume_opener(path, None, None, memory=None, verify_config=make_config("v0"))(None)
     run_task_checks(resumed)
     assert resumed.verify_config.extra["tolerance"] == "v0" and "zeros" in resumed.verify_config.extra["degenerate"]
-    system = build_messages("draft", resumed._prompt_context("draft", []))[0]["content"]
+    system = build_messages("draft", resumed.stepper._prompt_context("draft", []))[0]["content"]
     assert "v0: atol=rtol=0.01; this task is degenerate" in system
     resumed.close()
 

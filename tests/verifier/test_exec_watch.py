@@ -6,6 +6,7 @@ libffi's closures, which keep theirs, stay feasible."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -201,3 +202,27 @@ def test_an_honest_conv_with_a_custom_epilogue_stays_feasible_under_kernelbench(
     text = json.dumps(res.to_dict())
     assert res.feasible, text[:3000]
     assert "hidden-exec" not in text and "anon-exec" in reported, text[:3000]
+
+
+def test_without_a_say_from_the_sandbox_only_nameless_files_are_followed():
+    """A checkout or venv under /tmp (CI's clone) holds torch's libraries; the loader remaps parts of each
+    library as it maps it, so following them read an honest run as `hidden-exec` (session 17). Which files
+    the candidate could write is the sandbox's to say (`pools._followed_files`); with no say, only a memfd
+    or a deleted file is followed, whatever its path."""
+    from verifier.sandbox.exec_watch import ExecWatch
+
+    r, w = os.pipe()
+    watch = ExecWatch(r)
+    try:
+        assert not watch._is_followed("/tmp/ci/repo/.venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so")
+        assert not watch._is_followed("/dev/shm/evk-x/lib.so")
+        assert watch._is_followed("/memfd:jit (deleted)")
+        assert watch._is_followed("/tmp/job/code.bin (deleted)")
+        told = ExecWatch(os.dup(r), tracks=lambda p: p.startswith("/tmp/job/"))
+        try:
+            assert told._is_followed("/tmp/job/code.bin") and not told._is_followed("/tmp/ci/lib.so")
+        finally:
+            told.close()
+    finally:
+        watch.close()
+        os.close(w)

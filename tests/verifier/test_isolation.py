@@ -453,8 +453,13 @@ def test_a_view_of_the_input_during_timing_fails(task_source, make_config):
                                                                     shape_probe=False, magnitude_probe=False))
     assert not res.feasible, (res.speedup, res.feedback())
     gate = res.failed_gate
-    assert gate.name == "correctness" and gate.detail.get("during") == "timing", res.feedback()
-    assert "view of its inputs" in gate.reason, gate.reason
+    # the trials draw each call's inputs into the last one's tensors (issue 33's memory plan), so the
+    # repeated pointer comes already in the trials and the view is refused there, before any timing
+    assert gate.name == "correctness", res.feedback()
+    if gate.detail.get("during") == "timing":
+        assert "view of its inputs" in gate.reason, gate.reason
+    else:
+        assert "aliases an input" in gate.reason, gate.reason
 
 
 def test_a_kernel_that_lets_aten_copy_do_the_work_fails(task_source, make_config):

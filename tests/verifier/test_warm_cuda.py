@@ -23,6 +23,7 @@ def started(monkeypatch, tmp_path):
             argvs.append(argv)
 
     monkeypatch.setattr(workers, "LiveJob", Recorder)
+    monkeypatch.setattr(workers, "exec_watch_on", lambda: False)  # the argv is what is looked at: no listener to take
     monkeypatch.setattr(workers, "_new_run_dir", lambda: tmp_path / f"run{len(argvs)}")
     config = VerifyConfig(build_root=str(tmp_path / "root"))
 

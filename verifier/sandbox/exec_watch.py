@@ -230,7 +230,7 @@ class ExecWatch:
 
     fd: int
     # a file mapped executable is followed when this says the candidate could have written it (None: only
-    # files under the usual writable places, memfds and deleted files)
+    # memfds and deleted files)
     tracks: Callable[[str], bool] | None = None
     known: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> anonymous ranges made executable
     files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
@@ -312,8 +312,11 @@ class ExecWatch:
         """A file (as a descriptor's link or a maps line names it) the candidate could have written."""
         if self.tracks is not None:
             return self.tracks(path)
-        return (not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)")
-                or path.startswith(("/tmp/", "/var/tmp/", "/dev/shm/", "/run/")))
+        # no say from the caller: only what is nobody's file (a memfd, a deleted file). Which paths the
+        # candidate could write is the sandbox's to say (`pools._followed_files`: its writable mounts), not a
+        # list of names here: a checkout or venv under /tmp is read-only to the candidate, and following its
+        # libraries read the loader's own remapping as hidden code (CI's clone under /tmp, session 17)
+        return not path.startswith("/") or path.startswith("/memfd:") or path.endswith(" (deleted)")
 
     def _locate(self, tid: int, tgid: int, size: int, before: list[tuple[int, int]] | None,
                 anon: bool = True) -> None:
