@@ -157,6 +157,50 @@ def test_a_file_the_candidate_wrote_is_followed_like_anonymous_memory(tmp_path, 
         assert finding is None and summary["file_regions"] == 1, (finding, summary)
 
 
+WATCHED_AS_USER = r"""
+import json, sys
+from tests.verifier.test_exec_watch import _watched
+from pathlib import Path
+out = {}
+for mode in ("honest", "mmap", "file_tmp"):
+    result, summary, finding = _watched(mode, Path(sys.argv[1]) if mode.startswith("file") else None)
+    out[mode] = {"result": result, "summary": summary, "finding": finding}
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.slow  # children importing torch: seconds each
+def test_the_watch_between_two_processes_of_an_ordinary_user():
+    """Both sides as `evk` (the person's own trusted side, never root): the listener installed without
+    privileges (no_new_privs) and handed over a socket, the notifications received and answered, the
+    process's maps read through /proc. Honest JIT code kept; code made and dropped by mmap, and a file
+    written, mapped executable and unmapped: `hidden-exec`."""
+    import os
+    import shutil
+    import tempfile
+
+    from tests.verifier.ordinary_user import ordinary_user, run_as_user, user_env
+
+    user = ordinary_user()
+    base = Path(tempfile.mkdtemp(prefix="evk-watch-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, user.pw_uid, user.pw_gid)
+        proc = run_as_user([sys.executable, "-c", WATCHED_AS_USER, str(base)], user,
+                           user_env(user, str(base)), cwd=str(ROOT), timeout=300, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, (proc.returncode, proc.stderr[-3000:])
+    out = json.loads(line.removeprefix("RESULT "))
+    honest = out["honest"]
+    assert honest["result"] == {"conv": [8, 64, 54, 54], "callback": 42}, honest
+    assert honest["finding"] is None and honest["summary"]["regions"] >= 2, honest
+    for mode in ("mmap", "file_tmp"):
+        assert out[mode]["result"]["ran"] == 42, out[mode]
+        assert out[mode]["finding"] is not None and out[mode]["finding"][0] == "hidden-exec", out[mode]
+
+
 def test_executable_system_v_memory_is_refused():
     import errno
 
