@@ -69,6 +69,29 @@ elif mode in ("file_tmp", "file_keep"):
     out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
     if mode == "file_tmp":
         libc.munmap(a, 4096)
+elif mode == "fd_swap":
+    # check and use of one descriptor number: the watch reads what it names (a file it does not follow),
+    # and before the kernel maps it another thread has put the code file there (dup2)
+    import threading
+    d = sys.argv[3]
+    with open(os.path.join(d, "code.bin"), "wb") as fh:
+        fh.write(CODE.ljust(4096, bytes([0xC3])))
+    evil_fd = os.open(os.path.join(d, "code.bin"), os.O_RDONLY)
+    n = os.open(sys.argv[4], os.O_RDONLY)
+    def swap():
+        with open(os.path.join(d, "swap"), "rb") as fh:  # a FIFO: the watch has looked (the race won)
+            fh.read(1)
+        os.dup2(evil_fd, n)
+        with open(os.path.join(d, "swapped"), "wb") as fh:
+            fh.write(b"1")
+    t = threading.Thread(target=swap)
+    t.start()
+    a = libc.mmap(None, 4096, 5, 0x02, n, 0)
+    t.join()
+    with open("/proc/self/maps") as fh:
+        out["mapped"] = next(ln for ln in fh if int(ln.split("-")[0], 16) == a).split()[-1]
+    out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
+    libc.munmap(a, 4096)
 elif mode == "shm_exec":
     shm = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
     got = libc.shmat(shm, None, 0o100000)  # SHM_EXEC
@@ -79,14 +102,15 @@ sys.stdin.read()
 '''
 
 
-def _watched(mode: str, tmp: Path | None = None):
+def _watched(mode: str, tmp: Path | None = None, watch_cls=None, *extra: str):
     """Run CHILD in `mode` under a watch held here; (its RESULT, the watch's summary, its finding). `tmp`:
     where the file modes write their code (a place the watch follows)."""
     from verifier.sandbox.channel import receive_fd
     from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
 
+    watch_cls = watch_cls or ExecWatch
     parent, child = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp")],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp"), *extra],
                             pass_fds=[child.fileno()],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
@@ -96,7 +120,7 @@ def _watched(mode: str, tmp: Path | None = None):
         got = receive_fd(parent.fileno(), 60)
         assert got is not None and got[0] == TAG and is_listener(got[1]), got
         followed = str(tmp) + "/" if tmp is not None else None
-        watch = ExecWatch(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
+        watch = watch_cls(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
         line = ""
         while not line.startswith("RESULT "):
             line = proc.stdout.readline()
@@ -157,6 +181,41 @@ def test_a_file_the_candidate_wrote_is_followed_like_anonymous_memory(tmp_path, 
         assert finding is None and summary["file_regions"] == 1, (finding, summary)
 
 
+@pytest.mark.slow  # a child importing torch: seconds each
+def test_a_descriptor_swapped_after_the_watch_looked_is_still_followed(tmp_path):
+    """The race the watch left open: it read which file an executable `mmap`'s descriptor names (a file
+    from a read-only tree: not followed), answered "continue", and the kernel then mapped whatever that
+    descriptor number held by then; another thread of the candidate had put its code file there (dup2).
+    The code ran and was unmapped unseen: no finding. Here the swap is made at the worst moment on
+    purpose (the watch below waits for it after its look), which a candidate reaches by swapping in a loop.
+    Now the mapping is confirmed in the kernel's own record (/proc/<pid>/maps: the file actually mapped):
+    the code file is followed, its removal is `hidden-exec`."""
+    import os
+
+    from verifier.sandbox.exec_watch import ExecWatch
+
+    decoy = str((ROOT / "pyproject.toml").resolve())  # a file the watch does not follow (any would do)
+    os.mkfifo(tmp_path / "swap")
+    os.mkfifo(tmp_path / "swapped")
+
+    class Racing(ExecWatch):
+        swapped = False
+
+        def _is_followed(self, path: str) -> bool:
+            followed = super()._is_followed(path)
+            if path == decoy and not self.swapped:  # the look is done: now the candidate swaps
+                self.swapped = True
+                with open(tmp_path / "swap", "wb") as fh:
+                    fh.write(b"1")
+                with open(tmp_path / "swapped", "rb") as fh:
+                    fh.read(1)
+            return followed
+
+    result, summary, finding = _watched("fd_swap", tmp_path, Racing, decoy)
+    assert result["ran"] == 42 and result["mapped"] == str(tmp_path / "code.bin"), result
+    assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+
+
 WATCHED_AS_USER = r"""
 import json, sys
 from tests.verifier.test_exec_watch import _watched
@@ -201,6 +260,7 @@ def test_the_watch_between_two_processes_of_an_ordinary_user():
         assert out[mode]["finding"] is not None and out[mode]["finding"][0] == "hidden-exec", out[mode]
 
 
+@pytest.mark.slow  # a child importing torch: 20 s on a loaded machine
 def test_executable_system_v_memory_is_refused():
     import errno
 

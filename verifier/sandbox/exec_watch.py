@@ -192,6 +192,25 @@ def exec_ranges(pid: int, anonymous_only: bool = True,
     return out
 
 
+def file_pieces(pid: int) -> list[tuple[int, int, int, int, str]] | None:
+    """(start, end, device, inode, path) of each executable mapping of `pid` backed by a file (the kernel's
+    own record: the file actually mapped, whatever a descriptor named before); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1] or parts[4] == "0":
+            continue
+        major, _, minor = parts[3].partition(":")
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        out.append((lo, hi, os.makedev(int(major, 16), int(minor, 16)), int(parts[4]), parts[5].strip()))
+    return out
+
+
 def _minus(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`ranges` with every byte of `cut` removed."""
     out = []
@@ -277,12 +296,24 @@ class ExecWatch:
         self.events += 1
         addr, length, _prot, flags = args[0], args[1], args[2], args[3]
         anon = nr != X86_64_MMAP or bool(flags & MAP_ANONYMOUS)
-        if not anon and not self._followed_file(tid, args[4]):
-            self._answer(nid)  # a library from the read-only trees (the loader's mappings): audited as a file
-            return
         tgid = _tgid(tid) or tid
         size = -(-length // PAGE) * PAGE
         placed = nr != X86_64_MMAP or bool(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
+        if not anon:
+            path, ident = self._fd_file(tid, args[4])
+            if path is not None and ident is not None and not self._is_followed(path):
+                # a library from the read-only trees (the loader's mappings), by what the descriptor named
+                # when looked at: answered, then confirmed in the process's maps (`_confirm`)
+                before = file_pieces(tid)
+                with self._lock:
+                    self._pending += 1
+                self._answer(nid)
+                try:
+                    self._confirm(tid, tgid, addr if placed else None, size, before, ident, path)
+                finally:
+                    with self._lock:
+                        self._pending -= 1
+                return
         before = None if placed else exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
         if placed or size <= 0:
             if size > 0:  # noted before the caller goes on: an audit right after it must know the range
@@ -298,15 +329,18 @@ class ExecWatch:
             with self._lock:
                 self._pending -= 1
 
-    def _followed_file(self, tid: int, fd: int) -> bool:
-        """The file behind descriptor `fd` of `tid` is one the candidate could have written (read while the
-        caller waits; a descriptor another thread swaps in after this look is the one gap: a file it wins
-        this race with once is unseen once, and losing it once is a refusal)."""
+    def _fd_file(self, tid: int, fd: int) -> tuple[str | None, tuple[int, int] | None]:
+        """(path, (device, inode)) of the file behind descriptor `fd` of `tid`, read while the caller waits;
+        (None, None) when it cannot be told (then the mapping is followed). What the descriptor names
+        here is only a claim: another thread can put another file under that number (dup2) before the
+        kernel maps it, so a file not followed is confirmed afterwards (`_confirm`)."""
+        link = f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}"
         try:
-            path = os.readlink(f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}")
+            path = os.readlink(link)
+            st = os.stat(link)
         except OSError:
-            return True  # cannot tell: follow it
-        return self._is_followed(path)
+            return None, None
+        return path, (st.st_dev, st.st_ino)
 
     def _is_followed(self, path: str) -> bool:
         """A file (as a descriptor's link or a maps line names it) the candidate could have written."""
@@ -336,6 +370,41 @@ class ExecWatch:
                 return
             if time.monotonic() > deadline:
                 self._lose(tgid, size, "it was unmapped or made non-executable before the verifier could see it")
+                return
+            time.sleep(wait)
+            wait = min(wait * 2, 0.01)
+
+    def _confirm(self, tid: int, tgid: int, addr: int | None, size: int,
+                 before: list[tuple[int, int, int, int, str]] | None, ident: tuple[int, int],
+                 named: str) -> None:
+        """After a file the watch does not follow was answered: wait until the kernel's record of the
+        process's mappings shows a new executable piece of that same file (device and inode, or its path
+        `named`: a path in the read-only trees, where the candidate can put no file of its own; maps and
+        stat disagree on an overlay's device; at `addr` when the call placed it). Any new executable piece of a file the watch follows seen meanwhile is noted
+        (the descriptor was swapped: that file is followed from here on, and its removal is `hidden-exec`);
+        neither seen in time is a region lost, as for any mapping that vanished unseen."""
+        old = set(before or [])
+        deadline = time.monotonic() + self.locate_s
+        wait = 0.0001
+        while True:
+            now = file_pieces(tid)
+            if now is None:
+                self._lose(tgid, size, "its process (or thread) ended before the verifier could see which file it mapped")
+                return
+            done = False
+            for piece in now:
+                if piece in old:
+                    continue
+                lo, hi, dev, ino, path = piece
+                if self._is_followed(path):
+                    self._note(tgid, (lo, hi), anon=False)
+                elif ((dev, ino) == ident or path == named) and (addr is None or lo <= addr < hi):
+                    done = True
+            if done:
+                return
+            if time.monotonic() > deadline:
+                self._lose(tgid, size, "the file mapped executable was not the one its descriptor named when the "
+                                       "verifier looked, or was unmapped before it could be seen")
                 return
             time.sleep(wait)
             wait = min(wait * 2, 0.01)
