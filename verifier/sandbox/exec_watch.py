@@ -299,17 +299,17 @@ class ExecWatch:
         tgid = _tgid(tid) or tid
         size = -(-length // PAGE) * PAGE
         placed = nr != X86_64_MMAP or bool(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
-        if not anon:
+        if not anon and size > 0:  # (a length of 0 the kernel refuses: nothing to confirm)
             path, ident = self._fd_file(tid, args[4])
             if path is not None and ident is not None and not self._is_followed(path):
                 # a library from the read-only trees (the loader's mappings), by what the descriptor named
                 # when looked at: answered, then confirmed in the process's maps (`_confirm`)
-                before = file_pieces(tid)
+                pieces = file_pieces(tid)
                 with self._lock:
                     self._pending += 1
                 self._answer(nid)
                 try:
-                    self._confirm(tid, tgid, addr if placed else None, size, before, ident, path)
+                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path)
                 finally:
                     with self._lock:
                         self._pending -= 1
