@@ -15,12 +15,23 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   MAP_ANONYMOUS, and `mprotect`/`pkey_mprotect` adding PROT_EXEC, into notifications, and refuses
   `shmat` with SHM_EXEC. Every process and thread the sandbox starts inherits it; a later filter cannot
   undo it (seccomp runs them all and the strictest answer wins), and a second listener cannot be added
-  to the chain (EBUSY). The harness passes the listener to the trusted side over the job's descriptor
+  to the chain (EBUSY); `mremap` with MREMAP_DONTUNMAP is refused. The harness passes the listener to the trusted side over the job's descriptor
   socket and closes its own copy before any candidate code runs;
 * the trusted side (`ExecWatch`) answers each notification "continue" (nothing the candidate does is
   refused for it) after noting where the memory is: `mprotect` names its range; an `mmap` that does not
   (no MAP_FIXED) is found by reading the process's mappings before the call and right after it until
   a new executable piece of that size appears;
+* a file mapped executable is followed like anonymous memory when the candidate could have written it.
+  What the call's descriptor names when the watch looks is only a claim: another thread can put another
+  file under that number (dup2) before the kernel maps it, and "continue" lets the kernel map whatever is
+  there by then. So a file the watch does not follow is confirmed after the answer in the kernel's own
+  record (`/proc/<pid>/maps`: a new executable piece of that same file); any followed file appearing
+  meanwhile is followed, and neither seen in time is a lost region (`hidden-exec`). A piece of the named
+  file moved meanwhile (mremap, never told) could pose as the new one: a moved piece leaves no confirmation;
+  a copy (MREMAP_DONTUNMAP) is refused. Left open: the watch's own look at the maps is later than the
+  kernel's mapping by a fraction of a millisecond, and what is made and dropped in that time can only be
+  seen by what it leaves (the vanished piece, the missing confirmation); writable places mounted noexec
+  would close it outright, but the candidate's Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
   65 regions made over 150 mixed conv/linear/pool shapes on this machine, none unmapped), libffi keeps
@@ -69,6 +80,7 @@ from verifier.sandbox.syscall_filter import (
 
 RET_USER_NOTIF = 0x7FC00000
 X86_64_SHMAT, SHM_EXEC = 30, 0o100000
+X86_64_MREMAP, MREMAP_DONTUNMAP = 25, 4
 _ARG0, _ARG1, _ARG2, _ARG3 = 16, 24, 32, 40
 MAP_FIXED, MAP_FIXED_NOREPLACE = 0x10, 0x100000
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -113,6 +125,14 @@ def watch_program(machine: str | None = None) -> bytes | None:
         _insn(_JEQ_K, X86_64_SHMAT, 0, 4),
         _insn(_LD_W_ABS, _ARG2),
         _insn(_JSET_K, SHM_EXEC, 0, 1),
+        _ret(eperm),
+        _ret(RET_ALLOW),
+        # mremap keeping the old mapping (MREMAP_DONTUNMAP): a copy of a mapping made with no call the
+        # watch sees, which could stand in for the file `_confirm` waits for -> EPERM (a plain move
+        # leaves the old piece gone, which `_confirm` sees)
+        _insn(_JEQ_K, X86_64_MREMAP, 0, 4),
+        _insn(_LD_W_ABS, _ARG3),
+        _insn(_JSET_K, MREMAP_DONTUNMAP, 0, 1),
         _ret(eperm),
         _ret(RET_ALLOW),
         _ret(RET_ALLOW),
@@ -391,6 +411,10 @@ class ExecWatch:
             if now is None:
                 self._lose(tgid, size, "its process (or thread) ended before the verifier could see which file it mapped")
                 return
+            # a piece of that file already there that moved or shrank meanwhile (mremap, which the watch is
+            # not told of) could pose as the new one: then the new one is not confirmed
+            here = set(now)
+            moved = any(p not in here and ((p[2], p[3]) == ident or p[4] == named) for p in old)
             done = False
             for piece in now:
                 if piece in old:
@@ -400,7 +424,7 @@ class ExecWatch:
                     self._note(tgid, (lo, hi), anon=False)
                 elif ((dev, ino) == ident or path == named) and (addr is None or lo <= addr < hi):
                     done = True
-            if done:
+            if done and not moved:
                 return
             if time.monotonic() > deadline:
                 self._lose(tgid, size, "the file mapped executable was not the one its descriptor named when the "
