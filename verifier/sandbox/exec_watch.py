@@ -28,10 +28,11 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   record (`/proc/<pid>/maps`: a new executable piece of that same file); any followed file appearing
   meanwhile is followed, and neither seen in time is a lost region (`hidden-exec`). A piece of the named
   file moved meanwhile (mremap, never told) could pose as the new one: a moved piece leaves no confirmation;
-  a copy (MREMAP_DONTUNMAP) is refused. Left open: the watch's own look at the maps is later than the
-  kernel's mapping by a fraction of a millisecond, and what is made and dropped in that time can only be
-  seen by what it leaves (the vanished piece, the missing confirmation); writable places mounted noexec
-  would close it outright, but the candidate's Triton cache and builds live there;
+  a copy (MREMAP_DONTUNMAP) is refused, and a new mapping of it waits on this same (single) serving
+  thread. The watch's look at the maps comes a fraction of a millisecond after the kernel's mapping, so
+  what is made and dropped in between is seen only by what it leaves (the missing confirmation, the moved
+  piece): a library whose load fails and is unmapped that fast reads as lost too. Writable places mounted
+  noexec would need no confirmation at all, but the candidate's Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
   65 regions made over 150 mixed conv/linear/pool shapes on this machine, none unmapped), libffi keeps
