@@ -31,7 +31,10 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   a copy (MREMAP_DONTUNMAP) is refused, and a new mapping of it waits on this same (single) serving
   thread. The watch's look at the maps comes a fraction of a millisecond after the kernel's mapping, so
   what is made and dropped in between is seen only by what it leaves (the missing confirmation, the moved
-  piece): a library whose load fails and is unmapped that fast reads as lost too. Writable places mounted
+  piece): a library whose load fails and is unmapped that fast reads as lost too. A process that ends or
+  execs before its mapping is confirmed (a compiler's `sh -c`, commonly) is counted, not refused: a forked
+  child that swaps, runs and exits within that millisecond is not caught, the same gap as any short-lived
+  process between two audits. Writable places mounted
   noexec would need no confirmation at all, but the candidate's Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
@@ -252,6 +255,14 @@ def _minus(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tu
     return out
 
 
+def _exe(pid: int) -> str | None:
+    """The program `pid` runs (changes when it execs); None when it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+
+
 def _tgid(tid: int) -> int | None:
     try:
         with open(f"/proc/{tid}/status") as fh:
@@ -276,6 +287,7 @@ class ExecWatch:
     files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
     lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
     events: int = 0
+    unconfirmed: int = 0  # library mappings whose process ended (or exec'd) before they were confirmed
     locate_s: float = 2.0  # how long an unplaced mmap's region is looked for after the call returns
 
     def __post_init__(self) -> None:
@@ -325,7 +337,7 @@ class ExecWatch:
             if path is not None and ident is not None and not self._is_followed(path):
                 # a library from the read-only trees (the loader's mappings), by what the descriptor named
                 # when looked at: answered, then confirmed in the process's maps (`_confirm`)
-                pieces = file_pieces(tid)
+                pieces = file_pieces(tgid)
                 with self._lock:
                     self._pending += 1
                 self._answer(nid)
@@ -405,12 +417,16 @@ class ExecWatch:
         (the descriptor was swapped: that file is followed from here on, and its removal is `hidden-exec`);
         neither seen in time is a region lost, as for any mapping that vanished unseen."""
         old = set(before or [])
+        image = _exe(tgid)
         deadline = time.monotonic() + self.locate_s
         wait = 0.0001
         while True:
-            now = file_pieces(tid)
-            if now is None:
-                self._lose(tgid, size, "its process (or thread) ended before the verifier could see which file it mapped")
+            now = file_pieces(tgid)  # the process's, not the thread's: a thread may end, its mappings stay
+            if now is None or _exe(tgid) != image:
+                # the process ended or ran another program (a compiler's `sh -c`, `g++ --version`: often
+                # within a millisecond): its mappings went with it, unconfirmed (counted, not refused)
+                with self._lock:
+                    self.unconfirmed += 1
                 return
             # a piece of that file already there that moved or shrank meanwhile (mremap, which the watch is
             # not told of) could pose as the new one: then the new one is not confirmed
@@ -478,7 +494,8 @@ class ExecWatch:
         with self._lock:
             return {"events": self.events, "regions": sum(len(r) for r in self.known.values()),
                     "kib": sum(b - a for r in self.known.values() for a, b in r) // 1024,
-                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost)}
+                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost),
+                    "unconfirmed": self.unconfirmed}
 
     def close(self) -> None:
         self._stop.set()
