@@ -259,7 +259,7 @@ import json, sys
 from tests.verifier.test_exec_watch import _watched
 from pathlib import Path
 out = {}
-for mode in ("honest", "mmap", "file_tmp"):
+for mode in ("file_tmp",):  # (honest code and mprotect'd code as evk: test_hostile_round4_late's verifications)
     result, summary, finding = _watched(mode, Path(sys.argv[1]) if mode.startswith("file") else None)
     out[mode] = {"result": result, "summary": summary, "finding": finding}
 print("RESULT " + json.dumps(out), flush=True)
@@ -270,8 +270,9 @@ print("RESULT " + json.dumps(out), flush=True)
 def test_the_watch_between_two_processes_of_an_ordinary_user():
     """Both sides as `evk` (the person's own trusted side, never root): the listener installed without
     privileges (no_new_privs) and handed over a socket, the notifications received and answered, the
-    process's maps read through /proc. Honest JIT code kept; code made and dropped by mmap, and a file
-    written, mapped executable and unmapped: `hidden-exec`."""
+    process's maps and descriptor links read through /proc. A file written, mapped executable and
+    unmapped: `hidden-exec`; the libraries torch loads meanwhile confirmed, none lost (one child only:
+    the whole verifications as `evk` cover honest code and code made by mprotect)."""
     import os
     import shutil
     import tempfile
@@ -290,12 +291,10 @@ def test_the_watch_between_two_processes_of_an_ordinary_user():
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, (proc.returncode, proc.stderr[-3000:])
     out = json.loads(line.removeprefix("RESULT "))
-    honest = out["honest"]
-    assert honest["result"] == {"conv": [8, 64, 54, 54], "callback": 42}, honest
-    assert honest["finding"] is None and honest["summary"]["regions"] >= 2, honest
-    for mode in ("mmap", "file_tmp"):
-        assert out[mode]["result"]["ran"] == 42, out[mode]
-        assert out[mode]["finding"] is not None and out[mode]["finding"][0] == "hidden-exec", out[mode]
+    got = out["file_tmp"]
+    assert got["result"]["ran"] == 42 and got["result"]["conv"] == [8, 64, 54, 54], got
+    assert got["finding"] is not None and got["finding"][0] == "hidden-exec", got
+    assert got["summary"]["regions"] >= 2 and got["summary"]["file_regions"] + got["summary"]["lost"] == 1, got
 
 
 @pytest.mark.slow  # a child importing torch: 20 s on a loaded machine
