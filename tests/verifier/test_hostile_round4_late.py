@@ -276,7 +276,10 @@ def _as_user(*cases: str) -> dict:
         script = base / "as_user.py"
         script.write_text(AS_USER)
         script.chmod(0o644)
-        home = user.pw_dir if os.path.isdir(user.pw_dir) else str(base)
+        home = user.pw_dir if os.path.isdir(user.pw_dir) else str(base / "home")  # `useradd` without -m
+        if home != user.pw_dir:
+            os.mkdir(home)
+            os.chown(home, user.pw_uid, user.pw_gid)
         proc = run_as_user([sys.executable, str(script), str(ROOT), *cases], user, user_env(user, home),
                            cwd=str(base), timeout=1200, capture_output=True, text=True)
     except subprocess.TimeoutExpired as exc:
