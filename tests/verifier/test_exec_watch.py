@@ -70,6 +70,45 @@ elif mode in ("file_tmp", "file_keep"):
     out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
     if mode == "file_tmp":
         libc.munmap(a, 4096)
+elif mode == "dontunmap":
+    libc.mremap.restype = ctypes.c_void_p
+    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    a = libc.mmap(None, 4096, 3, 0x22, -1, 0)
+    got = libc.mremap(a, 4096, 4096, 1 | 4, None)  # MREMAP_MAYMOVE | MREMAP_DONTUNMAP
+    out["mremap"] = ctypes.get_errno() if got in (None, ctypes.c_void_p(-1).value) else "copied"
+elif mode in ("fd_swap", "fd_swap_cover"):
+    # check and use of one descriptor number: the watch reads what it names (a file it does not follow),
+    # and before the kernel maps it another thread has put the code file there (dup2)
+    import threading
+    d = sys.argv[3]
+    with open(os.path.join(d, "code.bin"), "wb") as fh:
+        fh.write(CODE.ljust(4096, bytes([0xC3])))
+    evil_fd = os.open(os.path.join(d, "code.bin"), os.O_RDONLY)
+    n = os.open(sys.argv[4], os.O_RDONLY)
+    if mode == "fd_swap_cover":  # a piece of the named file, mapped honestly first, to cover the tracks with
+        a0 = libc.mmap(None, 4096, 5, 0x02, n, 0)
+    def swap():
+        with open(os.path.join(d, "swap"), "rb") as fh:  # a FIFO: the watch has looked (the race won)
+            fh.read(1)
+        os.dup2(evil_fd, n)
+        with open(os.path.join(d, "swapped"), "wb") as fh:
+            fh.write(b"1")
+    t = threading.Thread(target=swap)
+    t.start()
+    a = libc.mmap(None, 4096, 5, 0x02, n, 0)
+    t.join()
+    with open("/proc/self/maps") as fh:
+        out["mapped"] = next(ln for ln in fh if int(ln.split("-")[0], 16) == a).split()[-1]
+    out["ran"] = ctypes.CFUNCTYPE(ctypes.c_int)(a)()
+    libc.munmap(a, 4096)
+    if mode == "fd_swap_cover":
+        # the named file's earlier piece moved (mremap, no call the watch is told of) to where the code was:
+        # a "new" piece of the file the descriptor named, where the kernel placed the mapping
+        libc.mremap.restype = ctypes.c_void_p
+        libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        out["moved"] = libc.mremap(a0, 4096, 4096, 1 | 2, a) == a  # MREMAP_MAYMOVE | MREMAP_FIXED
+        with open(os.path.join(d, "covered"), "wb") as fh:
+            fh.write(b"1")
 elif mode == "shm_exec":
     shm = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
     got = libc.shmat(shm, None, 0o100000)  # SHM_EXEC
@@ -80,14 +119,15 @@ sys.stdin.read()
 '''
 
 
-def _watched(mode: str, tmp: Path | None = None):
+def _watched(mode: str, tmp: Path | None = None, watch_cls=None, *extra: str):
     """Run CHILD in `mode` under a watch held here; (its RESULT, the watch's summary, its finding). `tmp`:
     where the file modes write their code (a place the watch follows)."""
     from verifier.sandbox.channel import receive_fd
     from verifier.sandbox.exec_watch import TAG, ExecWatch, is_listener
 
+    watch_cls = watch_cls or ExecWatch
     parent, child = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp")],
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(child.fileno()), mode, str(tmp or "/tmp"), *extra],
                             pass_fds=[child.fileno()],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
                             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
@@ -97,7 +137,7 @@ def _watched(mode: str, tmp: Path | None = None):
         got = receive_fd(parent.fileno(), 60)
         assert got is not None and got[0] == TAG and is_listener(got[1]), got
         followed = str(tmp) + "/" if tmp is not None else None
-        watch = ExecWatch(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
+        watch = watch_cls(got[1], tracks=(lambda p: p.startswith(followed)) if followed else None)
         line = ""
         while not line.startswith("RESULT "):
             line = proc.stdout.readline()
@@ -158,6 +198,107 @@ def test_a_file_the_candidate_wrote_is_followed_like_anonymous_memory(tmp_path, 
         assert finding is None and summary["file_regions"] == 1, (finding, summary)
 
 
+@pytest.mark.slow  # a child importing torch: seconds each
+@pytest.mark.parametrize("mode", ["fd_swap", "fd_swap_cover"])
+def test_a_descriptor_swapped_after_the_watch_looked_is_still_followed(tmp_path, mode):
+    """The race the watch left open: it read which file an executable `mmap`'s descriptor names (a file
+    from a read-only tree: not followed), answered "continue", and the kernel then mapped whatever that
+    descriptor number held by then; another thread of the candidate had put its code file there (dup2).
+    The code ran and was unmapped unseen: no finding. Here the swap is made at the worst moment on
+    purpose (the watch below waits for it after its look), which a candidate reaches by swapping in a loop.
+    Now the mapping is confirmed in the kernel's own record (/proc/<pid>/maps: the file actually mapped):
+    the code file is followed, its removal is `hidden-exec`. "fd_swap_cover" also covers its tracks before
+    the watch's first look at the maps: an earlier piece of the named file moved (mremap) to where the
+    code was, posing as the mapping asked for; the piece gone from its old place is seen: `hidden-exec`."""
+    import os
+
+    from verifier.sandbox.exec_watch import ExecWatch
+
+    decoy = str((ROOT / "pyproject.toml").resolve())  # a file the watch does not follow (any would do)
+    for fifo in ("swap", "swapped", "covered"):
+        os.mkfifo(tmp_path / fifo)
+    looks = 2 if mode == "fd_swap_cover" else 1  # the look at which the candidate swaps
+
+    class Racing(ExecWatch):
+        seen = 0
+
+        def _fd_file(self, tid: int, fd: int):
+            path, ident = super()._fd_file(tid, fd)
+            if path == decoy:
+                Racing.seen += 1
+                if Racing.seen == looks:  # the look is done: now the candidate swaps
+                    with open(tmp_path / "swap", "wb") as fh:
+                        fh.write(b"1")
+                    with open(tmp_path / "swapped", "rb") as fh:
+                        fh.read(1)
+            return path, ident
+
+        def _confirm(self, *args):
+            if mode == "fd_swap_cover" and Racing.seen == looks:
+                with open(tmp_path / "covered", "rb") as fh:  # the candidate is faster than this first look
+                    fh.read(1)
+            return super()._confirm(*args)
+
+    result, summary, finding = _watched(mode, tmp_path, Racing, decoy)
+    assert result["ran"] == 42 and result["mapped"] == str(tmp_path / "code.bin"), result
+    assert result.get("moved", True), result
+    assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+
+
+@pytest.mark.slow  # a child importing torch
+def test_a_copy_of_a_mapping_made_unseen_is_refused():
+    """mremap with MREMAP_DONTUNMAP copies a mapping with no call the watch is told of (a second piece of
+    a library could pose as the one a swapped descriptor should have mapped): EPERM in the sandbox."""
+    import errno
+
+    result, _summary, _finding = _watched("dontunmap")
+    assert result["mremap"] == errno.EPERM, result
+
+
+WATCHED_AS_USER = r"""
+import json, sys
+from tests.verifier.test_exec_watch import _watched
+from pathlib import Path
+out = {}
+for mode in ("file_tmp",):  # (honest code and mprotect'd code as evk: test_hostile_round4_late's verifications)
+    result, summary, finding = _watched(mode, Path(sys.argv[1]) if mode.startswith("file") else None)
+    out[mode] = {"result": result, "summary": summary, "finding": finding}
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.slow  # children importing torch: seconds each
+def test_the_watch_between_two_processes_of_an_ordinary_user():
+    """Both sides as `evk` (the person's own trusted side, never root): the listener installed without
+    privileges (no_new_privs) and handed over a socket, the notifications received and answered, the
+    process's maps and descriptor links read through /proc. A file written, mapped executable and
+    unmapped: `hidden-exec`; the libraries torch loads meanwhile confirmed, none lost (one child only:
+    the whole verifications as `evk` cover honest code and code made by mprotect)."""
+    import os
+    import shutil
+    import tempfile
+
+    from tests.verifier.ordinary_user import ordinary_user, run_as_user, user_env
+
+    user = ordinary_user()
+    base = Path(tempfile.mkdtemp(prefix="evk-watch-", dir="/var/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, user.pw_uid, user.pw_gid)
+        proc = run_as_user([sys.executable, "-c", WATCHED_AS_USER, str(base)], user,
+                           user_env(user, str(base)), cwd=str(ROOT), timeout=300, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, (proc.returncode, proc.stderr[-3000:])
+    out = json.loads(line.removeprefix("RESULT "))
+    got = out["file_tmp"]
+    assert got["result"]["ran"] == 42 and got["result"]["conv"] == [8, 64, 54, 54], got
+    assert got["finding"] is not None and got["finding"][0] == "hidden-exec", got
+    assert got["summary"]["regions"] >= 2 and got["summary"]["file_regions"] + got["summary"]["lost"] == 1, got
+
+
+@pytest.mark.slow  # a child importing torch: 20 s on a loaded machine
 def test_executable_system_v_memory_is_refused():
     import errno
 

@@ -228,102 +228,101 @@ def test_mountinfo_raised_as_an_error_leaves_no_host_path_in_the_verdict(task_so
 # the sandbox as an ordinary user: real verifications run as `evk`
 # ---------------------------------------------------------------------------------------------------
 
-AS_USER = r'''
-import json, sys
+AS_USER = r"""
+import json, sys, time
 from pathlib import Path
 from verifier import verify, VerifyConfig
 from core.tasks import load_task
 
 root = Path(sys.argv[1])
 relu = load_task("relu").source
+r4 = root / "tests/candidates/hostile_round4"
 out = {}
 cases = {"honest": (root / "tests/candidates/cpu/relu.py", {}),
-         "raises": (root / "tests/candidates/hostile_round4/raises_on_garbled_result.py", {}),
-         "fills": (root / "tests/candidates/hostile_round4/fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256}),
-         "mimic": (root / "tests/candidates/hostile_round4/mimics_on_garbled_result.py", {}),
-         "jit_strict": (root / "tests/candidates/hostile_round4/maps_code_within_forward.py",
-                        {"static_scan": False, "policy": "strict"})}
-for name, (path, extra) in cases.items():
+         "raises": (r4 / "raises_on_garbled_result.py", {}),
+         "fills": (r4 / "fills_job_dir.py", {"static_scan": False, "job_dir_mb": 256}),
+         "mimic": (r4 / "mimics_on_garbled_result.py", {}),
+         "jit_strict": (r4 / "maps_code_within_forward.py", {"static_scan": False, "policy": "strict"}),
+         "jit_kernelbench": (r4 / "maps_code_within_forward.py", {"static_scan": False}),
+         "nested": (r4 / "cpp_nested_namespace.py", {"static_scan": False})}
+for name in sys.argv[2:]:
+    path, extra = cases[name]
     cfg = VerifyConfig(use_cache=False, trials=2, time_kernels=name == "honest", timing_budget_s=1.0, **extra)
+    t0 = time.monotonic()
     res = verify(relu, path.read_text(), config=cfg)
     gate = res.gates[0]
     out[name] = {"feasible": res.feasible, "isolated": res.isolated, "rule": gate.detail.get("rule"),
+                 "refused": [v.get("rule") for v in gate.detail.get("violations", [])],
+                 "seconds": round(time.monotonic() - t0, 1),
                  "text": json.dumps(res.to_dict())[:4000]}
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
-def _ordinary_user():
-    """(pwd entry, environment) of the ordinary user `evk`, when this runs as root and `evk` can run this
-    virtual environment's Python; else the test is skipped with what to do."""
-    import pwd
-    import subprocess
-    import sys
-
-    if os.getuid() != 0:
-        pytest.skip("not root: the suite itself runs as an ordinary user, the other tests cover it")
-    try:
-        user = pwd.getpwnam("evk")
-    except KeyError:
-        pytest.skip("no ordinary user `evk` (useradd -m evk; CI creates it)")
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": user.pw_dir, "LANG": "C.UTF-8",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "EVOKERNEL_BUILD_DIR": f"{user.pw_dir}/evk-builds"}
-    try:
-        code = subprocess.run([sys.executable, "-c", "import torch, verifier"], capture_output=True, text=True,
-                              env=env, cwd="/", preexec_fn=_drop(user), timeout=120).returncode
-    except PermissionError:  # the exec itself: a directory on the interpreter's path is closed
-        code = -1
-    if code != 0:
-        pytest.skip(f"`evk` cannot run this virtual environment's Python ({sys.executable}): a directory on its "
-                    "path is closed to other users (its base Python under /root, say); make it traversable "
-                    "(chmod o+x) or put Python and the venv under a readable path")
-    return user, env
-
-
-def _drop(user):
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(user.pw_gid)
-        os.setuid(user.pw_uid)
-    return drop
-
-
-
-@pytest.mark.slow
-def test_real_verifications_as_an_ordinary_user():
-    """As `evk` (no privileges): an honest relu feasible and isolated, the decoy that raises on its garbled
-    result refused (`decoy-kernel`), the job-filling candidate stopped by its 256 MiB job tmpfs, which
-    the trusted side holds through `/proc/<pid>/root` of the user's own sandbox, the mimic refused by the
-    followed trial, and code made within forward refused by the strict sandbox's filter."""
+def _as_user(*cases: str) -> dict:
+    """Verify `cases` of AS_USER as `evk`, in its own process (`ordinary_user.run_as_user`: the checkout
+    and its Python reachable through a private mount namespace, nothing of the tree's modes changed)."""
     import shutil
     import subprocess
     import sys
     import tempfile
 
-    user, env = _ordinary_user()
+    from tests.verifier.ordinary_user import ROOT, ordinary_user, run_as_user, user_env
+
+    user = ordinary_user()
     base = Path(tempfile.mkdtemp(prefix="evk-real-", dir="/var/tmp"))
     try:
         os.chmod(base, 0o755)
         script = base / "as_user.py"
         script.write_text(AS_USER)
         script.chmod(0o644)
-        proc = subprocess.run([sys.executable, str(script), str(Path(__file__).resolve().parents[2])],
-                              capture_output=True, text=True, env=env, cwd=str(base), preexec_fn=_drop(user),
-                              timeout=1500)
+        home = user.pw_dir if os.path.isdir(user.pw_dir) else str(base / "home")  # `useradd` without -m
+        if home != user.pw_dir:
+            os.mkdir(home)
+            os.chown(home, user.pw_uid, user.pw_gid)
+        proc = run_as_user([sys.executable, str(script), str(ROOT), *cases], user, user_env(user, home),
+                           cwd=str(base), timeout=1200, capture_output=True, text=True)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the verifications as `evk` ran past {exc.timeout} s") from None
     finally:
         shutil.rmtree(base, ignore_errors=True)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, (proc.returncode, proc.stderr[-3000:])
-    out = json.loads(line.removeprefix("RESULT "))
-    assert out["honest"]["feasible"] and out["honest"]["isolated"], out["honest"]["text"]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+@pytest.mark.slow
+def test_honest_and_code_made_at_run_time_as_an_ordinary_user():
+    """As `evk` (no privileges): an honest relu feasible and isolated, with the exec watch's listener
+    handed from the user's own sandbox to the user's trusted side (seccomp user notification without
+    privileges) and its events counted; code made and dropped within forward refused under kernelbench
+    (`hidden-exec`: the watch sees it) and under strict (the filter's EPERM); the helper in a nested
+    namespace refused by the syscall filter."""
+    out = _as_user("honest", "jit_kernelbench", "jit_strict", "nested")
+    honest = out["honest"]
+    assert honest["feasible"] and honest["isolated"], honest["text"]
+    # the watch ran (a listener not handed over is a VerifierError, no verdict) and saw the code made
+    jit = out["jit_kernelbench"]
+    assert not jit["feasible"] and "hidden-exec" in jit["refused"], jit["text"]
+    assert not out["jit_strict"]["feasible"] and "PROT_EXEC refused" in out["jit_strict"]["text"], out["jit_strict"]
+    nested = out["nested"]
+    assert not nested["feasible"], nested["text"]
+    assert "NESTED-NAMESPACE-REFUSED errno=1" in nested["text"] or "NESTED-NAMESPACE-REFUSED errno=28" in nested[
+        "text"], nested["text"]
+
+
+@pytest.mark.slow
+def test_decoys_and_the_job_cap_as_an_ordinary_user():
+    """As `evk`: the decoy that raises on its garbled result refused (`decoy-kernel`), the mimic refused by
+    the followed trial, and the job-filling candidate stopped by its 256 MiB job tmpfs, which the trusted
+    side holds through `/proc/<pid>/root` of the user's own sandbox."""
+    out = _as_user("raises", "mimic", "fills")
     assert not out["raises"]["feasible"] and out["raises"]["rule"] == "decoy-kernel", out["raises"]["text"]
+    assert not out["mimic"]["feasible"] and out["mimic"]["rule"] == "decoy-kernel", out["mimic"]["text"]
     fills = out["fills"]
     assert not fills["feasible"] and "enospc=True" in fills["text"], fills["text"]
     wrote = int(fills["text"].split("JOB-FILL wrote=")[1].split()[0])
     assert wrote <= 256 << 20
-    # the followed trial refuses the mimic; the strict sandbox's filter refuses code made within forward
-    assert not out["mimic"]["feasible"] and out["mimic"]["rule"] == "decoy-kernel", out["mimic"]["text"]
-    assert not out["jit_strict"]["feasible"] and "PROT_EXEC refused" in out["jit_strict"]["text"], out["jit_strict"]["text"]
 
 
 @pytest.mark.slow

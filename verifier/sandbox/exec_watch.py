@@ -15,12 +15,27 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   MAP_ANONYMOUS, and `mprotect`/`pkey_mprotect` adding PROT_EXEC, into notifications, and refuses
   `shmat` with SHM_EXEC. Every process and thread the sandbox starts inherits it; a later filter cannot
   undo it (seccomp runs them all and the strictest answer wins), and a second listener cannot be added
-  to the chain (EBUSY). The harness passes the listener to the trusted side over the job's descriptor
+  to the chain (EBUSY); `mremap` with MREMAP_DONTUNMAP is refused. The harness passes the listener to the trusted side over the job's descriptor
   socket and closes its own copy before any candidate code runs;
 * the trusted side (`ExecWatch`) answers each notification "continue" (nothing the candidate does is
   refused for it) after noting where the memory is: `mprotect` names its range; an `mmap` that does not
   (no MAP_FIXED) is found by reading the process's mappings before the call and right after it until
   a new executable piece of that size appears;
+* a file mapped executable is followed like anonymous memory when the candidate could have written it.
+  What the call's descriptor names when the watch looks is only a claim: another thread can put another
+  file under that number (dup2) before the kernel maps it, and "continue" lets the kernel map whatever is
+  there by then. So a file the watch does not follow is confirmed after the answer in the kernel's own
+  record (`/proc/<pid>/maps`: a new executable piece of that same file); any followed file appearing
+  meanwhile is followed, and neither seen in time is a lost region (`hidden-exec`). A piece of the named
+  file moved meanwhile (mremap, never told) could pose as the new one: a moved piece leaves no confirmation;
+  a copy (MREMAP_DONTUNMAP) is refused, and a new mapping of it waits on this same (single) serving
+  thread. The watch's look at the maps comes a fraction of a millisecond after the kernel's mapping, so
+  what is made and dropped in between is seen only by what it leaves (the missing confirmation, the moved
+  piece): a library whose load fails and is unmapped that fast reads as lost too. A process that ends or
+  execs before its mapping is confirmed (a compiler's `sh -c`, commonly) is counted, not refused: a forked
+  child that swaps, runs and exits within that millisecond is not caught, the same gap as any short-lived
+  process between two audits. Writable places mounted
+  noexec would need no confirmation at all, but the candidate's Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
   65 regions made over 150 mixed conv/linear/pool shapes on this machine, none unmapped), libffi keeps
@@ -69,6 +84,7 @@ from verifier.sandbox.syscall_filter import (
 
 RET_USER_NOTIF = 0x7FC00000
 X86_64_SHMAT, SHM_EXEC = 30, 0o100000
+X86_64_MREMAP, MREMAP_DONTUNMAP = 25, 4
 _ARG0, _ARG1, _ARG2, _ARG3 = 16, 24, 32, 40
 MAP_FIXED, MAP_FIXED_NOREPLACE = 0x10, 0x100000
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -113,6 +129,14 @@ def watch_program(machine: str | None = None) -> bytes | None:
         _insn(_JEQ_K, X86_64_SHMAT, 0, 4),
         _insn(_LD_W_ABS, _ARG2),
         _insn(_JSET_K, SHM_EXEC, 0, 1),
+        _ret(eperm),
+        _ret(RET_ALLOW),
+        # mremap keeping the old mapping (MREMAP_DONTUNMAP): a copy of a mapping made with no call the
+        # watch sees, which could stand in for the file `_confirm` waits for -> EPERM (a plain move
+        # leaves the old piece gone, which `_confirm` sees)
+        _insn(_JEQ_K, X86_64_MREMAP, 0, 4),
+        _insn(_LD_W_ABS, _ARG3),
+        _insn(_JSET_K, MREMAP_DONTUNMAP, 0, 1),
         _ret(eperm),
         _ret(RET_ALLOW),
         _ret(RET_ALLOW),
@@ -192,6 +216,25 @@ def exec_ranges(pid: int, anonymous_only: bool = True,
     return out
 
 
+def file_pieces(pid: int) -> list[tuple[int, int, int, int, str]] | None:
+    """(start, end, device, inode, path) of each executable mapping of `pid` backed by a file (the kernel's
+    own record: the file actually mapped, whatever a descriptor named before); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1] or parts[4] == "0":
+            continue
+        major, _, minor = parts[3].partition(":")
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        out.append((lo, hi, os.makedev(int(major, 16), int(minor, 16)), int(parts[4]), parts[5].strip()))
+    return out
+
+
 def _minus(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """`ranges` with every byte of `cut` removed."""
     out = []
@@ -210,6 +253,14 @@ def _minus(ranges: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tu
             pieces = nxt
         out += pieces
     return out
+
+
+def _exe(pid: int) -> str | None:
+    """The program `pid` runs (changes when it execs); None when it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
 
 
 def _tgid(tid: int) -> int | None:
@@ -236,6 +287,7 @@ class ExecWatch:
     files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
     lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
     events: int = 0
+    unconfirmed: int = 0  # library mappings whose process ended (or exec'd) before they were confirmed
     locate_s: float = 2.0  # how long an unplaced mmap's region is looked for after the call returns
 
     def __post_init__(self) -> None:
@@ -277,12 +329,24 @@ class ExecWatch:
         self.events += 1
         addr, length, _prot, flags = args[0], args[1], args[2], args[3]
         anon = nr != X86_64_MMAP or bool(flags & MAP_ANONYMOUS)
-        if not anon and not self._followed_file(tid, args[4]):
-            self._answer(nid)  # a library from the read-only trees (the loader's mappings): audited as a file
-            return
         tgid = _tgid(tid) or tid
         size = -(-length // PAGE) * PAGE
         placed = nr != X86_64_MMAP or bool(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))
+        if not anon and size > 0:  # (a length of 0 the kernel refuses: nothing to confirm)
+            path, ident = self._fd_file(tid, args[4])
+            if path is not None and ident is not None and not self._is_followed(path):
+                # a library from the read-only trees (the loader's mappings), by what the descriptor named
+                # when looked at: answered, then confirmed in the process's maps (`_confirm`)
+                pieces = file_pieces(tgid)
+                with self._lock:
+                    self._pending += 1
+                self._answer(nid)
+                try:
+                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path)
+                finally:
+                    with self._lock:
+                        self._pending -= 1
+                return
         before = None if placed else exec_ranges(tid, anonymous_only=anon, files=self._is_followed)
         if placed or size <= 0:
             if size > 0:  # noted before the caller goes on: an audit right after it must know the range
@@ -298,15 +362,18 @@ class ExecWatch:
             with self._lock:
                 self._pending -= 1
 
-    def _followed_file(self, tid: int, fd: int) -> bool:
-        """The file behind descriptor `fd` of `tid` is one the candidate could have written (read while the
-        caller waits; a descriptor another thread swaps in after this look is the one gap: a file it wins
-        this race with once is unseen once, and losing it once is a refusal)."""
+    def _fd_file(self, tid: int, fd: int) -> tuple[str | None, tuple[int, int] | None]:
+        """(path, (device, inode)) of the file behind descriptor `fd` of `tid`, read while the caller waits;
+        (None, None) when it cannot be told (then the mapping is followed). What the descriptor names
+        here is only a claim: another thread can put another file under that number (dup2) before the
+        kernel maps it, so a file not followed is confirmed afterwards (`_confirm`)."""
+        link = f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}"
         try:
-            path = os.readlink(f"/proc/{tid}/fd/{fd & 0xFFFFFFFF}")
+            path = os.readlink(link)
+            st = os.stat(link)
         except OSError:
-            return True  # cannot tell: follow it
-        return self._is_followed(path)
+            return None, None
+        return path, (st.st_dev, st.st_ino)
 
     def _is_followed(self, path: str) -> bool:
         """A file (as a descriptor's link or a maps line names it) the candidate could have written."""
@@ -339,6 +406,49 @@ class ExecWatch:
                 return
             if time.monotonic() > deadline:
                 self._lose(tgid, size, "it was unmapped or made non-executable before the verifier could see it")
+                return
+            time.sleep(wait)
+            wait = min(wait * 2, 0.01)
+
+    def _confirm(self, tid: int, tgid: int, addr: int | None, size: int,
+                 before: list[tuple[int, int, int, int, str]] | None, ident: tuple[int, int],
+                 named: str) -> None:
+        """After a file the watch does not follow was answered: wait until the kernel's record of the
+        process's mappings shows a new executable piece of that same file (device and inode, or its path
+        `named`: a path in the read-only trees, where the candidate can put no file of its own; maps and
+        stat disagree on an overlay's device; at `addr` when the call placed it). Any new executable piece of a file the watch follows seen meanwhile is noted
+        (the descriptor was swapped: that file is followed from here on, and its removal is `hidden-exec`);
+        neither seen in time is a region lost, as for any mapping that vanished unseen."""
+        old = set(before or [])
+        image = _exe(tgid)
+        deadline = time.monotonic() + self.locate_s
+        wait = 0.0001
+        while True:
+            now = file_pieces(tgid)  # the process's, not the thread's: a thread may end, its mappings stay
+            if now is None or _exe(tgid) != image:
+                # the process ended or ran another program (a compiler's `sh -c`, `g++ --version`: often
+                # within a millisecond): its mappings went with it, unconfirmed (counted, not refused)
+                with self._lock:
+                    self.unconfirmed += 1
+                return
+            # a piece of that file already there that moved or shrank meanwhile (mremap, which the watch is
+            # not told of) could pose as the new one: then the new one is not confirmed
+            here = set(now)
+            moved = any(p not in here and ((p[2], p[3]) == ident or p[4] == named) for p in old)
+            done = False
+            for piece in now:
+                if piece in old:
+                    continue
+                lo, hi, dev, ino, path = piece
+                if self._is_followed(path):
+                    self._note(tgid, (lo, hi), anon=False)
+                elif ((dev, ino) == ident or path == named) and (addr is None or lo <= addr < hi):
+                    done = True
+            if done and not moved:
+                return
+            if time.monotonic() > deadline:
+                self._lose(tgid, size, "the file mapped executable was not the one its descriptor named when the "
+                                       "verifier looked, or was unmapped before it could be seen")
                 return
             time.sleep(wait)
             wait = min(wait * 2, 0.01)
@@ -387,7 +497,8 @@ class ExecWatch:
         with self._lock:
             return {"events": self.events, "regions": sum(len(r) for r in self.known.values()),
                     "kib": sum(b - a for r in self.known.values() for a, b in r) // 1024,
-                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost)}
+                    "file_regions": sum(len(r) for r in self.files.values()), "lost": len(self.lost),
+                    "unconfirmed": self.unconfirmed}
 
     def close(self) -> None:
         self._stop.set()
