@@ -243,7 +243,12 @@ def test_verify_reads_the_cached_peak(tmp_path, build_root):
     proc = subprocess.run([sys.executable, "-m", "evokernel_tui.cli", "verify", "relu",
                            str(CANDIDATES / "cpu" / "relu.py"), "--json", "--trials", "2", "--no-cache"],
                           capture_output=True, text=True, timeout=600, env=env, cwd=root)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    failed = ""
+    if proc.returncode != 0 and proc.stdout.strip().startswith("{"):  # which gate refused, and why (not the JSON's head)
+        verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+        failed = "; ".join(f"{g['name']}: {g.get('reason', '')[:400]} {g.get('detail', {}).get('rule', '')}"
+                           for g in verdict.get("gates", []) if g.get("status") == "fail")
+    assert proc.returncode == 0, failed or proc.stderr[-2000:]
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     detail = next(g for g in data["gates"] if g["name"] == "latency")["detail"]
     if detail.get("no_figure"):
