@@ -78,7 +78,10 @@ def test_forged_per_call_times_do_not_move_the_speedup(task_source, clock_config
     # the defence is one-sided: dividing the reported times by 40 must not buy speed. A forger read slower
     # harms no one, and on a loaded 2-core runner two tiny figures (0.1x) have differed 5x either way
     # (CI, session 15: honest 0.10x, forged 0.02x), so no lower bound is asserted.
-    assert ratio < 2.0, (honest.detail["speedup"], forged.detail["speedup"])
+    # Upper bound: the trick divides by 40; figures of this 0.03-0.1x kernel have come out 3x apart either
+    # way under a loaded suite (session 17: honest 0.031x, forged 0.095x, at load 3-5), so 8x is the room
+    # for noise and still far below what forging bought before the attested clock.
+    assert ratio < 8.0, (honest.detail["speedup"], forged.detail["speedup"])
     # the forged times are kept as diagnostics, and the disagreement is on record
     assert forged.detail["figure"] == "attested"
     assert forged.detail["reported_vs_attested"] < 0.1
