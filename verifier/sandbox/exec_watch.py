@@ -191,21 +191,29 @@ def is_listener(fd: int) -> bool:
         return False
 
 
-def exec_ranges(pid: int, anonymous_only: bool = True,
-                files: Callable[[str], bool] | None = None) -> list[tuple[int, int]] | None:
-    """[start, end) of each executable mapping of `pid` with no file behind it (kernel pseudo mappings
-    like [vdso] left out), and with `anonymous_only` off, of each file for which `files(path)` holds (every
-    file when None); None when the process is gone."""
+def _exec_lines(pid: int) -> list[list[str]] | None:
+    """The executable mappings of `pid`, each `/proc/<pid>/maps` line split into its fields (address, perms,
+    offset, device, inode[, path]); None when the process is gone. One reader for `exec_ranges` and
+    `file_pieces`."""
     try:
         with open(f"/proc/{pid}/maps") as fh:
             text = fh.read()
     except OSError:
         return None
+    return [parts for parts in (line.split(None, 5) for line in text.splitlines())
+            if len(parts) >= 5 and "x" in parts[1]]
+
+
+def exec_ranges(pid: int, anonymous_only: bool = True,
+                files: Callable[[str], bool] | None = None) -> list[tuple[int, int]] | None:
+    """[start, end) of each executable mapping of `pid` with no file behind it (kernel pseudo mappings
+    like [vdso] left out), and with `anonymous_only` off, of each file for which `files(path)` holds (every
+    file when None); None when the process is gone."""
+    lines = _exec_lines(pid)
+    if lines is None:
+        return None
     out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5 or "x" not in parts[1]:
-            continue
+    for parts in lines:
         name = parts[5].strip() if len(parts) > 5 else ""
         if name and not name.startswith("[") and (anonymous_only or (files is not None and not files(name))):
             continue
@@ -219,15 +227,12 @@ def exec_ranges(pid: int, anonymous_only: bool = True,
 def file_pieces(pid: int) -> list[tuple[int, int, int, int, str]] | None:
     """(start, end, device, inode, path) of each executable mapping of `pid` backed by a file (the kernel's
     own record: the file actually mapped, whatever a descriptor named before); None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/maps") as fh:
-            text = fh.read()
-    except OSError:
+    lines = _exec_lines(pid)
+    if lines is None:
         return None
     out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 6 or "x" not in parts[1] or parts[4] == "0":
+    for parts in lines:
+        if len(parts) < 6 or parts[4] == "0":
             continue
         major, _, minor = parts[3].partition(":")
         lo, hi = (int(x, 16) for x in parts[0].split("-"))
