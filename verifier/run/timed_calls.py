@@ -90,6 +90,9 @@ def speed_of_light_detail(config: Any, reference: dict, device: str, moved: int,
     given_flops = extra.get("flops_peak_gflops")
     peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
     out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, reference.get("flops"), peak_gflops)
+    for key in ("flops_method", "flops_error"):  # how the FLOPs were counted, or why they were not
+        if reference.get(key):
+            out[key] = str(reference[key])
     if out.get("flops_peak_gflops") is not None:
         # the roof's dtype: the task's own (`bandwidth.compute_dtype`), float32 for a peak given by hand
         out["flops_peak_dtype"] = "float32" if given_flops is not None else str(flops_peak.get("dtype") or "float32")

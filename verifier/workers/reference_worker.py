@@ -254,8 +254,7 @@ class Worker:
         if cmd.get("compare_compile"):
             result["compiled_times_ms"] = self._compiled_times(inputs)
         if cmd.get("speed_of_light", True):
-            result.update(self._speed_of_light(model, inputs if in_bytes + out_bytes <= FLOP_COUNT_MAX_BYTES else None,
-                                               cmd))
+            result.update(self._speed_of_light(model, inputs, cmd, shapes_only=in_bytes + out_bytes > FLOP_COUNT_MAX_BYTES))
         return result
 
     def _out_meta(self, j: int, o, d: Path, inputs: list) -> dict:
@@ -270,7 +269,7 @@ class Worker:
             for x in inputs)
         return meta
 
-    def _speed_of_light(self, model, inputs: list | None, cmd: dict) -> dict:
+    def _speed_of_light(self, model, inputs: list | None, cmd: dict, shapes_only: bool = False) -> dict:
         """The task's FLOPs per call (torch's FLOP counter: matmuls, convolutions, attention; 0 for a task of
         elementwise ops and reductions) and the machine's bandwidth peak (`verifier.clock.bandwidth`, cached
         per CPU model and thread count, or per GPU). Neither is ever a reason to fail a verification."""
@@ -280,15 +279,13 @@ class Worker:
         torch = self.torch
         out: dict = {}
         if inputs is None:
-            out["flops_error"] = "not counted: no inputs at hand, or a call moves more than FLOP_COUNT_MAX_BYTES"
+            out["flops_error"] = "not counted: no inputs at hand"
         else:
             try:
-                from torch.utils.flop_counter import FlopCounterMode
-
-                with torch.no_grad(), FlopCounterMode(display=False) as counter:
-                    model(*inputs)
+                out["flops"] = count_flops(torch, model, inputs, shapes_only)
+                if shapes_only:
+                    out["flops_method"] = "shapes only (fake tensors): the call moves more than FLOP_COUNT_MAX_BYTES"
                 sync(torch, self.device)
-                out["flops"] = int(counter.get_total_flops())
                 if self.device == "cuda":
                     torch.cuda.empty_cache()
             except Exception as exc:  # noqa: BLE001 - an op the counter cannot trace: FLOPs unknown
@@ -660,6 +657,27 @@ def _at(torch, t) -> dict:
 
     return {"addr": int(t.data_ptr()), "nbytes": int(t.numel() * t.element_size()), "shape": list(t.shape),
             "dtype": dtype_name(torch, t.dtype)}
+
+
+def count_flops(torch, model, inputs: list, shapes_only: bool = False) -> int:
+    """The task's FLOPs per call by torch's FLOP counter (matmuls, convolutions, attention; 0 for
+    elementwise ops and reductions). `shapes_only`: the call runs on fake tensors of the inputs' shapes
+    and devices (`FakeTensorMode`), so a KernelBench head problem of gigabytes is counted without a second
+    full-size call's memory or time (the counter needs shapes, not values); the model's real weights are
+    read as fakes too. Raises what the counter or the model raises (a data-dependent op under fakes)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not shapes_only:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(*inputs)
+        return int(counter.get_total_flops())
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad(), mode, FlopCounterMode(display=False) as counter:
+        model(*fakes)
+    return int(counter.get_total_flops())
 
 
 def warm_instruments(torch) -> None:
