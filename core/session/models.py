@@ -134,6 +134,12 @@ SAVED_VERIFIER_SETTINGS: dict[str, tuple[type, ...]] = {
     "timing_budget_s": _NUMBER, "input_distributions": (list,), "policy": (str,), "allow": (list,),
     "gpu_memory_fraction": (*_NUMBER, type(None)), "time_kernels": (bool,), "compare_compile": (bool,),
     "ncu": (bool,), "magnitude_probe": (bool,), "shape_probe": (bool,), "extra": (dict,),
+    # the settings that were `extra` keys before they were fields
+    "tolerance": (str, type(None)), "degenerate": (list, type(None)), "pass_through": (list,),
+    "separated_by": (list,), "timing_sets": (str,), "warmup_rounds": (int, type(None)),
+    "gpu_loop": (str, type(None)), "l2_flush_mb": (*_NUMBER, type(None)), "wake": (str, type(None)),
+    "own_stub": (str,), "bandwidth_peak_gbps": (*_NUMBER, type(None)), "flops_peak_gflops": (*_NUMBER, type(None)),
+    "seeded_inputs": (bool,), "device_compare": (bool,), "speed_of_light": (bool,),
 }
 
 
