@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 def default_build_root() -> Path:
@@ -38,7 +40,8 @@ class VerifyConfig:
     use_cache: bool = True
     warm_worker: bool = True
     ncu: bool = False
-    #: free-form experiment data only: the verifier reads no setting from it
+    #: free-form experiment data only: the verifier reads no setting from it (a test scans the sources);
+    #: settings an older version kept here are fields now (`lift_legacy_extra` reads old sessions)
     extra: dict = field(default_factory=dict)
     isolate: bool = field(default_factory=lambda: os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION") != "1")
     static_scan: bool = True  # off only to test the run-time defences on their own
@@ -122,3 +125,30 @@ class VerifyConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+
+#: the settings an older version carried as `VerifyConfig.extra` string keys, each now the field of the
+#: same name, with how an old value reads: the booleans were "anything but False is on"
+LEGACY_EXTRA_KEYS: dict[str, Callable[[Any], Any] | None] = {
+    "tolerance": None, "degenerate": None, "pass_through": None, "separated_by": None, "timing_sets": None,
+    "warmup_rounds": None, "gpu_loop": None, "l2_flush_mb": None, "wake": None, "own_stub": None,
+    "bandwidth_peak_gbps": None, "flops_peak_gflops": None,
+    "seeded_inputs": lambda v: v is not False, "device_compare": lambda v: v is not False,
+    "speed_of_light": lambda v: v is not False,
+}
+
+
+def lift_legacy_extra(saved: dict[str, Any]) -> dict[str, Any]:
+    """`saved` (a VerifyConfig's settings as a session.json recorded them) with the settings an older
+    version kept in `saved["extra"]` moved to their fields, read as that version read them; what else
+    `extra` held stays there. A field recorded in its own right wins over an old `extra` key. The one
+    place old settings are read back: `core.session.models.config_from_meta` calls it first."""
+    extra = saved.get("extra")
+    if not isinstance(extra, dict) or not any(k in LEGACY_EXTRA_KEYS for k in extra):
+        return saved
+    out = {k: v for k, v in saved.items() if k != "extra"}
+    for key, value in extra.items():
+        if key in LEGACY_EXTRA_KEYS:
+            read = LEGACY_EXTRA_KEYS[key]
+            out.setdefault(key, read(value) if read is not None else value)
+    out["extra"] = {k: v for k, v in extra.items() if k not in LEGACY_EXTRA_KEYS}
+    return out
