@@ -115,6 +115,12 @@ class VerifyConfig:
     #: outputs compared on the device (the GPU data path); False: through files
     device_compare: bool = True
 
+    def __post_init__(self) -> None:
+        moved = sorted(k for k in (self.extra or {}) if k in LEGACY_EXTRA_KEYS)
+        if moved:  # a caller written for the old form would otherwise be silently ignored
+            raise ValueError(f"VerifyConfig.extra no longer carries settings: pass {', '.join(f'{k}=' for k in moved)} "
+                             "as fields (old saved settings: verifier.config.lift_legacy_extra)")
+
     def seeds(self) -> list[int]:
         """Distinct seeds, one per trial: fresh inputs each time."""
         return [self.seed + 1009 * i for i in range(max(1, self.trials))]

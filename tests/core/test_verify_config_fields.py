@@ -1,9 +1,12 @@
 """The verifier's settings are `VerifyConfig` fields (issue 32), not `extra` string keys: a session saved
-before the change reads back meaning the same."""
+before the change reads back meaning the same, a caller written for the old form is told, and no product
+module reads a setting from `extra` any more (a source scan, with the old lines it must catch)."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,8 @@ from verifier.clock.paired_calls import flush_bytes_of, gpu_loop_of, wake_enable
 from verifier.clock.rounds import WARMUP_ROUNDS, sets_by_file
 from verifier.config import LEGACY_EXTRA_KEYS, VerifyConfig, lift_legacy_extra
 from verifier.run.timed_calls import own_stub_enabled, speed_of_light_detail
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: session.json's "verifier" settings as the version before the fields wrote them (main at a63e35f:
 #: `verifier_settings_meta` of `make_config("v0", memory_gb=4.0, threads=2)` after `with_degeneracy(c,
@@ -100,6 +105,78 @@ def test_the_defaults_are_the_old_defaults():
     assert sets_by_file("cpu", 1024, config) and not sets_by_file("cuda", 1024, config)
     assert config.warmup_rounds is None and WARMUP_ROUNDS == 2
     assert config.seeded_inputs and config.device_compare and config.speed_of_light
+
+
+def test_a_caller_still_writing_extra_keys_is_told_the_field():
+    """The candidate that would defeat the move: code (an older branch, a script) still passing
+    `extra={"gpu_loop": ...}`, which nothing reads any more and would silently time with "sync"."""
+    with pytest.raises(ValueError, match="gpu_loop=, l2_flush_mb="):
+        VerifyConfig(extra={"l2_flush_mb": 64, "gpu_loop": "async"})
+    assert VerifyConfig(extra={"experiment": "a"}).extra == {"experiment": "a"}
+
+
+# --- no product module reads a setting from `extra` ---------------------------------------------------
+
+PRODUCT = ("verifier", "core", "evokernel_tui")
+#: the one module that may: it defines the fields and lifts old files into them
+EXEMPT = {"verifier/config.py"}
+
+
+def extra_reads(source: str) -> list[str]:
+    """The places in `source` that read `extra` off a verifier config: `<...config...>.extra` in any form,
+    `getattr(<...config...>, "extra")`, or a moved setting's name looked up in something called `extra`
+    (`extra = config.extra; extra.get("gpu_loop")`). Payload and bench `extra`s (other names) pass."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "extra" and "config" in ast.unparse(node.value).lower():
+            found.append(ast.unparse(node))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "extra"
+              and "config" in ast.unparse(node.args[0]).lower()):
+            found.append(ast.unparse(node))
+        else:
+            key, base = None, None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key, base = node.slice.value, node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault")
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                key, base = node.args[0].value, node.func.value
+            elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and len(node.comparators) == 1:
+                key, base = node.left.value, node.comparators[0]
+            if key in LEGACY_EXTRA_KEYS and base is not None and ast.unparse(base).endswith("extra"):
+                found.append(ast.unparse(node))
+    return found
+
+
+@pytest.mark.parametrize("old_line", [
+    # lines of the version before the fields, each a way of reading a setting from `extra`
+    'mode = str((config.extra or {}).get("timing_sets", "auto"))',
+    'mode = str((getattr(config, "extra", None) or {}).get("gpu_loop") or "sync")',
+    'spread = output_spread(w) if (self.config.extra or {}).get("degenerate") else None',
+    'degenerate = verify_config.extra.get("degenerate")',
+    'found = config.extra["degenerate"]',
+    'if "degenerate" not in config.extra:\n    pass',
+    'extra = getattr(getattr(session, "verify_config", None), "extra", None) or {}',
+    'extra = thing.extra or {}\nif extra.get("speed_of_light", True) is False:\n    pass',
+    'config.extra["tolerance"] = tolerance',
+])
+def test_the_scan_catches_each_old_way_of_reading_extra(old_line):
+    assert extra_reads(old_line), old_line
+
+
+def test_the_scan_leaves_other_extras_alone():
+    assert not extra_reads('self.to = str(self.extra["stage"])\nbench.extra["recorded"] = []\n'
+                           'extra = {"probe": 1}\nreturn {**self.extra, **out}\nextra.update(recipe=1)')
+
+
+def test_no_product_module_reads_a_setting_from_extra():
+    found = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel not in EXEMPT:
+                found += [f"{rel}: {hit}" for hit in extra_reads(path.read_text())]
+    assert not found, "read the VerifyConfig field instead:\n" + "\n".join(found)
 
 
 def test_a_whole_session_created_now_resumes_with_its_probe_results(tmp_path):
