@@ -115,8 +115,8 @@ def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol:
     from verifier.correctness.compare import resolve_tolerance
 
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
-    return VerifyConfig(atol=atol, rtol=rtol, tolerance=tolerance,  # type: ignore[arg-type]
-                        **{k: v for k, v in fields.items() if v is not None})
+    given = {k: v for k, v in fields.items() if v is not None}
+    return VerifyConfig(atol=atol, rtol=rtol, tolerance=tolerance, **given)  # type: ignore[arg-type]
 
 
 def resolve_policy(preset: str | None = None, allow: tuple[str, ...] | list[str] = ()) -> Policy:

@@ -46,7 +46,8 @@ def session_opener(
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
         config = _settings(verify_config)
-        config = replace(config) if config is not None else VerifyConfig()  # one per session: the task probe sets its fields
+        # one per session: the task probe sets its fields
+        config = replace(config) if config is not None else VerifyConfig()
         store = _open_store(memory)
         return Session.create(
             task,

@@ -128,9 +128,7 @@ def extra_reads(source: str) -> list[str]:
     (`extra = config.extra; extra.get("gpu_loop")`). Payload and bench `extra`s (other names) pass."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Attribute) and node.attr == "extra" and "config" in ast.unparse(node.value).lower():
-            found.append(ast.unparse(node))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        if isinstance(node, ast.Attribute) and node.attr == "extra" and "config" in ast.unparse(node.value).lower() or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "extra"
               and "config" in ast.unparse(node.args[0]).lower()):
             found.append(ast.unparse(node))
@@ -138,8 +136,9 @@ def extra_reads(source: str) -> list[str]:
             key, base = None, None
             if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
                 key, base = node.slice.value, node.value
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault")
-                  and node.args and isinstance(node.args[0], ast.Constant)):
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("get", "pop", "setdefault") and node.args
+                  and isinstance(node.args[0], ast.Constant)):
                 key, base = node.args[0].value, node.func.value
             elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and len(node.comparators) == 1:
                 key, base = node.left.value, node.comparators[0]
