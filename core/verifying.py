@@ -38,7 +38,7 @@ def verify_task(
     result.policy = result.policy or make_policy((config or VerifyConfig()).policy,
                                                  (config or VerifyConfig()).allow).to_dict()
     if config is not None and not result.degenerate:
-        result.degenerate = [*(config.extra.get("degenerate") or []), *(config.extra.get("pass_through") or [])]
+        result.degenerate = [*(config.degenerate or []), *config.pass_through]
     return result
 
 
@@ -110,14 +110,13 @@ def build_root_problem(root: Path | None = None, need_mb: float | None = None) -
 def make_config(tolerance: str = "kernelbench", atol: float | None = None, rtol: float | None = None,
                 **fields: object) -> VerifyConfig:
     """Verifier settings from the command line's words: a tolerance preset (`--tolerance`, overridden by
-    `--atol/--rtol`), recorded in `extra` so verdicts and prompts can name it, and any other fields
+    `--atol/--rtol`), recorded as `tolerance` so verdicts and prompts can name it, and any other fields
     (None values keep the defaults)."""
     from verifier.correctness.compare import resolve_tolerance
 
     atol, rtol = resolve_tolerance(tolerance, atol, rtol)
-    config = VerifyConfig(atol=atol, rtol=rtol, **{k: v for k, v in fields.items() if v is not None})  # type: ignore[arg-type]
-    config.extra["tolerance"] = tolerance
-    return config
+    given = {k: v for k, v in fields.items() if v is not None}
+    return VerifyConfig(atol=atol, rtol=rtol, tolerance=tolerance, **given)  # type: ignore[arg-type]
 
 
 def resolve_policy(preset: str | None = None, allow: tuple[str, ...] | list[str] = ()) -> Policy:
@@ -140,8 +139,8 @@ def tolerance_text(config: VerifyConfig | None, degenerate: bool = True) -> str:
     from verifier.correctness.compare import describe_degenerate, describe_tolerance
 
     config = config or VerifyConfig()
-    text = describe_tolerance(config.atol, config.rtol, config.extra.get("tolerance"))
-    found = config.extra.get("degenerate") if degenerate else None
+    text = describe_tolerance(config.atol, config.rtol, config.tolerance)
+    found = config.degenerate if degenerate else None
     if found:
         text += (f"; this task is {describe_degenerate(found)}, so the absolute tolerance is scaled by "
                  "the spread (standard deviation) of the reference output")
@@ -149,7 +148,7 @@ def tolerance_text(config: VerifyConfig | None, degenerate: bool = True) -> str:
 
 
 def mark_degenerate(task: Task, config: VerifyConfig | None, backend: str = "cpu") -> VerifyConfig:
-    """`config` (default settings when None) with `extra["degenerate"]` set when a trivial answer (zeros, a
+    """`config` (default settings when None) with `degenerate` set when a trivial answer (zeros, a
     constant, the broadcast mean, an output that ignores the inputs or weights) passes `task` at its
     tolerance: the correctness gate then judges on the output's spread. Built-in tasks are not
     degenerate (a test checks all of them) and cost nothing; others run the reference in the probe
@@ -157,9 +156,9 @@ def mark_degenerate(task: Task, config: VerifyConfig | None, backend: str = "cpu
     from core.tasks import is_builtin, probe_device, task_degeneracy
 
     config = config if config is not None else VerifyConfig()
-    if is_builtin(task) or "degenerate" in config.extra:
+    if is_builtin(task) or config.degenerate is not None:
         return config
-    probed = task_degeneracy(task, str(config.extra.get("tolerance") or "kernelbench"), memory_gb=config.memory_gb,
+    probed = task_degeneracy(task, str(config.tolerance or "kernelbench"), memory_gb=config.memory_gb,
                              device=probe_device(backend))
     if probed is not None:
         return with_degeneracy(config, probed.found, probed.separating)
@@ -170,16 +169,16 @@ def with_degeneracy(config: VerifyConfig, found: list[str], separating: list[str
     """`config` told what the probe found. An input passed through (ReLU on inputs in [0, 1) is the
     identity) is not a tolerance matter: the trials add the distributions that separate it (normal inputs
     for that ReLU), unless the person chose the distributions; the other trivial answers make the
-    correctness gate judge on the output's spread (`extra["degenerate"]`)."""
+    correctness gate judge on the output's spread (`degenerate`)."""
     from verifier.correctness.compare import is_pass_through
 
-    config.extra["degenerate"] = [f for f in found if not is_pass_through(f)]
+    config.degenerate = [f for f in found if not is_pass_through(f)]
     through = [f for f in found if is_pass_through(f)]
     if through:
-        config.extra["pass_through"] = through
+        config.pass_through = through
         if list(config.input_distributions) == ["task"] and separating:
             config.input_distributions = ["task", *separating]
-            config.extra["separated_by"] = list(separating)
+            config.separated_by = list(separating)
     return config
 
 

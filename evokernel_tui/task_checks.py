@@ -56,8 +56,7 @@ class TaskCheck(NamedTuple):
 
 def _degenerate(session: Any) -> list[str]:
     """The trivial answers the session found to pass its task (`core.verifying.mark_degenerate`)."""
-    extra = getattr(getattr(session, "verify_config", None), "extra", None) or {}
-    return list(extra.get("degenerate") or [])
+    return list(getattr(getattr(session, "verify_config", None), "degenerate", None) or [])
 
 
 #: the Gates title while the starter is verified in the background after the task checks

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 def default_build_root() -> Path:
@@ -38,6 +40,8 @@ class VerifyConfig:
     use_cache: bool = True
     warm_worker: bool = True
     ncu: bool = False
+    #: free-form experiment data only: the verifier reads no setting from it (a test scans the sources);
+    #: settings an older version kept here are fields now (`lift_legacy_extra` reads old sessions)
     extra: dict = field(default_factory=dict)
     isolate: bool = field(default_factory=lambda: os.environ.get("EVOKERNEL_UNSAFE_NO_ISOLATION") != "1")
     static_scan: bool = True  # off only to test the run-time defences on their own
@@ -67,6 +71,56 @@ class VerifyConfig:
     #: (`verifier.sandbox.job_mount.job_bytes`)
     job_dir_mb: float | None = None
 
+    # --- what the task probe found (core.verifying.mark_degenerate / with_degeneracy) ---
+    #: the tolerance preset the atol/rtol came from (`--tolerance`), named in verdicts and prompts; None: none
+    #: was named (KernelBench's rule, or atol/rtol given directly)
+    tolerance: str | None = None
+    #: the trivial answers (zeros, a constant, the mean...) that pass this task at its tolerance: the
+    #: correctness gate then scales the absolute tolerance by the output's spread. None: not probed yet
+    #: (the probe runs once per session); []: probed, nothing trivial passes
+    degenerate: list[str] | None = None
+    #: inputs the task passes straight through (ReLU on [0, 1)): not a tolerance matter; the trials add
+    #: the input distributions in `separated_by`, which tell such an answer apart
+    pass_through: list[str] = field(default_factory=list)
+    separated_by: list[str] = field(default_factory=list)
+
+    # --- the attested clock: switches for measuring and testing it, each at the product's default ---
+    #: how a timed round's input sets reach both sides: "files" (written by the trusted reference),
+    #: "seeds" (drawn inside the clock), "auto" (files for small CPU sets; `clock.rounds.sets_by_file`)
+    timing_sets: str = "auto"
+    #: full-size rounds after the calibration round that are checked but not counted; None:
+    #: `clock.rounds.WARMUP_ROUNDS` (tests that are not about timing ask for 0)
+    warmup_rounds: int | None = None
+    #: the GPU round loop, "sync" or "async"; None: $EVOKERNEL_GPU_LOOP, else "sync" (issue 33)
+    gpu_loop: str | None = None
+    #: the L2 flush buffer between timed GPU calls in MB; None: $EVOKERNEL_L2_FLUSH_MB, else the default size
+    l2_flush_mb: float | None = None
+    #: a wake handshake before each clocked window, "on" or "off"; None: $EVOKERNEL_WAKE, else "off"
+    wake: str | None = None
+    #: the candidate harness's own stub round: "auto" (on the CPU only), "on", "off" (an experiment);
+    #: $EVOKERNEL_OWN_STUB=on can only add it (`run.timed_calls.own_stub_enabled`)
+    own_stub: str = "auto"
+
+    # --- speed of light (issue 35): the verdict against the machine's peaks ---
+    #: False: no bandwidth/FLOP roof in the verdict, and the reference worker measures no peak
+    speed_of_light: bool = True
+    #: a bandwidth peak in GB/s given by hand instead of the one measured (and cached) on this machine
+    bandwidth_peak_gbps: float | None = None
+    #: a float32 FLOP peak in GFLOP/s given by hand instead of the measured one
+    flops_peak_gflops: float | None = None
+
+    # --- the trusted data path: off only to measure or test the slower path ---
+    #: inputs drawn from a seed recipe on both sides (issue 22); False: the reference hands over files
+    seeded_inputs: bool = True
+    #: outputs compared on the device (the GPU data path); False: through files
+    device_compare: bool = True
+
+    def __post_init__(self) -> None:
+        moved = sorted(k for k in (self.extra or {}) if k in LEGACY_EXTRA_KEYS)
+        if moved:  # a caller written for the old form would otherwise be silently ignored
+            raise ValueError(f"VerifyConfig.extra no longer carries settings: pass {', '.join(f'{k}=' for k in moved)} "
+                             "as fields (old saved settings: verifier.config.lift_legacy_extra)")
+
     def seeds(self) -> list[int]:
         """Distinct seeds, one per trial: fresh inputs each time."""
         return [self.seed + 1009 * i for i in range(max(1, self.trials))]
@@ -76,3 +130,31 @@ class VerifyConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: the settings an older version carried as `VerifyConfig.extra` string keys, each now the field of the
+#: same name, with how an old value reads: the booleans were "anything but False is on"
+LEGACY_EXTRA_KEYS: dict[str, Callable[[Any], Any] | None] = {
+    "tolerance": None, "degenerate": None, "pass_through": None, "separated_by": None, "timing_sets": None,
+    "warmup_rounds": None, "gpu_loop": None, "l2_flush_mb": None, "wake": None, "own_stub": None,
+    "bandwidth_peak_gbps": None, "flops_peak_gflops": None,
+    "seeded_inputs": lambda v: v is not False, "device_compare": lambda v: v is not False,
+    "speed_of_light": lambda v: v is not False,
+}
+
+
+def lift_legacy_extra(saved: dict[str, Any]) -> dict[str, Any]:
+    """`saved` (a VerifyConfig's settings as a session.json recorded them) with the settings an older
+    version kept in `saved["extra"]` moved to their fields, read as that version read them; what else
+    `extra` held stays there. A field recorded in its own right wins over an old `extra` key. The one
+    place old settings are read back: `core.session.models.config_from_meta` calls it first."""
+    extra = saved.get("extra")
+    if not isinstance(extra, dict) or not any(k in LEGACY_EXTRA_KEYS for k in extra):
+        return saved
+    out = {k: v for k, v in saved.items() if k != "extra"}
+    for key, value in extra.items():
+        if key in LEGACY_EXTRA_KEYS:
+            read = LEGACY_EXTRA_KEYS[key]
+            out.setdefault(key, read(value) if read is not None else value)
+    out["extra"] = {k: v for k, v in extra.items() if k not in LEGACY_EXTRA_KEYS}
+    return out

@@ -73,6 +73,10 @@ class BenchConfig:
             raise BenchError(str(exc)) from None
 
     def settings(self, model: str | None, mode: str = "run") -> dict[str, object]:
+        """bench.json's record of the run; the verifier's settings read from `verify_config` (the one
+        place they are set), `extra` for what only the command line knows (the GPUs)."""
+        judged = {} if self.verify_config is None else {"compare_compile": self.verify_config.compare_compile,
+                                                        "tolerance": self.verify_config.tolerance}
         return {
             "mode": mode, "suite": self.suite, "backend": self.backend, "model": model,
             "draft_steps": self.draft_steps, "refine_steps": self.refine_steps, "retrieval": self.retrieval,
@@ -81,5 +85,5 @@ class BenchConfig:
             "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget,
             "refine_norm": self.refine_norm,
             "policy": getattr(self.verify_config, "policy", "kernelbench"),
-            "allow": list(getattr(self.verify_config, "allow", []) or []), **self.extra,
+            "allow": list(getattr(self.verify_config, "allow", []) or []), **judged, **self.extra,
         }

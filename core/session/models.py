@@ -134,6 +134,12 @@ SAVED_VERIFIER_SETTINGS: dict[str, tuple[type, ...]] = {
     "timing_budget_s": _NUMBER, "input_distributions": (list,), "policy": (str,), "allow": (list,),
     "gpu_memory_fraction": (*_NUMBER, type(None)), "time_kernels": (bool,), "compare_compile": (bool,),
     "ncu": (bool,), "magnitude_probe": (bool,), "shape_probe": (bool,), "extra": (dict,),
+    # the settings that were `extra` keys before they were fields (old files: `lift_legacy_extra`)
+    "tolerance": (str, type(None)), "degenerate": (list, type(None)), "pass_through": (list,),
+    "separated_by": (list,), "timing_sets": (str,), "warmup_rounds": (int, type(None)),
+    "gpu_loop": (str, type(None)), "l2_flush_mb": (*_NUMBER, type(None)), "wake": (str, type(None)),
+    "own_stub": (str,), "bandwidth_peak_gbps": (*_NUMBER, type(None)), "flops_peak_gflops": (*_NUMBER, type(None)),
+    "seeded_inputs": (bool,), "device_compare": (bool,), "speed_of_light": (bool,),
 }
 
 
@@ -156,10 +162,14 @@ def verifier_settings_meta(config: Any) -> dict[str, Any] | None:
 
 def config_from_meta(saved: Any) -> VerifyConfig | None:
     """A `VerifyConfig` with the recorded settings; unknown ones, and values of the wrong type, are left at
-    their defaults."""
+    their defaults. A session saved before the settings in `extra` became fields reads the same
+    (`lift_legacy_extra`)."""
     if not isinstance(saved, dict) or not saved:
         return None
     from verifier import VerifyConfig
+    from verifier.config import lift_legacy_extra
+
+    saved = lift_legacy_extra(saved)
 
     ok: dict[str, Any] = {name: value for name, value in saved.items()
           if name in SAVED_VERIFIER_SETTINGS and isinstance(value, SAVED_VERIFIER_SETTINGS[name])

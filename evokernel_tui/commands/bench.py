@@ -247,8 +247,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
                              wall_s=wall, epsilon=epsilon, pool_size=pool_size, k=k_items, order=order, budget=budget,
                              refine_norm=refine_norm,
                              memory_mode="none" if no_memory else "per-task" if per_task_memory else "shared",
-                             extra={"compare_compile": compare_compile, "tolerance": tolerance,
-                                    **({"gpus": gpus} if gpus is not None else {})})
+                             extra={"gpus": gpus} if gpus is not None else {})
         if replay_dir:
             total = len(session_dirs(Path(replay_dir)))
             with make_executor(executor_kind, workers, address, backend, gpus) as executor:

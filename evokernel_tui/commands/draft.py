@@ -276,7 +276,7 @@ def draft(task, backend, model, api_base, draft_steps, refine_steps, out, as_jso
             auto_accept=True, shapes=shapes, verify_config=verify_config,
         )
     console.print(f"session {session.id}: {the_task.name} on {backend} with {session.model_name}", highlight=False)
-    degenerate = verify_config.extra.get("degenerate")
+    degenerate = verify_config.degenerate
     if degenerate:
         from core.verdicts import describe_degenerate
 

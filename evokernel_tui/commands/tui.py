@@ -46,7 +46,8 @@ def session_opener(
         task = first if first is not None and task_ref in (None, first.name) else load_task(task_ref or "relu")
         prewarm_in_background(backend)
         config = _settings(verify_config)
-        config = replace(config, extra=dict(config.extra)) if config is not None else VerifyConfig()  # one per session
+        # one per session: the task probe sets its fields
+        config = replace(config) if config is not None else VerifyConfig()
         store = _open_store(memory)
         return Session.create(
             task,
@@ -121,21 +122,21 @@ def _probe_check(session: Any) -> str:
     from core.verifying import with_degeneracy
 
     config = session.verify_config if session.verify_config is not None else VerifyConfig()
-    if "degenerate" not in config.extra:
-        preset = str(config.extra.get("tolerance") or "kernelbench")
+    if config.degenerate is None:
+        preset = str(config.tolerance or "kernelbench")
         probed = task_degeneracy(session.task, preset, memory_gb=config.memory_gb, raise_errors=True,
                                  device=probe_device(session.backend))
         with_degeneracy(config, probed.found if probed else [], probed.separating if probed else [])
     session.verify_config = config
-    found = config.extra["degenerate"]
+    found = config.degenerate
     lines = []
     if found:
         from core.verdicts import describe_degenerate
 
         lines.append(f"the task runs; it is {describe_degenerate(found)}, so correctness is judged against the "
                      "spread of the reference output")
-    if config.extra.get("pass_through"):
-        separated = config.extra.get("separated_by")
+    if config.pass_through:
+        separated = config.separated_by
         lines.append("a copy of the input passes the task's own inputs; "
                      + (f"the trials also draw {' and '.join(separated)} inputs, where it fails" if separated
                         else "no other input distribution separates it"))

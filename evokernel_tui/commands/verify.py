@@ -250,8 +250,8 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
 
             out.print(f"[yellow]warning: task {the_task.name} is {describe_degenerate(degenerate)} under this "
                       "tolerance; a trivial answer can look correct[/]", highlight=False)
-            if config.extra.get("separated_by"):
-                out.print(f"[yellow]the trials also draw {' and '.join(config.extra['separated_by'])} inputs, "
+            if config.separated_by:
+                out.print(f"[yellow]the trials also draw {' and '.join(config.separated_by)} inputs, "
                           "where a copy of the input fails[/]", highlight=False)
         for note in result.notes:
             out.print(f"[dim]{note}[/]")

@@ -28,9 +28,9 @@ def task_degenerate(task: Any, config: Any = None, found: list[str] | None = Non
     built-in task (none is degenerate: a test checks) or one the session checked, None when unknown."""
     if found:
         return list(found)
-    extra = getattr(config, "extra", None) or {}
-    if "degenerate" in extra:
-        return list(extra["degenerate"] or [])
+    checked = getattr(config, "degenerate", None)
+    if checked is not None:
+        return list(checked)
     from core.tasks import is_builtin
 
     return [] if is_builtin(task) else None

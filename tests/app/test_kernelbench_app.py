@@ -30,7 +30,7 @@ async def test_a_degenerate_task_is_flagged_in_the_gates_and_the_task_view(tmp_p
                             verify_config=make_config("v0"))
     session = opener(None)
     run_task_checks(session)                                             # what the app's task checks do
-    found = session.verify_config.extra["degenerate"]
+    found = session.verify_config.degenerate
     assert "zeros" in found and "a constant" in found                     # at 1e-2 a trivial answer passes
     app = EvoKernelApp(session, watch_file=False)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -52,7 +52,7 @@ async def test_a_degenerate_task_is_flagged_in_the_gates_and_the_task_view(tmp_p
 async def test_a_sound_task_says_so_in_the_task_view(tmp_path):
     task = load_task(kernelbench=KB, level=1, problem=41)
     config = mark_degenerate(task, make_config("kernelbench"))            # at 1e-4 nothing trivial passes
-    assert config.extra["degenerate"] == []
+    assert config.degenerate == []
     app = EvoKernelApp(replay_events=[], theme_name="dark")
     async with app.run_test(size=(120, 40)) as pilot:
         screen = TaskViewScreen(task, config=config, probe=False)
@@ -87,7 +87,7 @@ def test_draft_warns_of_a_degenerate_task_and_judges_it_on_the_spread(tmp_path, 
     seen = []
 
     def verify(reference_source, candidate_source, backend="cpu", config=None, on_gate=None):
-        seen.append(dict(config.extra))
+        seen.append({"degenerate": config.degenerate, "tolerance": config.tolerance})
         return fake_verify(reference_source, candidate_source, backend, config, on_gate)
 
     monkeypatch.chdir(tmp_path)
@@ -113,7 +113,7 @@ def test_a_resumed_session_takes_the_command_lines_tolerance_and_its_degenerate_
     made.close()
     resumed = resume_opener(path, None, None, memory=None, verify_config=make_config("v0"))(None)
     run_task_checks(resumed)
-    assert resumed.verify_config.extra["tolerance"] == "v0" and "zeros" in resumed.verify_config.extra["degenerate"]
+    assert resumed.verify_config.tolerance == "v0" and "zeros" in resumed.verify_config.degenerate
     system = build_messages("draft", resumed.stepper._prompt_context("draft", []))[0]["content"]
     assert "v0: atol=rtol=0.01; this task is degenerate" in system
     resumed.close()

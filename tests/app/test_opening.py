@@ -130,7 +130,7 @@ async def test_a_sound_task_file_passes_its_checks_and_verifies_after_them(tmp_p
         await wait_until(pilot, lambda: app.session is not None and app.checks_done.is_set() and not app.checking)
         await pilot.pause(0.1)
         assert app.task_problem is None
-        assert app.session.verify_config.extra["degenerate"] == ["zeros"]
+        assert app.session.verify_config.degenerate == ["zeros"]
         title = str(app.screen.query_one(GatePanel).border_title)
         assert "degenerate" in title and "checking" not in title, title
         await pilot.press("escape", "v")

@@ -50,7 +50,7 @@ def test_a_copy_of_the_input_is_found_only_where_it_passes():
 def test_the_config_adds_the_separating_distributions_but_keeps_a_persons_choice():
     config = with_degeneracy(VerifyConfig(), ["input 0 passed through"], ["normal", "uniform"])
     assert config.input_distributions == ["task", "normal", "uniform"]
-    assert config.extra["degenerate"] == []  # not a tolerance matter: no spread-scaled tolerance
+    assert config.degenerate == []  # not a tolerance matter: no spread-scaled tolerance
     chosen = with_degeneracy(VerifyConfig(input_distributions=["heavy"]), ["input 0 passed through"], ["normal"])
     assert chosen.input_distributions == ["heavy"]
 

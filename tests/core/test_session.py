@@ -246,7 +246,7 @@ def test_a_reopened_session_verifies_with_the_settings_it_was_created_with(tmp_p
     from core.verdicts import VerifyConfig
 
     chosen = VerifyConfig(atol=1e-2, rtol=2e-2, policy="strict", memory_gb=3.0, threads=2, trials=7,
-                          extra={"l2_flush_mb": 128}, build_root=str(tmp_path / "machine-specific"))
+                          l2_flush_mb=128, extra={"note": "kept"}, build_root=str(tmp_path / "machine-specific"))
     seen = []
 
     def recording_verify(ref, cand, backend="cpu", config=None, on_gate=None):
@@ -259,7 +259,7 @@ def test_a_reopened_session_verifies_with_the_settings_it_was_created_with(tmp_p
     again.step()
     got = seen[-1]
     assert (got.atol, got.rtol, got.policy, got.memory_gb, got.threads, got.trials) == (1e-2, 2e-2, "strict", 3.0, 2, 7)
-    assert got.extra == {"l2_flush_mb": 128} and got.build_root is None
+    assert got.l2_flush_mb == 128 and got.extra == {"note": "kept"} and got.build_root is None
     mine = Session.open(s.path, verify_fn=recording_verify, verify_config=VerifyConfig(atol=0.5))
     assert mine.verify_config.atol == 0.5
     meta = json.loads((s.path / "session.json").read_text())

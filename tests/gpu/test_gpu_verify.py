@@ -191,7 +191,7 @@ def test_own_stub_round_on_the_gpu_is_measured_and_the_kernel_still_checked(gpu_
     """`own_stub="on"` on the GPU (session 14's diagnostic): after each round's blocks are saved and checked
     the harness runs its own loop on the outputs it kept; the verdict carries its cost beside the trusted
     stub's, and each candidate round's wall with the harness's own [draw, loop] split inside it."""
-    config = dataclasses.replace(gpu_config, extra={**(gpu_config.extra or {}), "own_stub": "on"})
+    config = dataclasses.replace(gpu_config, own_stub="on")
     res = _verify("cuda", "relu", (CANDIDATES / "cuda" / "relu.py").read_text(), config)
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
     detail = res.gate("latency").detail
@@ -232,7 +232,7 @@ def test_the_queued_gpu_loop_checks_every_call_and_times_the_kernel(gpu_config):
     """`gpu_loop="async"` (issue 33's A/B for µs kernels): no synchronise between a round's calls. Every call
     is still checked (the blocks of every output), the round's wall is still the parent's, and the loop says
     which way it ran."""
-    config = dataclasses.replace(gpu_config, extra={**(gpu_config.extra or {}), "gpu_loop": "async"})
+    config = dataclasses.replace(gpu_config, gpu_loop="async")
     res = _verify("cuda", "relu", (CANDIDATES / "cuda" / "relu.py").read_text(), config)
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
     detail = res.gate("latency").detail

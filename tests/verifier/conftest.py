@@ -80,24 +80,23 @@ def build_root(shared_build_root) -> Path:
 # still passes or fails as it would; only the interval is wider. A test about the clock, the rounds or what
 # happens during timing asks for `make_config(timing="full")`: 2 warm-up rounds and 5 measured (8 rounds,
 # about half of a relu verification on 2 cores).
-QUICK_TIMING = {"min_rounds": 2, "extra": {"warmup_rounds": 0}}
-FULL_TIMING = {"min_rounds": 5, "extra": {}}
+QUICK_TIMING = {"min_rounds": 2, "warmup_rounds": 0}
+FULL_TIMING = {"min_rounds": 5, "warmup_rounds": None}
 
 
 @pytest.fixture(scope="session")
 def make_config(build_root):
     """Settings for real runs: no verdict cache, two trials, short timing (same everywhere, so the
     reference run of each task is computed once per session). `timing="full"` for tests about timing
-    (see QUICK_TIMING); an `extra` given is added to the timing's."""
+    (see QUICK_TIMING); other fields given override these."""
 
     def make(timing: str = "quick", **overrides) -> VerifyConfig:
         rounds = {"quick": QUICK_TIMING, "full": FULL_TIMING}[timing]
         base = dict(build_root=str(build_root), use_cache=False, trials=2, warmup=1, min_reps=3, max_reps=10,
                     min_time_s=0.05, run_timeout_s=120.0, build_timeout_s=240.0, timing_budget_s=0.5,
-                    min_rounds=rounds["min_rounds"])
-        extra = {**rounds["extra"], **(overrides.pop("extra", None) or {})}
+                    min_rounds=rounds["min_rounds"], warmup_rounds=rounds["warmup_rounds"])
         base.update(overrides)
-        return VerifyConfig(**base, extra=extra)
+        return VerifyConfig(**base)
 
     return make
 

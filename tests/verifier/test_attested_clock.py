@@ -161,7 +161,7 @@ def test_a_wake_handshake_before_each_window_keeps_the_figure_and_stays_outside_
     """`wake` (issue 33's A/B option, off by default): both workers answer a handshake just before each
     clocked window. The verdict is the same kind (feasible, a figure, every round checked) and the window's
     own split still adds up to the parent's wall of that round (the handshake is not inside it)."""
-    res = verify(task_source("relu"), KERNEL + MODEL, config=clock_config(extra={"wake": "on"}))
+    res = verify(task_source("relu"), KERNEL + MODEL, config=clock_config(wake="on"))
     lat = _latency(res)
     assert lat.detail["speedup"] and lat.detail["speedup"] > 0 and lat.detail["checked_calls"] > 0
     for wall, seg in zip(lat.detail["candidate_walls_ms"], lat.detail["candidate_segments_ms"], strict=True):

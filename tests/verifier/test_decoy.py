@@ -132,7 +132,7 @@ def test_decoy_kernel_is_refused(task_source, make_config, kernel_source, seeded
     drawn from seeds, or handed over as files: the probe's copy of a trial's inputs)."""
     source = kernel_source(RELU, forward="_ext.kernel_forward(x)\n        return torch.relu(x)")
     res = verify(task_source("relu"), source,
-                 config=make_config(static_scan=False, extra={"seeded_inputs": seeded}, trials=3))
+                 config=make_config(static_scan=False, seeded_inputs=seeded, trials=3))
     assert res.outcome == "hack_fail"
     assert "decoy-kernel" in _rules(res), res.gates[0].reason
     assert "custom-kernel-skipped" not in _rules(res)

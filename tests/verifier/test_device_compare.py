@@ -101,17 +101,16 @@ def test_digest_sees_any_changed_byte_and_depends_on_the_key():
 def test_the_flush_size_is_the_trusted_sides_choice(monkeypatch):
     """`l2_flush_mb` (or the person's EVOKERNEL_L2_FLUSH_MB) sets the flush both processes allocate; a bad
     value is the default, never an error."""
-    from types import SimpleNamespace
-
     from verifier.clock import paired_calls
+    from verifier.config import VerifyConfig
 
     monkeypatch.delenv("EVOKERNEL_L2_FLUSH_MB", raising=False)
-    assert paired_calls.flush_bytes_of(SimpleNamespace(extra={})) is None
-    assert paired_calls.flush_bytes_of(SimpleNamespace(extra={"l2_flush_mb": 128})) == 128 * 1024**2
+    assert paired_calls.flush_bytes_of(VerifyConfig()) is None
+    assert paired_calls.flush_bytes_of(VerifyConfig(l2_flush_mb=128)) == 128 * 1024**2
     monkeypatch.setenv("EVOKERNEL_L2_FLUSH_MB", "96")
-    assert paired_calls.flush_bytes_of(SimpleNamespace(extra=None)) == 96 * 1024**2
+    assert paired_calls.flush_bytes_of(VerifyConfig()) == 96 * 1024**2
     monkeypatch.setenv("EVOKERNEL_L2_FLUSH_MB", "lots")
-    assert paired_calls.flush_bytes_of(SimpleNamespace(extra=None)) is None
+    assert paired_calls.flush_bytes_of(VerifyConfig()) is None
     saved = dict(paired_calls._CUDA)
     try:
         paired_calls._CUDA["flush"] = object()

@@ -19,13 +19,13 @@ from verifier.config import VerifyConfig
 from verifier.run.verification import _Run
 
 
-def _job(tmp_path: Path, backend: str, extra: dict) -> dict:
+def _job(tmp_path: Path, backend: str, settings: dict) -> dict:
     import tempfile
 
     tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # a job directory of its own per call
     run = types.SimpleNamespace(job_dir=tmp_path, candidate_source="x = 1\n", ref_side=types.SimpleNamespace(init_seed=7),
                                 be=get_backend(backend),
-                                config=VerifyConfig(extra=extra), inner_dir=lambda: Path("/job"))
+                                config=VerifyConfig(**settings), inner_dir=lambda: Path("/job"))
     _Run.write_job(run)  # type: ignore[arg-type]
     return json.loads((tmp_path / "job.json").read_text())
 
@@ -57,4 +57,4 @@ def test_the_gpu_loop_reaches_both_sides(tmp_path, monkeypatch):
     assert _job(tmp_path, "cuda", {"gpu_loop": "async"})["gpu_loop"] == "async"
     monkeypatch.setenv("EVOKERNEL_GPU_LOOP", "async")
     assert _job(tmp_path, "triton", {})["gpu_loop"] == "async"
-    assert gpu_loop_of(VerifyConfig(extra={"gpu_loop": "fast"})) == "sync"
+    assert gpu_loop_of(VerifyConfig(gpu_loop="fast")) == "sync"

@@ -85,7 +85,7 @@ def test_a_kernel_honest_only_on_repeated_inputs_is_refused(task_source, make_co
     and every fresh trial was torch's answer. Now the fresh probe, a trial like the others, finds it."""
     source = (ROUND4 / f"{name}.py").read_text()
     res = verify(task_source("relu"), source,
-                 config=make_config(time_kernels=False, extra={"seeded_inputs": seeded}))
+                 config=make_config(time_kernels=False, seeded_inputs=seeded))
     gate = res.gates[0]
     assert not res.feasible and gate.detail.get("rule") == rule, res.feedback()[:2000]
     assert gate.detail["policy"]["preset"] == "kernelbench"

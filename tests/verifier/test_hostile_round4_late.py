@@ -29,7 +29,7 @@ def test_a_forward_raising_on_its_garbled_result_is_refused(task_source, make_co
     "the result reached the control flow", so it was feasible under `kernelbench`. Now it is `decoy-kernel`."""
     source = (ROUND4 / "raises_on_garbled_result.py").read_text()
     res = verify(task_source("relu"), source,
-                 config=make_config(time_kernels=False, extra={"seeded_inputs": seeded}))
+                 config=make_config(time_kernels=False, seeded_inputs=seeded))
     gate = res.gates[0]
     assert not res.feasible and gate.detail.get("rule") == "decoy-kernel", res.feedback()[:2000]
     assert "forward raised in a checked call" in json.dumps(res.to_dict())

@@ -43,7 +43,7 @@ def test_each_process_holds_at_most_three_problem_sizes(build_root):
     # the machine's bandwidth peak given: its one-off triad (256 MB-1 GB, measured once per machine and
     # cached) is not the problem's memory and would land in `prepare` on a fresh cache
     res = verify(task, cand, "cpu", VerifyConfig(build_root=str(build_root), use_cache=False, time_kernels=False,
-                                                 run_timeout_s=600, extra={"bandwidth_peak_gbps": 10.0}))
+                                                 run_timeout_s=600, bandwidth_peak_gbps=10.0))
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
     problem_gb = 2 * 4096 * 4096 * 4 / 1024**3
     phases = res.device_peak_phases_gb

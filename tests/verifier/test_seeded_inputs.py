@@ -127,7 +127,7 @@ def test_honest_candidate_passes_with_seeded_inputs(make_config, kernel_source, 
     from tests.verifier.conftest import RELU_BODY
 
     # the timed rounds drawn from seeds too (the default for big sets and the GPU: `sets_by_file`)
-    res = verify(RELU_TASK, kernel_source(RELU_BODY), config=make_config(extra={"timing_sets": "seeds"}))
+    res = verify(RELU_TASK, kernel_source(RELU_BODY), config=make_config(timing_sets="seeds"))
     assert res.feasible, res.feedback()
     correct = next(g for g in res.gates if g.name == "correctness")
     assert correct.detail["input_distribution"] == "x: randn 256x512 f32"
@@ -163,8 +163,8 @@ def test_which_rounds_go_by_file():
     assert sets_by_file("cpu", 2 << 20, cfg)
     assert not sets_by_file("cpu", FILE_SET_BYTES + 1, cfg)  # big sets: nothing full-size to a file
     assert not sets_by_file("cuda", 2 << 20, cfg)  # the GPU draws on the device
-    assert not sets_by_file("cpu", 2 << 20, VerifyConfig(extra={"timing_sets": "seeds"}))
-    assert sets_by_file("cuda", 2 << 20, VerifyConfig(extra={"timing_sets": "files"}))
+    assert not sets_by_file("cpu", 2 << 20, VerifyConfig(timing_sets="seeds"))
+    assert sets_by_file("cuda", 2 << 20, VerifyConfig(timing_sets="files"))
 
 
 def test_both_sides_of_a_cpu_measurement_get_one_allocator_setting():
@@ -241,7 +241,7 @@ def test_caching_by_seed_or_address_still_fails(trick, sets, make_config, kernel
         # several calls per round even on a loaded machine: with one call per round (a 7 ms call against the
         # 5 ms target) the buffers are new each round, the memo never hits, and the kernel is honestly
         # computing every call (seen once in a loaded full-suite run: feasible, 7x slower than eager)
-        round_target_ms=400.0, extra={"timing_sets": sets}))
+        round_target_ms=400.0, timing_sets=sets))
     assert not res.feasible, (trick, res.feedback())
     assert res.failed_gate.name in ("anti_hacking", "correctness"), res.feedback()
     correct = next(g for g in res.gates if g.name == "correctness")

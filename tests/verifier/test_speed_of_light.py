@@ -14,6 +14,7 @@ from rich.console import Console
 
 from verifier.clock import bandwidth
 from verifier.clock.bandwidth import OVER_PEAK_NOTE, machine_key, peak_bandwidth, speed_of_light
+from verifier.config import VerifyConfig
 from verifier.result import GateResult, VerificationResult
 
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
@@ -295,10 +296,10 @@ def test_latency_detail_from_a_given_or_measured_peak():
     measured = speed_of_light_detail(VerifyConfig(), worker, "cpu", 1000, 10.0, 5.0)
     assert measured["bandwidth_fraction"] == pytest.approx(0.25) and measured["bound"] == "memory-bound"
     assert measured["bandwidth_peak_source"] == "triad, cached (k)"
-    over = speed_of_light_detail(VerifyConfig(extra={"bandwidth_peak_gbps": 8.0}), worker, "cpu", 1000, 10.0, 5.0)
+    over = speed_of_light_detail(VerifyConfig(bandwidth_peak_gbps=8.0), worker, "cpu", 1000, 10.0, 5.0)
     assert over["bandwidth_peak_gbps"] == 8.0 and over["bandwidth_fraction"] == pytest.approx(1.25)
     assert over["bandwidth_over_peak"] == ["bandwidth_fraction"] and over["bandwidth_peak_source"] == "given"
-    assert speed_of_light_detail(VerifyConfig(extra={"speed_of_light": False}), worker, "cpu", 1000, 10.0, 5.0) == {}
+    assert speed_of_light_detail(VerifyConfig(speed_of_light=False), worker, "cpu", 1000, 10.0, 5.0) == {}
     unknown = speed_of_light_detail(VerifyConfig(), {}, "cpu", 1000, 10.0, 5.0)
     assert unknown["bandwidth_fraction"] is None and unknown["bound"] is None
 
@@ -328,7 +329,7 @@ def test_the_reference_worker_counts_flops_and_reads_both_roofs_into_the_latency
     assert elementwise["flops"] == 0 and "flops_peak" not in elementwise
 
     class Run:
-        config = type("C", (), {"extra": {}})()
+        config = VerifyConfig()
         reference = found
         be = type("B", (), {"device": "cpu"})()
 
@@ -368,7 +369,7 @@ def test_a_half_precision_task_is_held_to_its_own_dtypes_roof(tmp_path, monkeypa
     assert found["flops_peak"]["gflops"] == 400.0
 
     class Run:
-        config = type("C", (), {"extra": {}})()
+        config = VerifyConfig()
         reference = found
         be = type("B", (), {"device": "cpu"})()
 

@@ -12,9 +12,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verifier.clock.gpu_timing import L2_FLUSH_BYTES
 from verifier.correctness.input_recipe import draw as _draw
+
+if TYPE_CHECKING:
+    from verifier.config import VerifyConfig
 
 _perf_ns = time.perf_counter_ns
 # CUDA entry points taken when this module is imported (before any candidate code runs in the harness),
@@ -45,17 +49,17 @@ def set_gpu_loop(mode: str | None) -> None:
     _CUDA["loop"] = mode if mode in GPU_LOOPS else "sync"
 
 
-def gpu_loop_of(config) -> str:
-    """A verification's GPU loop: `VerifyConfig.extra["gpu_loop"]`, else `EVOKERNEL_GPU_LOOP`, else "sync"
+def gpu_loop_of(config: VerifyConfig) -> str:
+    """A verification's GPU loop: `VerifyConfig.gpu_loop`, else `EVOKERNEL_GPU_LOOP`, else "sync"
     (issue 33: "async" is to be measured on a GPU against KernelBench-style timing before it is the default)."""
-    mode = str((getattr(config, "extra", None) or {}).get("gpu_loop") or os.environ.get("EVOKERNEL_GPU_LOOP") or "sync")
+    mode = str(config.gpu_loop or os.environ.get("EVOKERNEL_GPU_LOOP") or "sync")
     return mode if mode in GPU_LOOPS else "sync"
 
 
-def flush_bytes_of(config) -> int | None:
-    """A verification's flush size: `VerifyConfig.extra["l2_flush_mb"]`, else `EVOKERNEL_L2_FLUSH_MB` (the
+def flush_bytes_of(config: VerifyConfig) -> int | None:
+    """A verification's flush size: `VerifyConfig.l2_flush_mb`, else `EVOKERNEL_L2_FLUSH_MB` (the
     person's environment, for measuring), else None (the default)."""
-    mb = (getattr(config, "extra", None) or {}).get("l2_flush_mb") or os.environ.get("EVOKERNEL_L2_FLUSH_MB")
+    mb = config.l2_flush_mb or os.environ.get("EVOKERNEL_L2_FLUSH_MB")
     try:
         return int(float(mb) * 1024**2) if mb else None
     except ValueError:
@@ -503,11 +507,11 @@ def wake(torch, device: str) -> None:
         c["sync"]()
 
 
-def wake_enabled(device: str, config) -> bool:
-    """Whether each clocked window is preceded by a `wake` handshake with its worker: `VerifyConfig.extra
-    ["wake"]` ("on"/"off"), else `EVOKERNEL_WAKE`; off by default until measured on a GPU (issue 33). On the
+def wake_enabled(device: str, config: VerifyConfig) -> bool:
+    """Whether each clocked window is preceded by a `wake` handshake with its worker: `VerifyConfig.wake`
+    ("on"/"off"), else `EVOKERNEL_WAKE`; off by default until measured on a GPU (issue 33). On the
     CPU the handshake only wakes the thread (there is no context to touch)."""
-    mode = str((getattr(config, "extra", None) or {}).get("wake") or os.environ.get("EVOKERNEL_WAKE") or "off")
+    mode = str(config.wake or os.environ.get("EVOKERNEL_WAKE") or "off")
     return mode == "on" and device in ("cuda", "cpu")
 
 

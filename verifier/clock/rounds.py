@@ -30,7 +30,7 @@ def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
     sets (issue 22's gigabyte inputs) and the GPU keep the seeded draw: nothing full-size goes to a
     file there. The candidate still cannot work ahead: the files are handed over just before the
     command, and CPU its sandbox uses while idle counts against its figure."""
-    mode = str((config.extra or {}).get("timing_sets", "auto"))
+    mode = str(config.timing_sets)
     if mode in ("files", "seeds"):
         return mode == "files"
     return device == "cpu" and 0 < set_bytes <= FILE_SET_BYTES
@@ -76,7 +76,7 @@ def _timed_rounds(owner, sides: list, estimate):
     cpus = acct.worker_cpus()
     aliasing = any(o.get("aliases_input") for t in owner.ref_side.reference.get("trials", []) for o in t.get("outputs", []))
     by_file = sets_by_file(owner.be.device, per_set, owner.config)
-    warmup_rounds = int((config.extra or {}).get("warmup_rounds", WARMUP_ROUNDS))
+    warmup_rounds = WARMUP_ROUNDS if config.warmup_rounds is None else int(config.warmup_rounds)
     from verifier.clock.paired_calls import wake_enabled
 
     waking = wake_enabled(owner.be.device, config)  # every clocked window opens on a running worker

@@ -417,7 +417,7 @@ def _compare_open(cfd: int, rfd: int, cand_outputs, ref_outputs: list[dict], ato
             got, _ = _load_fd(cfd, str(co["file"]), config, max_bytes=8 * ref_size + 65536)
         else:
             got = _read_into(cfd, str(co["file"]), config, 8 * ref_size + 65536, scratch)
-        spread = output_spread(want) if (getattr(config, "extra", None) or {}).get("degenerate") else None
+        spread = output_spread(want) if getattr(config, "degenerate", None) else None
         cmp = compare_tensor(got, want, str(co["dtype"]), ro["dtype"], atol, rtol, f"output {j}", spread=spread,
                              magnitude=magnitude)
         worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)

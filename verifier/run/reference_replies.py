@@ -102,13 +102,13 @@ class ReferenceSide:
                "device": self.be.device, "threads": _threads(self.config),
                "compare_compile": self.config.compare_compile,
                # seeded inputs (issue 22): off only to measure or test the file path
-               "recipe": (self.config.extra or {}).get("seeded_inputs", True) is not False,
+               "recipe": self.config.seeded_inputs is not False,
                # outputs compared on the device (the GPU data path): off only to measure or test files
-               "device_compare": (self.config.extra or {}).get("device_compare", True) is not False,
+               "device_compare": self.config.device_compare is not False,
                "l2_flush_bytes": flush_bytes_of(self.config), "gpu_loop": gpu_loop_of(self.config),
                # the task's FLOPs and the machine's bandwidth peak (issue 35): measured once per machine, cached
-               "speed_of_light": (self.config.extra or {}).get("speed_of_light", True) is not False,
-               "measure_peak": (self.config.extra or {}).get("bandwidth_peak_gbps") is None}
+               "speed_of_light": self.config.speed_of_light is not False,
+               "measure_peak": self.config.bandwidth_peak_gbps is None}
         if not ref.send(cmd):
             raise VerifierError("the reference worker could not be started; check the task with `evokernel tasks`")
         self.pending = True

@@ -57,37 +57,36 @@ NO_FIGURE_RATIOS = ("speedup", "lo", "hi", "halfwidth", "ref_ms", "cand_ms", "re
                     "speedup_vs_compile")
 
 
-def own_stub_enabled(device: str, config) -> bool:
+def own_stub_enabled(device: str, config: VerifyConfig) -> bool:
     """Whether the candidate's harness runs its own stub round after each CPU round (`own_stub`;
-    `VerifyConfig.extra["own_stub"]`: "off" for an experiment; `EVOKERNEL_OWN_STUB=on` adds it). On the GPU
+    `VerifyConfig.own_stub`: "off" for an experiment; `EVOKERNEL_OWN_STUB=on` adds it). On the GPU
     only when asked ("on"): there it runs after the round's blocks were saved and checked, on the outputs
     the harness kept for it, and says whether the candidate's own loop costs more than the trusted one
     (session 14: its rounds on an H100 cost 0.05 ms a call and ~1 ms a round more than the trusted
     worker's, which the subtraction, capped at the trusted stub, charges to the kernel)."""
     import os
 
-    mode = str((config.extra or {}).get("own_stub", "auto"))
+    mode = str(config.own_stub)
     if os.environ.get("EVOKERNEL_OWN_STUB") == "on":  # the environment can only add the round, never drop it
         mode = "on"
     return mode == "on" or (mode == "auto" and device == "cpu")
 
 
-def speed_of_light_detail(config: Any, reference: dict, device: str, moved: int, gbps: float | None,
+def speed_of_light_detail(config: VerifyConfig, reference: dict, device: str, moved: int, gbps: float | None,
                           reference_gbps: float | None) -> dict:
     """The verdict's position against the machine's bandwidth peak (`verifier.clock.bandwidth`) on `device`:
     the peak the reference worker measured or read from its cache (its report, `reference`;
-    `VerifyConfig.extra["bandwidth_peak_gbps"]` gives one instead), the fractions of it, the bound, and a
+    `VerifyConfig.bandwidth_peak_gbps` gives one instead), the fractions of it, the bound, and a
     flag above 1."""
     from verifier.clock.bandwidth import speed_of_light
 
-    extra = config.extra or {}
-    if extra.get("speed_of_light", True) is False:
+    if config.speed_of_light is False:
         return {}
     peak = reference.get("bandwidth_peak") or {}
-    given = extra.get("bandwidth_peak_gbps")
+    given = config.bandwidth_peak_gbps
     peak_gbps = float(given) if given is not None else peak.get("gbps")
     flops_peak = reference.get("flops_peak") or {}
-    given_flops = extra.get("flops_peak_gflops")
+    given_flops = config.flops_peak_gflops
     peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
     out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, reference.get("flops"), peak_gflops)
     for key in ("flops_method", "flops_error"):  # how the FLOPs were counted, or why they were not
@@ -383,7 +382,7 @@ class TimedCalls:
         for k in range(count):
             for j, (g, w) in enumerate(zip(got[k], wants[k], strict=True)):
                 ro = ref_mark["outputs"][k][j]
-                spread = output_spread(w) if (self.config.extra or {}).get("degenerate") else None
+                spread = output_spread(w) if self.config.degenerate else None
                 cmp = compare_tensor(g, w, str(at[k][j].get("dtype")), ro["dtype"], self.config.atol, self.config.rtol,
                                      f"output {j}", spread=spread)
                 if not cmp.ok:

@@ -299,7 +299,7 @@ class Trials:
             return {"fail": f"{label}: the candidate's results were malformed (no shared buffer)"}
         cmd: dict = {"cmd": "examine", "index": index, "compare": index is not None, "outputs": mark.get("outputs"),
                      "after": mark.get("after"), "atol": self.config.atol, "rtol": self.config.rtol,
-                     "magnitude": magnitude, "degenerate": bool((self.config.extra or {}).get("degenerate")),
+                     "magnitude": magnitude, "degenerate": bool(self.config.degenerate),
                      "label": label, "digest_key": self.digest_key if digest else None,
                      "outputs_only": outputs_only}
         if staging["tag"] != self.staging_tag:

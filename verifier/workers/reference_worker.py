@@ -150,7 +150,7 @@ class Worker:
             from verifier.correctness import input_recipe
             self.captured = input_recipe.capture(torch, self.task.get_inputs)
             self.input_names = _forward_names(self.task)
-        # the parent may ask for the file path (`VerifyConfig.extra["seeded_inputs"] = False`)
+        # the parent may ask for the file path (`VerifyConfig.seeded_inputs = False`)
         self.recipe = self.captured if cmd.get("recipe", True) else None
         self.release()
         # every call's outputs compared here, on the device, from the candidate's shared buffer: a task
