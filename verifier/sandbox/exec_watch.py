@@ -32,9 +32,9 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   thread. The watch's look at the maps comes a fraction of a millisecond after the kernel's mapping, so
   what is made and dropped in between is seen only by what it leaves (the missing confirmation, the moved
   piece): a library whose load fails and is unmapped that fast reads as lost too. A process that ends or
-  execs before its mapping is confirmed (a compiler's `sh -c`, commonly) is counted, not refused, unless
-  it was a copy of its parent (forked, no exec of its own yet): a child that swaps, runs and exits within
-  that millisecond is `hidden-exec` (a program a build starts maps its libraries after its own exec). Writable places mounted
+  execs before its mapping is confirmed (a compiler's `sh -c`, commonly) is counted, not refused: a forked
+  child that swaps, runs and exits within that millisecond is not caught, the same gap as any short-lived
+  process between two audits. Writable places mounted
   noexec would need no confirmation at all, but the candidate's Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
@@ -268,19 +268,6 @@ def _exe(pid: int) -> str | None:
         return None
 
 
-def _runs_its_parents_program(pid: int) -> bool:
-    """Whether `pid` is a fork that has not exec'd: it runs the same program as its parent. A compiler
-    or shell the build starts runs a program of its own once its loader maps libraries."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read(4096)
-        ppid = int(raw[raw.rfind(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return False
-    mine, theirs = _exe(pid), _exe(ppid)
-    return mine is not None and mine == theirs
-
-
 def _tgid(tid: int) -> int | None:
     try:
         with open(f"/proc/{tid}/status") as fh:
@@ -356,12 +343,11 @@ class ExecWatch:
                 # a library from the read-only trees (the loader's mappings), by what the descriptor named
                 # when looked at: answered, then confirmed in the process's maps (`_confirm`)
                 pieces = file_pieces(tgid)
-                forked = _runs_its_parents_program(tgid)  # read while the caller waits: it is alive
                 with self._lock:
                     self._pending += 1
                 self._answer(nid)
                 try:
-                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path, forked)
+                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path)
                 finally:
                     with self._lock:
                         self._pending -= 1
@@ -431,7 +417,7 @@ class ExecWatch:
 
     def _confirm(self, tid: int, tgid: int, addr: int | None, size: int,
                  before: list[tuple[int, int, int, int, str]] | None, ident: tuple[int, int],
-                 named: str, forked: bool = False) -> None:
+                 named: str) -> None:
         """After a file the watch does not follow was answered: wait until the kernel's record of the
         process's mappings shows a new executable piece of that same file (device and inode, or its path
         `named`: a path in the read-only trees, where the candidate can put no file of its own; maps and
@@ -445,14 +431,6 @@ class ExecWatch:
         while True:
             now = file_pieces(tgid)  # the process's, not the thread's: a thread may end, its mappings stay
             if now is None or _exe(tgid) != image:
-                if forked:
-                    # a copy of its parent (forked, not yet another program) that mapped a file executable
-                    # and ended or exec'd within the confirmation's millisecond: the shape of a child that
-                    # swaps the descriptor, runs the code and leaves. Programs a build starts map their
-                    # libraries after their own exec (the loader), never as a copy of their parent
-                    self._lose(tgid, size, "a forked copy of its parent mapped a file executable and ended (or ran "
-                                           "another program) before the verifier could confirm which file")
-                    return
                 # the process ended or ran another program (a compiler's `sh -c`, `g++ --version`: often
                 # within a millisecond): its mappings went with it, unconfirmed (counted, not refused)
                 with self._lock:
