@@ -269,7 +269,7 @@ class Worker:
             for x in inputs)
         return meta
 
-    def _speed_of_light(self, model, inputs: list | None, cmd: dict, shapes_only: bool = False) -> dict:
+    def _speed_of_light(self, model, inputs: list, cmd: dict, shapes_only: bool = False) -> dict:
         """The task's FLOPs per call (torch's FLOP counter: matmuls, convolutions, attention; 0 for a task of
         elementwise ops and reductions) and the machine's bandwidth peak (`verifier.clock.bandwidth`, cached
         per CPU model and thread count, or per GPU). Neither is ever a reason to fail a verification."""
@@ -278,18 +278,15 @@ class Worker:
 
         torch = self.torch
         out: dict = {}
-        if inputs is None:
-            out["flops_error"] = "not counted: no inputs at hand"
-        else:
-            try:
-                out["flops"] = count_flops(torch, model, inputs, shapes_only)
-                if shapes_only:
-                    out["flops_method"] = "shapes only (fake tensors): the call moves more than FLOP_COUNT_MAX_BYTES"
-                sync(torch, self.device)
-                if self.device == "cuda":
-                    torch.cuda.empty_cache()
-            except Exception as exc:  # noqa: BLE001 - an op the counter cannot trace: FLOPs unknown
-                out["flops_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        try:
+            out["flops"] = count_flops(torch, model, inputs, shapes_only)
+            if shapes_only:
+                out["flops_method"] = "shapes only (fake tensors): the call moves more than FLOP_COUNT_MAX_BYTES"
+            sync(torch, self.device)
+            if self.device == "cuda":
+                torch.cuda.empty_cache()
+        except Exception as exc:  # noqa: BLE001 - an op the counter cannot trace: FLOPs unknown
+            out["flops_error"] = f"{type(exc).__name__}: {exc}"[:200]
         try:
             out["bandwidth_peak"] = bandwidth.peak_bandwidth(
                 torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
@@ -680,10 +677,17 @@ def count_flops(torch, model, inputs: list, shapes_only: bool = False) -> int:
     return int(counter.get_total_flops())
 
 
+_WARMED: list[bool] = []  # the pooled worker's instruments loaded (`warm_instruments`)
+
+
 def warm_instruments(torch) -> None:
-    """Load the FLOP counter and the CPU profiler once, on a 3x3 call, before the memory plan reads its
-    base: their code and tables (about 150 MB resident on the first use) are the library's, not the
-    problem's, and on a 128 MB problem read as 1.2 problem sizes of `prepare` (CI: 3.04x against a 3x plan)."""
+    """Load the FLOP counter and the CPU profiler once per process, on a 3x3 call, before the memory plan
+    reads its base: their code and tables (about 150 MB resident on the first use) are the library's, not
+    the problem's, and on a 128 MB problem read as 1.2 problem sizes of `prepare` (CI: 3.04x against a 3x
+    plan). The pooled worker's later verifications find them loaded."""
+    if _WARMED:
+        return
+    _WARMED.append(True)
     from torch.utils.flop_counter import FlopCounterMode
 
     from verifier.workers.harness import profiler
