@@ -120,6 +120,7 @@ def test_gpu_memory_cap_holds(gpu_config):
     assert under.outcome == "feasible", [(g.name, g.reason) for g in under.gates if g.status == "fail"]
 
 
+@pytest.mark.alone  # reads the whole card's memory: another worker's test would show as left behind
 def test_device_memory_is_back_after_the_sandbox_ends(gpu_config):
     """A candidate that holds 4 GB for its whole life: once its sandbox is gone the driver reports no
     more memory in use than before it started (the warm reference worker's share excepted)."""

@@ -78,6 +78,11 @@ def _snapshot(torch) -> dict[str, int]:
     snap.update({f"runner.{k}": id(v) for k, v in vars(runner).items() if not k.startswith("__")})
     snap.update({f"input_recipe.{k}": id(v) for k, v in vars(input_recipe).items() if not k.startswith("__")})
     snap.update({f"decoy.{k}": id(v) for k, v in vars(decoy).items() if not k.startswith("__")})
+    import verifier.correctness.bit_digest as bit_digest
+
+    snap.update({f"bit_digest.{k}": id(v) for k, v in vars(bit_digest).items() if not k.startswith("__")})
+    for cls in (bit_digest.KeyedDigest, bit_digest.Bits, decoy.Probe, decoy.Flow):
+        snap.update({f"{cls.__name__}.{k}": id(v) for k, v in vars(cls).items() if not k.startswith("__")})
     import verifier.build.inline_hook as inline_hook
 
     snap.update({f"inline_hook.{k}": id(v) for k, v in vars(inline_hook).items() if not k.startswith("__")})
@@ -308,6 +313,20 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     kept: list = []
     inputs: list = []
     last_kind = None
+    def charge_cuda_peak(since: str | None) -> None:
+        """Live tensors at their peak since the last reading, charged to the phase that ran since (trials and
+        probes, the profile, the timed rounds): where the memory plan is measured. Read at an unclocked
+        command (`max_memory_reserved` builds the allocator's whole statistics dict: 0.3 ms of a clocked
+        window the trusted side's never held, session 15, H200), and at the profile's end, so the first timed
+        rounds are not charged with the profile's call."""
+        staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
+        report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
+                                          int(torch.cuda.max_memory_reserved()) + staged_bytes)
+        if since is not None:
+            phases = report.setdefault("device_peak_phases", {})
+            phases[since] = max(int(phases.get(since, 0)), int(torch.cuda.max_memory_allocated()))
+            torch.cuda.reset_peak_memory_stats()
+
     if device == "cpu":  # where the trials' host memory starts: the model built, nothing drawn yet
         report["device_peak_phases"] = {"base": rss_bytes()}
         reset_rss_peak()
@@ -329,16 +348,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0), phases[since])
                     reset_rss_peak()
             if device == "cuda" and kind not in ("round", "stub_round", "wake"):
-                staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
-                report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
-                                                  int(torch.cuda.max_memory_reserved()) + staged_bytes)
-                # live tensors at their peak since the last unclocked command, charged to what ran since
-                # (trials and probes, the profile, the timed rounds): where the memory plan is measured
-                since = PHASE_GROUP.get(str(last_kind))
-                if since is not None:
-                    phases = report.setdefault("device_peak_phases", {})
-                    phases[since] = max(int(phases.get(since, 0)), int(torch.cuda.max_memory_allocated()))
-                    torch.cuda.reset_peak_memory_stats()
+                charge_cuda_peak(PHASE_GROUP.get(str(last_kind)))
             last_kind = kind
             if kind == "finish":
                 break
@@ -359,6 +369,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     if cmd.get("flow"):  # one ordinary trial, drawn in secret: where the kernel's results go
                         raw, flow = flow_forward(torch, model, inputs, counter)
                         outs = plain_outputs(torch, raw)
+                        raw = None  # held past the trial, it kept the followed call's outputs on the card
                     else:
                         outs = plain_outputs(torch, model(*inputs))
                     # Right as forward returns, before any synchronise: was its output finished on the current
@@ -385,6 +396,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # built in a comprehension: a loop's variable kept the last output alive after `outs` was
                 # dropped (one output more beside the next trial's, on the card while the trusted side checked)
                 metas = [meta_of(j, o) for j, o in enumerate(outs)]
+                meta_of = None  # its defaults hold this call's inputs: kept, they stayed through every later phase
                 if not staged:
                     save_args(torch, np, d, inputs, prefix="after")
                 elif staged["staging"]["nbytes"] >= 1 << 28:
@@ -408,6 +420,13 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 metas = staged.get("outputs") or ([save_tensor(torch, np, d / f"out{j}.npy", o)
                                                    for j, o in enumerate(plain_outputs(torch, outs))]
                                                   if outs is not None and stager is None else [])
+                if device == "cuda":
+                    # the probe's tensors back to the card before the next command, as a big trial's are: the
+                    # probe's inputs and garbled outputs were held through every timed round after it (with the
+                    # profile's inputs, 2x a 6.4 GB ReLU's problem on top of the rounds' own; issue 33)
+                    held = _tensor_bytes(torch, inputs)
+                    outs, inputs = None, []
+                    _return_if_big(torch, held)
                 channel.mark("trial_done", index=cmd.get("index"), outputs=metas, probe=found,
                              **({"staging": staged["staging"]} if staged else {}))
             elif kind == "profile":
@@ -424,6 +443,11 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                          "profile_kernel_calls": counter["calls"] - before_calls}
                 if device == "cuda":
                     found["profile_device_ms"] = device_ms(prof)
+                    held = _tensor_bytes(torch, inputs)
+                    inputs = []  # not held through the timed rounds that follow (see the probe's)
+                    _return_if_big(torch, held)
+                    charge_cuda_peak("profile")
+                    last_kind = None  # read: the next command charges nothing to the profile again
                 else:
                     found["work_split"] = work_split(prof)
                 channel.mark("profile_done", **found)
@@ -494,6 +518,20 @@ def serve(job_dir: Path, channel, report: dict) -> None:
 #: the phase a command's device memory is charged to (`device_peak_phases`)
 PHASE_GROUP = {"trial": "trials", "probe": "trials", "profile": "profile", "round": "rounds", "stub_round": "rounds",
                "save": "rounds", "wake": "rounds"}
+
+
+#: a call whose tensors take this much gives the allocator's cached blocks back to the driver once done with
+#: them (outside any clock), so the card has room for what the trusted side and the next phase need
+BIG_CALL_BYTES = 1 << 28
+
+
+def _tensor_bytes(torch, values: list) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def _return_if_big(torch, nbytes: int) -> None:
+    if nbytes >= BIG_CALL_BYTES:
+        torch.cuda.empty_cache()
 
 
 def _allocator_counts(torch) -> dict[str, int]:
