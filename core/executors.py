@@ -586,10 +586,11 @@ def verify_job(reference_source: str, candidate_source: str, backend: str = "cpu
                config: VerifyConfig | None = None,
                on_gate: Callable[..., None] | None = None) -> VerificationResult:
     """One verification, as a picklable job: the real verifier, imported in the worker. `on_gate` only
-    where the job runs in the caller's process (`InProcessExecutor`: a callback cannot be pickled)."""
-    from verifier import verify
+    where the job runs in the caller's process (`InProcessExecutor`: a callback cannot be pickled). Through
+    core's one door into the verifier (`core.verifying.verify_sources`)."""
+    from core.verifying import verify_sources
 
-    result = verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    result = verify_sources(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
     return with_worker_card(result)
 
 

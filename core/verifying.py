@@ -10,12 +10,41 @@ from core.tasks import Task
 from verifier import VerificationResult, VerifyConfig
 from verifier.policy.rules import Policy, PolicyError, make_policy
 
-__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "build_root_problem", "make_config", "resolve_policy", "verify_task", "with_degeneracy", "with_job_dir",
+__all__ = ["Policy", "PolicyError", "VerifyError", "backend_problem", "build_root_problem", "make_config", "resolve_policy", "verify_sources", "verify_task", "with_degeneracy", "with_job_dir",
            "with_policy"]
 
 
 class VerifyError(Exception):
     """The verification could not run (no compiler, no GPU, a task whose reference fails)."""
+
+
+def verify_sources(
+    reference_source: str,
+    candidate_source: str,
+    backend: str = "cpu",
+    config: VerifyConfig | None = None,
+    on_gate: Callable[..., None] | None = None,
+) -> VerificationResult:
+    """The one door from core into the verifier: the command line (`verify_task`), a session
+    (`core.session.models.default_verify`) and a bench's jobs (`core.executors.verify_job`) all verify
+    through here, so every verdict says the same things: the tolerance in force in words, the policy it
+    was judged under and the task's degeneracy. The verifier's own errors (`VerifierError`,
+    `BackendUnavailable`) pass through; `verify_task` turns them into one-line `VerifyError`s."""
+    from verifier import verify
+
+    result = verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    return completed_verdict(result, config)
+
+
+def completed_verdict(result: VerificationResult, config: VerifyConfig | None) -> VerificationResult:
+    """`result` with what the verifier leaves to its caller filled in where it is missing: the tolerance
+    text, the policy as a dict, the degeneracy the task's checks found (`config.degenerate`, pass-through)."""
+    settings = config or VerifyConfig()
+    result.tolerance = result.tolerance or tolerance_text(config, degenerate=False)
+    result.policy = result.policy or make_policy(settings.policy, settings.allow).to_dict()
+    if config is not None and not result.degenerate:
+        result.degenerate = [*(config.degenerate or []), *config.pass_through]
+    return result
 
 
 def verify_task(
@@ -25,21 +54,16 @@ def verify_task(
     config: VerifyConfig | None = None,
     on_gate: Callable[..., None] | None = None,
 ) -> VerificationResult:
-    """Verify `source` against `task`; bad candidates come back as failing gates, never as exceptions."""
-    from verifier.api import VerifierError, verify
+    """Verify `source` against `task` (`verify_sources`, with the job directory sized from the task);
+    bad candidates come back as failing gates, never as exceptions."""
+    from verifier.api import VerifierError
     from verifier.backends import BackendUnavailable
 
     config = with_job_dir(config, task)
     try:
-        result = verify(task.source, source, backend=backend, config=config, on_gate=on_gate)
+        return verify_sources(task.source, source, backend=backend, config=config, on_gate=on_gate)
     except (VerifierError, BackendUnavailable) as exc:
         raise VerifyError(str(exc)) from None
-    result.tolerance = result.tolerance or tolerance_text(config, degenerate=False)
-    result.policy = result.policy or make_policy((config or VerifyConfig()).policy,
-                                                 (config or VerifyConfig()).allow).to_dict()
-    if config is not None and not result.degenerate:
-        result.degenerate = [*(config.degenerate or []), *config.pass_through]
-    return result
 
 
 def with_job_dir(config: VerifyConfig | None, task: Task | str) -> VerifyConfig | None:

@@ -21,7 +21,9 @@ log="$OUT/gpu_${what}.log"
 } | tee "$log"
 case "$what" in
   pytest)
-    timeout "${GPU_PYTEST_TIMEOUT:-520}" python3 -m pytest -q -rfE -p no:cacheprovider --durations=15 tests/gpu "$@" 2>&1 | tee -a "$log"
+    # tests/gpu, and the files whose GPU tests live beside their CPU siblings (the speed-of-light peaks), whole
+    timeout "${GPU_PYTEST_TIMEOUT:-520}" python3 -m pytest -q -rfE -p no:cacheprovider --durations=15 tests/gpu \
+      $(grep -rl --include='*.py' 'mark.gpu' tests | grep -v '^tests/gpu/' | sort) "$@" 2>&1 | tee -a "$log"
     ;;
   bench)
     timeout "${GPU_BENCH_TIMEOUT:-520}" python3 benchmarks/gpu_bench.py --results "$OUT" "$@" 2>&1 | tee -a "$log"

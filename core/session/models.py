@@ -80,10 +80,10 @@ class SessionVerifier:
 
 def default_verify(reference_source: str, candidate_source: str, backend: str = "cpu", config: VerifyConfig | None = None,
                    on_gate: Callable[..., None] | None = None) -> VerificationResult:
-    """The real verifier, imported on first use (it pulls in torch)."""
-    from verifier import verify
+    """The real verifier through core's one door (`core.verifying.verify_sources`; it imports torch on first use)."""
+    from core.verifying import verify_sources
 
-    return verify(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
+    return verify_sources(reference_source, candidate_source, backend=backend, config=config, on_gate=on_gate)
 
 
 def _default_verify(*args: Any, **kwargs: Any) -> VerificationResult:
@@ -125,22 +125,42 @@ def _policy_meta(policy: Any) -> dict[str, Any]:
 
 
 # The verifier settings a session keeps for its later verifications (`resume` has no verifier options):
-# what a person chooses on the command line, not this machine's paths or the test-only switches; each with
-# the types a recorded value must have to be used (session.json is a file people and tools edit).
-_NUMBER = (int, float)
-SAVED_VERIFIER_SETTINGS: dict[str, tuple[type, ...]] = {
-    "trials": (int,), "atol": (*_NUMBER, type(None)), "rtol": (*_NUMBER, type(None)), "seed": (int,),
-    "memory_gb": _NUMBER, "threads": (int, type(None)), "run_timeout_s": _NUMBER, "build_timeout_s": _NUMBER,
-    "timing_budget_s": _NUMBER, "input_distributions": (list,), "policy": (str,), "allow": (list,),
-    "gpu_memory_fraction": (*_NUMBER, type(None)), "time_kernels": (bool,), "compare_compile": (bool,),
-    "ncu": (bool,), "magnitude_probe": (bool,), "shape_probe": (bool,), "extra": (dict,),
-    # the settings that were `extra` keys before they were fields (old files: `lift_legacy_extra`)
-    "tolerance": (str, type(None)), "degenerate": (list, type(None)), "pass_through": (list,),
-    "separated_by": (list,), "timing_sets": (str,), "warmup_rounds": (int, type(None)),
-    "gpu_loop": (str, type(None)), "l2_flush_mb": (*_NUMBER, type(None)), "wake": (str, type(None)),
-    "own_stub": (str,), "bandwidth_peak_gbps": (*_NUMBER, type(None)), "flops_peak_gflops": (*_NUMBER, type(None)),
-    "seeded_inputs": (bool,), "device_compare": (bool,), "speed_of_light": (bool,),
-}
+# every `VerifyConfig` field but this machine's paths and sizes and the test-only switches below, each with
+# the types its annotation allows (a recorded value of another type is not used: session.json is a file people
+# and tools edit). Derived from the fields, so a new setting is saved unless it is named here.
+NOT_SAVED_VERIFIER_SETTINGS = frozenset({
+    "build_root", "max_processes", "warmup", "min_reps", "max_reps", "min_time_s", "use_cache", "warm_worker",
+    "isolate", "static_scan", "hidden_paths", "min_rounds", "max_rounds", "noise_halfwidth", "round_target_ms",
+    "timing_memory_mb", "magnitude_scales", "sandbox_tmp_mb", "job_dir_mb",
+})
+
+
+def _accepted_types(hint: Any) -> tuple[type, ...]:
+    """The JSON value types a field annotated `hint` takes: `float` takes an int too, `list[str]` a list."""
+    import types
+    import typing
+
+    parts = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+        else (hint,)
+    out: list[type] = []
+    for part in parts:
+        base = typing.get_origin(part) or part
+        out.extend((int, float) if base is float else (base,))
+    return tuple(dict.fromkeys(out))
+
+
+def _saved_verifier_settings() -> dict[str, tuple[type, ...]]:
+    import dataclasses
+    import typing
+
+    from verifier.config import VerifyConfig
+
+    hints = typing.get_type_hints(VerifyConfig)
+    return {f.name: _accepted_types(hints[f.name]) for f in dataclasses.fields(VerifyConfig)
+            if f.name not in NOT_SAVED_VERIFIER_SETTINGS}
+
+
+SAVED_VERIFIER_SETTINGS: dict[str, tuple[type, ...]] = _saved_verifier_settings()
 
 
 def verifier_settings_meta(config: Any) -> dict[str, Any] | None:

@@ -189,3 +189,28 @@ def test_a_whole_session_created_now_resumes_with_its_probe_results(tmp_path):
     assert (again.verify_config.tolerance, again.verify_config.degenerate) == ("v0", ["zeros"])
     saved = json.loads((path / "session.json").read_text())["settings"]["verifier"]
     assert saved["degenerate"] == ["zeros"] and saved["extra"] == {}
+
+
+def test_a_new_setting_is_saved_with_the_session_unless_named_as_not_saved():
+    """The saved settings are derived from `VerifyConfig`'s fields (issue 32: a second list of names beside
+    the fields drifted): each saved field set to a value other than its default comes back from the
+    session's file, and only the named machine and test-only settings are left out."""
+    import dataclasses
+
+    from core.session.models import NOT_SAVED_VERIFIER_SETTINGS
+
+    names = {f.name for f in dataclasses.fields(VerifyConfig)}
+    assert names >= NOT_SAVED_VERIFIER_SETTINGS  # a renamed field would otherwise be saved silently
+    assert set(SAVED_VERIFIER_SETTINGS) == names - NOT_SAVED_VERIFIER_SETTINGS
+    other = {int: 7, float: 7.5, str: "x", bool: None, list: ["a"], dict: {"k": 1}, type(None): None}
+    changed = {}
+    for name, kinds in SAVED_VERIFIER_SETTINGS.items():
+        default = getattr(VerifyConfig(), name)
+        if bool in kinds:
+            value = not default
+        else:
+            value = next(other[k] for k in kinds if other[k] is not None and other[k] != default)
+        changed[name] = value
+    config = dataclasses.replace(VerifyConfig(), **changed)
+    back = config_from_meta(json.loads(json.dumps(verifier_settings_meta(config))))
+    assert {name: getattr(back, name) for name in changed} == changed

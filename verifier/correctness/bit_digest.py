@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 CHUNK_BYTES = 32 << 20  # one chunk's bytes: the largest temporary a digest or a comparison makes
 
@@ -69,7 +70,7 @@ class KeyedDigest:
         self.torch = torch
         self.chunk_bytes = max(64, int(chunk_bytes) // 8 * 8)
         self.seed = int.from_bytes(os.urandom(8), "little") >> 2
-        self._keys: dict[str, object] = {}
+        self._keys: dict[str, Any] = {}
 
     def _key(self, device, words: int):
         """At least `words` odd int64 key words on `device`. Word i is a mix of i and the seed, so a key made
