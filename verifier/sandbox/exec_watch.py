@@ -290,6 +290,8 @@ class ExecWatch:
     tracks: Callable[[str], bool] | None = None
     known: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> anonymous ranges made executable
     files: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tgid -> ranges of followed files
+    # (tgid, range) of a followed file -> its (device, inode) when noted
+    file_ids: dict[tuple[int, tuple[int, int]], tuple[int, int]] = field(default_factory=dict)
     lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
     events: int = 0
     unconfirmed: int = 0  # library mappings whose process ended (or exec'd) before they were confirmed
@@ -459,10 +461,31 @@ class ExecWatch:
             wait = min(wait * 2, 0.01)
 
     def _note(self, tgid: int, rng: tuple[int, int], anon: bool = True) -> None:
+        ident = None
+        if not anon:  # which file it is, read now: the range may shrink to its text (`_file_still_mapped`)
+            ident = next(((dev, ino) for lo, hi, dev, ino, _path in (file_pieces(tgid) or [])
+                          if lo <= rng[0] < hi), None)
         with self._lock:
             ranges = (self.known if anon else self.files).setdefault(tgid, [])
             if rng not in ranges:
                 ranges.append(rng)
+            if ident is not None:
+                self.file_ids[(tgid, rng)] = ident
+
+    def _file_still_mapped(self, tgid: int, rng: tuple[int, int]) -> bool:
+        """A followed file's noted range whose executable part shrank but did not go: part of that same file
+        (device and inode, as when it was noted) is still mapped executable inside the range.
+
+        Why: the loader maps a library's whole span with its first segment's rights, then maps the data
+        segments over the tail; a watch that looked in between noted the whole span, and the honest
+        candidate's own extension read as code dropped within forward (CI under load, session 19: 192 KiB
+        noted, 180 KiB of text left). What stays mapped executable is the audit's to read, as for a file kept
+        mapped; a range with nothing of its file executable left is still `hidden-exec`."""
+        ident = self.file_ids.get((tgid, rng))
+        if ident is None:
+            return False
+        lo, hi = rng
+        return any((dev, ino) == ident and a < hi and lo < b for a, b, dev, ino, _path in (file_pieces(tgid) or []))
 
     def _lose(self, tgid: int, size: int, why: str) -> None:
         with self._lock:
@@ -487,7 +510,7 @@ class ExecWatch:
             if now is None:
                 gone.append(f"{len(ranges)} region(s) in a process of the sandbox that ended")
                 continue
-            missing = [r for r in ranges if _minus([r], now)]
+            missing = [r for r in ranges if _minus([r], now) and (anon or not self._file_still_mapped(tgid, r))]
             if missing:
                 total = sum(b - a for a, b in missing)
                 gone.append(f"{len(missing)} region(s), {total // 1024} KiB, in a process of the sandbox: unmapped or made "
