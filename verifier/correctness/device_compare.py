@@ -12,20 +12,16 @@ output's magnitude, after a check that every element finite in the reference is 
 
 from __future__ import annotations
 
+from verifier.correctness.bit_digest import equal_bits
 from verifier.correctness.compare import MAGNITUDE_ATOL, Comparison, tolerance_for
 
 BLOCK = 1 << 24  # elements per block: 64 MB of float32, a few temporaries of that on the card
 
 
 def same_bits(torch, got, want) -> bool:
-    """Equal bytes (NaN payloads and signed zeros included): passes any tolerance."""
-    if got.dtype != want.dtype or got.shape != want.shape:
-        return False
-    if got.numel() == 0:
-        return True
-    g, w = got.reshape(-1).view(torch.uint8), want.contiguous().reshape(-1).view(torch.uint8)
-    step = BLOCK * 4  # bytes: `torch.equal` of the whole makes a result as large as the tensor on the card
-    return all(bool(torch.equal(g[i:i + step], w[i:i + step])) for i in range(0, g.numel(), step))
+    """Equal bytes (NaN payloads and signed zeros included): passes any tolerance. Chunk by chunk
+    (`bit_digest.equal_bits`): `torch.equal` of the whole makes a result as large as the tensor on the card."""
+    return equal_bits(torch, got, want)
 
 
 def output_spread(torch, want) -> float:
