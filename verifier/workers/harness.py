@@ -399,7 +399,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 meta_of = None  # its defaults hold this call's inputs: kept, they stayed through every later phase
                 if not staged:
                     save_args(torch, np, d, inputs, prefix="after")
-                elif staged["staging"]["nbytes"] >= 1 << 28:
+                elif staged["staging"]["nbytes"] >= BIG_CALL_BYTES:
                     # staged: the call's own tensors go back to the driver, so the trusted worker's check of
                     # a gigabyte call has room on the card (a 6.4 GB ReLU ran out of memory on an H100)
                     del outs
