@@ -152,7 +152,7 @@ def verify(
     result.device_peak_gb = {k: round(int(v) / 1024**3, 2) for k, v in peaks.items() if isinstance(v, int) and v > 0}
     phases = {"reference": run.ref_side.reference.get("device_peak_phases"), "candidate": run.candidate.get("device_peak_phases"),
               "parent": run.__dict__.get("parent_peaks")}
-    result.device_peak_phases_gb = {side: {str(k)[:20]: round(int(v) / 1024**3, 2) for k, v in list(found.items())[:8]
+    result.device_peak_phases_gb = {side: {str(k)[:20]: round(int(v) / 1024**3, 2) for k, v in list(found.items())[:12]
                                            if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 50}
                                     for side, found in phases.items() if isinstance(found, dict) and found}
     result.compiled_ms = _median(run.ref_side.reference.get("compiled_times_ms"))

@@ -5,7 +5,9 @@ more than an H100 has). Session 19 found why: full copies of every argument in t
 inputs and outputs kept alive through every later phase (the followed call's raw outputs, a closure's default
 argument) so that even `empty_cache` returned nothing; at head size the phases are now 1.0-1.5x.
 
-Written in session 19 after its last device call: first run on a GPU in the next session with device time."""
+Session 20 (H200) ran it first: trials 4.06 GiB for a 2 GiB problem, the probe's 1.5x plus 1.0 GiB live from the
+start (the GPU probe's own snapshot room beside the flush buffer, now one buffer). Bounds in GiB, as the verdict
+gives them. The fix (a shared room) has not yet run on a GPU: the next session's first device call."""
 
 from __future__ import annotations
 
@@ -29,15 +31,24 @@ def test_the_candidates_phases_hold_the_call_and_no_leftovers(gpu_config):
     config = dataclasses.replace(gpu_config, l2_flush_mb=256)
     res = verify(task, (CANDIDATES / "cuda" / "relu.py").read_text(), backend="cuda", config=config)
     assert res.outcome == "feasible", [(g.name, g.reason) for g in res.gates if g.status == "fail"]
-    problem_gb = 2 * SIDE * SIDE * 4 / 1e9
-    flush_gb = 256 * 1024**2 / 1e9
+    problem_gb = 2 * SIDE * SIDE * 4 / 1024**3  # the verdict's figures are GiB
+    flush_gb = 256 / 1024
     phases = res.device_peak_phases_gb["candidate"]
+    print("memory plan", SIDE, "problem GiB", problem_gb, "candidate phases", phases, "peaks", res.device_peak_gb)
     assert {"trials", "profile", "rounds"} <= set(phases), phases
-    # trials: the call's inputs and outputs (the staging copy is exported memory, outside the allocator);
-    # profile: the same; rounds: inputs, outputs and the kept copy, plus the flush buffer. Before session 19
-    # every phase carried the last trial's tensors on top (2.4-2.5x at head size)
+    # what earlier commands leave live when a trial, the probe or the profile starts: the flush buffer (which
+    # the probe's snapshot room shares) and the digest key. Session 20 (H200) found 1.0 GiB here: the GPU
+    # probe's own 1 GiB room beside the flush buffer, held from start to finish
+    for name in ("live:trial", "live:probe", "live:profile"):
+        assert phases.get(name, 0.0) <= flush_gb + 0.1, (name, phases)
+    # trials: the call's inputs and outputs, and in the probe the garbled copy of the output (1.5x for a
+    # ReLU); the staging copy is exported memory, outside the allocator. Profile: inputs and outputs
     for name in ("trials", "profile"):
-        assert phases[name] <= 1.8 * problem_gb, (name, phases, problem_gb)
-    assert phases["rounds"] <= 1.8 * problem_gb + flush_gb, (phases, problem_gb)
+        assert phases[name] <= 1.6 * problem_gb + flush_gb, (name, phases, problem_gb)
+    # rounds: each timed call's inputs and outputs, a kept copy of the outputs, and the flush buffer
+    latency = next(g for g in res.gates if g.name == "latency")
+    calls = int(latency.detail["calls_per_round"])
+    assert phases["rounds"] <= 1.5 * calls * problem_gb + flush_gb + 0.1, (phases, calls, problem_gb)
     # the card as the driver saw it from this process: reserved plus the staging buffer, within the plan's 3x
-    assert res.device_peak_gb["candidate"] <= 3.0 * problem_gb + flush_gb, (res.device_peak_gb, problem_gb)
+    assert res.device_peak_gb["candidate"] <= max(3.0 * problem_gb, phases["rounds"]) + flush_gb + 0.1, (
+        res.device_peak_gb, problem_gb)

@@ -366,6 +366,12 @@ def _cuda_refs(torch) -> dict:
     return _CUDA
 
 
+def flush_buffer(torch):
+    """The L2 flush buffer of this process's timed rounds (made now if it is not yet, at the size
+    `set_flush_bytes` chose): the candidate's harness lends it to its `CudaClock` as the probe's room."""
+    return _cuda_refs(torch)["flush"]
+
+
 def cuda_call_ms(event_ms: float, host_ms: float, empty_ms: float) -> float:
     """One call's time: the CUDA events' (as `triton.testing.do_bench` reads it) unless the host saw the
     device busy clearly longer than the events on the current stream did, i.e. work was queued on

@@ -245,9 +245,11 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         if job.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))
         from verifier.clock.gpu_timing import CudaClock
+        from verifier.clock.paired_calls import flush_buffer
 
-        # Before the candidate is imported: the probe holds the real CUDA entry points.
-        clock = CudaClock(torch)
+        # Before the candidate is imported: the probe holds the real CUDA entry points. Its room is the rounds'
+        # flush buffer (one buffer, not two: the second was 1 GiB of every phase on the card; issue 33)
+        clock = CudaClock(torch, room=flush_buffer(torch))
     else:
         import platform
 
@@ -313,7 +315,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     kept: list = []
     inputs: list = []
     last_kind = None
-    def charge_cuda_peak(since: str | None) -> None:
+    last_command: str | None = None  # the kind, with a followed trial told apart (`flow`)
+
+    def charge_cuda_peak(since: str | None, command: str | None = None) -> None:
         """Live tensors at their peak since the last reading, charged to the phase that ran since (trials and
         probes, the profile, the timed rounds): where the memory plan is measured. Read at an unclocked
         command (`max_memory_reserved` builds the allocator's whole statistics dict: 0.3 ms of a clocked
@@ -325,6 +329,8 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         if since is not None:
             phases = report.setdefault("device_peak_phases", {})
             phases[since] = max(int(phases.get(since, 0)), int(torch.cuda.max_memory_allocated()))
+            if command in ("probe", "flow"):  # within the trials: which kind of call drew the peak
+                phases[command] = max(int(phases.get(command, 0)), int(torch.cuda.max_memory_allocated()))
             torch.cuda.reset_peak_memory_stats()
 
     if device == "cpu":  # where the trials' host memory starts: the model built, nothing drawn yet
@@ -348,8 +354,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0), phases[since])
                     reset_rss_peak()
             if device == "cuda" and kind not in ("round", "stub_round", "wake"):
-                charge_cuda_peak(PHASE_GROUP.get(str(last_kind)))
+                charge_cuda_peak(PHASE_GROUP.get(str(last_kind)), last_command)
+                if kind in ("trial", "probe", "profile"):  # what earlier commands left on the card (a leak shows)
+                    phases = report.setdefault("device_peak_phases", {})
+                    phases[f"live:{kind}"] = max(int(phases.get(f"live:{kind}", 0)), int(torch.cuda.memory_allocated()))
             last_kind = kind
+            last_command = "flow" if kind == "trial" and cmd.get("flow") else kind
             if kind == "finish":
                 break
             report["phase"] = {"trial": "correctness", "probe": "correctness", "profile": "profile",
