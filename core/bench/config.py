@@ -12,6 +12,7 @@ from core.bench.selection import ORDERS
 
 if TYPE_CHECKING:
     from memory import RetrievalPolicy
+    from verifier import VerifyConfig
 
 RETRIEVAL_MODES = ("value", "similarity", "random")
 MEMORY_MODES = ("shared", "per-task", "none")
@@ -30,7 +31,7 @@ class BenchConfig:
     executor: str = "inprocess"
     suite: str = "builtin"
     memory: str | None = None
-    verify_config: Any = None
+    verify_config: VerifyConfig | None = None  # the one place a run's verifier settings are set
     wall_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # ablations of the memory (None: the RetrievalPolicy default)
@@ -84,6 +85,7 @@ class BenchConfig:
             "wall_s": self.wall_s, "epsilon": self.epsilon, "pool_size": self.pool_size, "k": self.k,
             "memory_mode": self.memory_mode, "order": self.order, "budget": self.budget,
             "refine_norm": self.refine_norm,
-            "policy": getattr(self.verify_config, "policy", "kernelbench"),
-            "allow": list(getattr(self.verify_config, "allow", []) or []), **judged, **self.extra,
+            "policy": self.verify_config.policy if self.verify_config is not None else "kernelbench",
+            "allow": list(self.verify_config.allow or []) if self.verify_config is not None else [],
+            **judged, **self.extra,
         }
