@@ -35,18 +35,31 @@ def test_manual_mode_layout(snap_compare, tmp_path):
         # steady cursor, it is the same picture every time
         from textual.widgets import TextArea
 
-        for area in app.query(TextArea):
-            area.cursor_blink = False
-        for _ in range(200):  # the editor takes focus once the session has loaded: wait for it, not a fixed time
-            if isinstance(app.focused, TextArea):
-                break
+        # The editor takes focus once the session has loaded. On a loaded machine (load 5-8, fresh clone) the focus
+        # had not arrived in 10 s, and once (full suite, session 20) the picture lacked the cursor though the
+        # editor had been focused: what the picture is for is the layout, so the editor is focused here and
+        # the picture waits until it has held the focus over several pauses (a late focus change is seen)
+        steady = 0
+        for _ in range(200):
+            editor = next(iter(app.screen.query("#kernel-editor")), None)  # there once the screen is composed
+            if editor is None:
+                await pilot.pause(0.05)
+                continue
+            if app.focused is editor:
+                steady += 1
+                if steady >= 3:
+                    break
+            else:
+                steady = 0
+                if _ >= 20:  # a second for the app to focus it itself; then the test does
+                    editor.focus()
             await pilot.pause(0.05)
-        # on a loaded machine (load 5-8, fresh clone) the focus had not arrived in those 10 s and the cursor
-        # was missing from the picture; what the picture is for is the layout, so the editor gets it here
-        if not isinstance(app.focused, TextArea):
-            app.screen.query_one("#kernel-editor").focus()
-            await pilot.pause(0.1)
-        for area in app.query(TextArea):
+        for area in app.screen.query(TextArea):  # the main screen's (`app.query` reads the default screen)
+            area.cursor_blink = False  # set once the editor exists: set before, it missed it on a loaded machine
+            # with a steady cursor TextArea's line cache is keyed without the cursor: a line drawn before the
+            # focus came is served again without it (the session 20 failure). Textual has no public way to
+            # drop the cache; a missing attribute fails here, not as a picture that differs now and then
+            area._line_cache.clear()
             area.refresh()
         await pilot.pause()
         await pilot.pause(0.2)
