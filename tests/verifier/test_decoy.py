@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from verifier import verify
-from verifier.correctness.decoy import Probe, counted_model, kernel_findings, plan, probe_forward, same_bits
+from verifier.correctness.bit_digest import equal_bits
+from verifier.correctness.decoy import Probe, counted_model, kernel_findings, plan, probe_forward
 from verifier.policy.static_scan import RULES
 from verifier.workers.harness import CountingModule
 
@@ -44,11 +45,11 @@ def test_garbage_differs_and_keeps_the_values():
     probe = Probe(torch)
     x = torch.relu(torch.randn(16, 9))
     g = probe.garbage_like(x)
-    assert g.shape == x.shape and g.dtype == x.dtype and not same_bits(torch, g, x)
+    assert g.shape == x.shape and g.dtype == x.dtype and not equal_bits(torch, g, x)
     assert sorted(g.flatten().tolist()) == sorted(x.flatten().tolist())  # a roll: plausible values
     for t in (torch.zeros(5), torch.tensor(3.0), torch.ones(1, dtype=torch.int64), torch.tensor([True]),
               torch.zeros(4, dtype=torch.float16), torch.full((3,), float("nan"))):
-        assert not same_bits(torch, probe.garbage_like(t), t), t
+        assert not equal_bits(torch, probe.garbage_like(t), t), t
 
 
 def test_probe_garbles_returned_and_written_tensors_only_inside_the_probe():
@@ -74,9 +75,9 @@ def test_probe_garbles_returned_and_written_tensors_only_inside_the_probe():
         model(torch.randn(32, 32))  # another trial in between, as the plan makes it (a reused buffer differs)
         out, found = probe_forward(torch, model, [x], counter)
         assert found["kernel_calls"] == 1 and found["replaced"] == 1, found
-        assert same_bits(torch, out, normal) is is_decoy, model.__name__
-        assert same_bits(torch, model(x), normal)  # the probe is over
-    assert same_bits(torch, x, x.clone())
+        assert equal_bits(torch, out, normal) is is_decoy, model.__name__
+        assert equal_bits(torch, model(x), normal)  # the probe is over
+    assert equal_bits(torch, x, x.clone())
     _, found = probe_forward(torch, lambda x: (_ for _ in ()).throw(ValueError("bad")), [x], counter)
     assert found["error"].startswith("ValueError")
 
@@ -256,9 +257,9 @@ def test_an_honest_write_of_the_values_its_buffer_already_held_is_still_garbled(
     normal = in_place(x).clone()
     out, found = probe_forward(torch, in_place, [x], counter)
     assert found["reruns"] == 1 and found["replaced"] == 1 and found["results"] == 1, found
-    assert not same_bits(torch, out, normal), "the garbled write reached the output"
+    assert not equal_bits(torch, out, normal), "the garbled write reached the output"
     assert found["copies"] == 0, "its result is not a copy of an input"
-    assert same_bits(torch, x, x.clone()) and torch.equal(x, x)
+    assert equal_bits(torch, x, x.clone()) and torch.equal(x, x)
     assert verdict({**found, "trial_digests": ["a"], "probe_digests": ["b"]}) is None
 
 

@@ -57,11 +57,6 @@ def _tensors(torch, value) -> list:
     return []
 
 
-def same_bits(torch, a, b) -> bool:
-    """Equal shape, dtype and bytes (NaN compares as its bits), one chunk at a time (`bit_digest.equal_bits`)."""
-    return equal_bits(torch, a, b)
-
-
 def _storage(t) -> int | None:
     try:
         return t.untyped_storage().data_ptr()
@@ -152,7 +147,7 @@ class Probe:
         if n == 0:
             return t.detach().clone()
         out = torch.roll(flat, self._offset(n)) if n > 1 else flat.clone()
-        if same_bits(torch, out, flat):
+        if equal_bits(torch, out, flat):
             gen = torch.Generator(device=flat.device)
             gen.manual_seed(self._offset(1 << 62))
             if flat.dtype == torch.bool:

@@ -18,12 +18,6 @@ from verifier.correctness.compare import MAGNITUDE_ATOL, Comparison, tolerance_f
 BLOCK = 1 << 24  # elements per block: 64 MB of float32, a few temporaries of that on the card
 
 
-def same_bits(torch, got, want) -> bool:
-    """Equal bytes (NaN payloads and signed zeros included): passes any tolerance. Chunk by chunk
-    (`bit_digest.equal_bits`): `torch.equal` of the whole makes a result as large as the tensor on the card."""
-    return equal_bits(torch, got, want)
-
-
 def output_spread(torch, want) -> float:
     """Standard deviation of the finite reference values (`compare.output_spread`), in float64, block by
     block (Chan's pairwise combination of counts, means and squared deviations): whole-tensor float64
@@ -90,7 +84,7 @@ def compare(torch, got, want, got_dtype: str, want_dtype: str, atol: float | Non
         return Comparison(False, f"{label} has dtype {got_dtype}, expected {want_dtype}")
     if got.numel() == 0:
         return Comparison(True)
-    if not magnitude and spread is None and same_bits(torch, got, want):
+    if not magnitude and spread is None and equal_bits(torch, got, want):  # equal bytes pass any tolerance
         return Comparison(True, max_abs=0.0, max_rel=0.0)
     common = _common(torch, got, want)
     if atol is None or rtol is None:

@@ -318,6 +318,7 @@ class Worker:
         torch = self.torch
         from verifier.clock.paired_calls import dtype_name, plain_outputs, sync
         from verifier.correctness import device_compare
+        from verifier.correctness.bit_digest import equal_bits
         from verifier.correctness.shared_device_memory import ImportedBuffer
 
         label = str(cmd.get("label") or "trial")[:200]
@@ -380,7 +381,7 @@ class Worker:
                 if not isinstance(x, torch.Tensor):
                     continue
                 got = self._region(region, x, f"input {j}")
-                if isinstance(got, str) or not device_compare.same_bits(torch, got, x):
+                if isinstance(got, str) or not equal_bits(torch, got, x):
                     return {"fail": f"{label}: input {j} was modified by forward; inputs must stay unchanged"}
             result.update(max_abs=worst_abs, max_rel=worst_rel)
         key = cmd.get("digest_key")
