@@ -119,7 +119,10 @@ def test_a_rounds_tail_stays_in_its_own_window():
     used to run in the next command's window, so on a 6.4 GB ReLU the trusted stub that followed a replay
     cost as much as the replay and every round was "unresolved". Here, a 1 GiB ReLU timed as the reference
     worker's replay then stub are (host clock from the call to its return, no synchronise around it):
-    replay minus stub is the call, as the events see it, within a third."""
+    replay minus stub is the call, as the events see it, within a third. Judged per repetition (the median
+    of replay-minus-stub over the events of the same repetition): the GPU suite runs beside other GPU tests,
+    which slow a repetition's call and its events together (seen on an H200: one repetition at 0.77 ms in
+    both, and medians of the two lists taken apart then differed by half)."""
     import time
 
     import torch
@@ -144,8 +147,8 @@ def test_a_rounds_tail_stays_in_its_own_window():
         diffs.append((replay - stub) * 1e3)
         events.append(times[0])
         del sets, stub_sets, kept
-    diff, event = sorted(diffs)[2], sorted(events)[2]
-    assert diff == pytest.approx(event, rel=0.34), (diffs, events)
+    ratio = sorted(d / e for d, e in zip(diffs, events, strict=True))[2]
+    assert ratio == pytest.approx(1.0, rel=0.34), (diffs, events)
 
 
 @pytest.mark.gpu
