@@ -71,7 +71,7 @@ __all__ = [
 TIMING_KEYS = ("speedup", "lo", "hi", "noisy", "rounds", "calls_per_round", "threads", "halfwidth", "gbps",
                "reference_gbps", "bandwidth_peak_gbps", "bandwidth_fraction", "reference_bandwidth_fraction",
                "bound", "bandwidth_over_peak", "gflops", "reference_gflops", "flops_peak_gflops", "flops_fraction",
-               "reference_flops_fraction", "flops_peak_dtype")
+               "reference_flops_fraction", "flops_peak_dtype", "tf32_peak_gflops")
 NO_FIGURE_KEEPS = ("rounds", "calls_per_round", "threads")
 
 

@@ -216,7 +216,7 @@ class VerificationResult:
             return ""
         ff = t.get("flops_fraction")
         if t.get("bound") == "compute-bound" and ff is not None:  # past the ridge point: the compute roof is the one
-            dtype = {"float16": "FP16", "bfloat16": "BF16"}.get(str(t.get("flops_peak_dtype")), "FP32")
+            dtype = {"float16": "FP16", "bfloat16": "BF16", "tf32": "TF32"}.get(str(t.get("flops_peak_dtype")), "FP32")
             text = f"{100 * ff:.0f}% of {dtype} peak, compute-bound"
             if "flops_fraction" in (t.get("bandwidth_over_peak") or ()):
                 text += " (above the measured peak: the figure or the model of its work is wrong)"
@@ -252,6 +252,9 @@ class VerificationResult:
             lines.append(f"Speed of light: the kernel reaches {sol} ({t.get('gflops') or 0:.1f} of "
                          f"{t.get('flops_peak_gflops') or 0:.1f} GFLOP/s measured on this machine"
                          + (f"; the eager reference {100 * ref:.0f}%" if ref is not None else "") + ").")
+            if t.get("tf32_peak_gflops") and str(t.get("flops_peak_dtype")) == "float32":
+                lines.append(f"TF32 tensor cores reach {t['tf32_peak_gflops']:.1f} GFLOP/s on this card, where the "
+                             "task's tolerance allows products rounded to TF32.")
         elif sol:
             t = self.timing
             ref = t.get("reference_bandwidth_fraction")

@@ -401,3 +401,69 @@ def test_cuda_bfloat16_peak_is_above_the_float32_one():
     bf16 = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3, dtype="bfloat16")
     print(f"float32 {fp32:.0f} GFLOP/s, bfloat16 {bf16:.0f} GFLOP/s")
     assert bf16 > 1.5 * fp32
+
+
+def test_a_float32_kernel_above_the_fp32_roof_is_held_to_the_tf32_one():
+    """On a GPU a float32 task's kernel may round its products to TF32 on the tensor cores (a loose tolerance
+    lets it through): against the float32 roof it read above 100% and was flagged as a wrong figure. With the
+    card's TF32 peak measured beside the float32 one, such a kernel is held to the TF32 roof and named so;
+    one above both is still flagged; a kernel under the float32 roof keeps it, with the TF32 peak said."""
+    flops, moved = 2.0e9, 1.0e6  # 2000 FLOP/B: compute-bound on any machine
+    under = bandwidth.speed_of_light(moved, 20.0, 10.0, 1000.0, flops, 50_000.0, tf32_peak_gflops=400_000.0)
+    assert under["flops_fraction"] == pytest.approx(40_000.0 / 50_000.0) and "bandwidth_over_peak" not in under
+    assert under["tf32_peak_gflops"] == 400_000.0 and "flops_roof" not in under
+    above = bandwidth.speed_of_light(moved, 100.0, 10.0, 1000.0, flops, 50_000.0, tf32_peak_gflops=400_000.0)
+    assert above["flops_roof"] == "tf32" and above["flops_peak_gflops"] == 400_000.0
+    assert above["flops_fraction"] == pytest.approx(200_000.0 / 400_000.0) and "bandwidth_over_peak" not in above
+    beyond = bandwidth.speed_of_light(moved, 300.0, 10.0, 1000.0, flops, 50_000.0, tf32_peak_gflops=400_000.0)
+    assert beyond["flops_roof"] == "tf32" and beyond["bandwidth_over_peak"] == ["flops_fraction"]
+    no_tf32 = bandwidth.speed_of_light(moved, 100.0, 10.0, 1000.0, flops, 50_000.0)
+    assert no_tf32["bandwidth_over_peak"] == ["flops_fraction"]  # the CPU: no tensor-core roof, flagged as before
+
+
+def test_the_latency_detail_names_the_tf32_roof_and_the_prompt_offers_it():
+    """The reference worker's report on a GPU carries `flops_peak_tf32` beside `flops_peak`: the latency detail
+    names the roof a kernel is held to (`tf32`), the verdict line says "of TF32 peak", and a kernel under the
+    float32 roof is told what the tensor cores would allow. A FLOP peak given by hand keeps that roof alone."""
+    from verifier.run.timed_calls import speed_of_light_detail
+
+    reference = {"bandwidth_peak": {"gbps": 1000.0, "method": "m", "cached": True}, "flops": 2.0e9,
+                 "flops_peak": {"gflops": 50_000.0, "method": "fp32 probe", "cached": True, "dtype": "float32"},
+                 "flops_peak_tf32": {"gflops": 400_000.0, "method": "tf32 probe", "cached": False, "dtype": "tf32"}}
+    fast = speed_of_light_detail(VerifyConfig(), reference, "cuda", 1_000_000, 100.0, 10.0)
+    assert fast["flops_peak_dtype"] == "tf32" and fast["flops_peak_gflops"] == 400_000.0
+    assert fast["flops_peak_source"].startswith("tf32 probe")
+    res = _result(0.3)
+    res.timing.update({k: fast[k] for k in ("bound", "gflops", "flops_peak_gflops", "flops_fraction", "flops_peak_dtype")})
+    assert res.bandwidth_text() == "50% of TF32 peak, compute-bound"
+    slow = speed_of_light_detail(VerifyConfig(), reference, "cuda", 1_000_000, 20.0, 10.0)
+    assert slow["flops_peak_dtype"] == "float32" and slow["tf32_peak_gflops"] == 400_000.0
+    res = _result(0.3)
+    res.timing.update({k: slow[k] for k in ("bound", "gflops", "flops_peak_gflops", "flops_fraction",
+                                            "flops_peak_dtype", "tf32_peak_gflops")})
+    assert res.bandwidth_text() == "80% of FP32 peak, compute-bound"
+    assert "TF32 tensor cores reach 400000.0 GFLOP/s" in res.feedback()
+    given = speed_of_light_detail(VerifyConfig(flops_peak_gflops=50_000.0), reference, "cuda", 1_000_000, 100.0, 10.0)
+    assert given["flops_peak_dtype"] == "float32" and "tf32_peak_gflops" not in given
+    assert given["bandwidth_over_peak"] == ["flops_fraction"]
+
+
+def test_no_tf32_roof_off_the_gpu(tmp_path, monkeypatch):
+    """TF32 is a GPU's tensor-core mode: on the CPU no such peak is measured or cached."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("EVOKERNEL_PEAKS_CACHE", str(tmp_path / "peaks.json"))
+    assert bandwidth.peak_flops(torch, "cpu", 1, dtype="tf32") is None
+    assert not (tmp_path / "peaks.json").exists()
+
+
+@pytest.mark.gpu
+def test_cuda_tf32_peak_is_above_the_float32_one_and_leaves_the_precision_alone():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    before = torch.backends.cuda.matmul.allow_tf32
+    fp32 = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3)
+    tf32 = bandwidth.cuda_matmul_gflops(torch, n=4096, runs=3, dtype="tf32")
+    print(f"float32 {fp32:.0f} GFLOP/s, tf32 {tf32:.0f} GFLOP/s")
+    assert tf32 > 1.5 * fp32
+    assert torch.backends.cuda.matmul.allow_tf32 == before

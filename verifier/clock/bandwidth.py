@@ -146,8 +146,10 @@ def cuda_copy_gbps(torch, nbytes: int = GPU_COPY_BYTES, runs: int = GPU_RUNS) ->
     return 2 * 4 * n / best / 1e9
 
 
-#: the floating dtypes a FLOP peak is measured for, and their short names in the cache key and the verdict
-PEAK_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+#: the floating dtypes a FLOP peak is measured for, and their short names in the cache key and the verdict;
+#: "tf32" is float32 data through a GPU's tensor cores (`torch.backends.cuda.matmul.allow_tf32`), the roof a
+#: float32 kernel that rounds its products to TF32 is held to (`speed_of_light`)
+PEAK_DTYPES = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def compute_dtype(torch, tensors: list) -> str:
@@ -185,21 +187,29 @@ def cpu_matmul_gflops(torch, threads: int | None = None, n: int = CPU_MATMUL_N, 
 
 def cuda_matmul_gflops(torch, n: int = GPU_MATMUL_N, runs: int = FLOP_RUNS,
                        dtype: str = "float32") -> float:  # pragma: no cover - GPU
-    """An `n`x`n` matmul in `dtype` on the card (float32 under torch's current matmul precision), timed with
-    CUDA events, best of `runs`: 2n^3 FLOPs per run."""
-    a = torch.randn(n, n, dtype=getattr(torch, dtype), device="cuda")
-    b = torch.randn(n, n, dtype=getattr(torch, dtype), device="cuda")
-    out = torch.mm(a, b)
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(max(1, runs)):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.mm(a, b, out=out)
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    del a, b, out
+    """An `n`x`n` matmul in `dtype` on the card (float32 under torch's current matmul precision; "tf32":
+    float32 with TF32 tensor cores allowed for this probe only), timed with CUDA events, best of `runs`:
+    2n^3 FLOPs per run."""
+    tf32 = dtype == "tf32"
+    data = torch.float32 if tf32 else getattr(torch, dtype)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True if tf32 else allowed
+    try:
+        a = torch.randn(n, n, dtype=data, device="cuda")
+        b = torch.randn(n, n, dtype=data, device="cuda")
+        out = torch.mm(a, b)
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(max(1, runs)):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, b, out=out)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        del a, b, out
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed  # the reference's precision is not changed
     torch.cuda.empty_cache()
     return 2.0 * n**3 / best / 1e9
 
@@ -265,6 +275,8 @@ def peak_flops(torch, device: str, threads: int, device_name: str = "", measure:
     "cached", "dtype"}`, cached and sampled as the bandwidth peak is (`_cached_peak`; its own key: the
     machine's key and `|flops-fp32`, `|flops-bf16`, ...)."""
     dtype = dtype if dtype in PEAK_DTYPES else "float32"
+    if dtype == "tf32" and device != "cuda":
+        return None  # tensor cores: a GPU's
 
     def take() -> tuple[float, str]:
         if device == "cuda":  # pragma: no cover - GPU
@@ -281,7 +293,7 @@ def peak_flops(torch, device: str, threads: int, device_name: str = "", measure:
 
 def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps: float | None,
                    peak_gbps: float | None, flops: float | None = None,
-                   peak_gflops: float | None = None) -> dict[str, Any]:
+                   peak_gflops: float | None = None, tf32_peak_gflops: float | None = None) -> dict[str, Any]:
     """The latency detail's speed-of-light keys from the bytes a call moves, the kernel's and the reference's
     achieved GB/s, the machine's peak and (when known) the task's FLOPs per call:
     `bandwidth_peak_gbps`, `bandwidth_fraction`, `reference_bandwidth_fraction`, `arithmetic_intensity`,
@@ -292,7 +304,12 @@ def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps
     With a FLOP peak (`peak_gflops`) and FLOPs per call: `gflops` and `reference_gflops` achieved (FLOPs
     over the call's time, which is bytes over GB/s), `flops_peak_gflops`, `flops_fraction`,
     `reference_flops_fraction`, and the bound from the ridge point (peak FLOP/s over peak bytes/s): below
-    it memory-bound, at or above it compute-bound."""
+    it memory-bound, at or above it compute-bound.
+
+    `tf32_peak_gflops` (a float32 task on a GPU: the card's TF32 tensor-core peak) is kept as
+    `tf32_peak_gflops`; a kernel above the float32 roof but within this one is held to it instead
+    (`flops_roof` "tf32": it rounds its products to TF32, which only a loose tolerance lets through), not
+    flagged as a wrong figure."""
     def frac(x: float | None) -> float | None:
         if x is None or not peak_gbps or peak_gbps <= 0:
             return None
@@ -310,6 +327,14 @@ def speed_of_light(moved_bytes: float | None, gbps: float | None, reference_gbps
             def rate(x: float | None) -> float | None:
                 return None if x is None else float(flops) * float(x) / float(moved_bytes)
 
+            roof = float(peak_gflops)
+            if tf32_peak_gflops and tf32_peak_gflops > roof:
+                out["tf32_peak_gflops"] = float(tf32_peak_gflops)
+                achieved = rate(gbps)
+                if achieved is not None and achieved > OVER_PEAK * roof:
+                    roof = float(tf32_peak_gflops)
+                    out["flops_roof"] = "tf32"
+            peak_gflops = roof
             out.update(gflops=rate(gbps), reference_gflops=rate(reference_gbps), flops_peak_gflops=float(peak_gflops))
             out["flops_fraction"] = None if out["gflops"] is None else out["gflops"] / float(peak_gflops)
             out["reference_flops_fraction"] = (None if out["reference_gflops"] is None

@@ -88,13 +88,19 @@ def speed_of_light_detail(config: VerifyConfig, reference: dict, device: str, mo
     flops_peak = reference.get("flops_peak") or {}
     given_flops = config.flops_peak_gflops
     peak_gflops = float(given_flops) if given_flops is not None else flops_peak.get("gflops")
-    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, reference.get("flops"), peak_gflops)
+    tf32 = (reference.get("flops_peak_tf32") or {}).get("gflops") if given_flops is None else None
+    out = speed_of_light(moved or None, gbps, reference_gbps, peak_gbps, reference.get("flops"), peak_gflops,
+                         tf32_peak_gflops=tf32)
     for key in ("flops_method", "flops_error"):  # how the FLOPs were counted, or why they were not
         if reference.get(key):
             out[key] = str(reference[key])
     if out.get("flops_peak_gflops") is not None:
         # the roof's dtype: the task's own (`bandwidth.compute_dtype`), float32 for a peak given by hand
         out["flops_peak_dtype"] = "float32" if given_flops is not None else str(flops_peak.get("dtype") or "float32")
+        if out.pop("flops_roof", None) == "tf32":  # above the float32 roof, within the tensor cores' TF32 one
+            out["flops_peak_dtype"] = "tf32"
+            tf32_peak = reference.get("flops_peak_tf32") or {}
+            flops_peak = {**flops_peak, **{k: tf32_peak[k] for k in ("method", "cached") if k in tf32_peak}}
         out["flops_peak_source"] = "given" if given_flops is not None else (
             f"{flops_peak.get('method', 'measured')}, {'cached' if flops_peak.get('cached') else 'measured now'}")
     if given is not None:

@@ -294,12 +294,21 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - no peak: the verdict says only GB/s
             out["bandwidth_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         if out.get("flops"):  # a task with FLOPs (a matmul, a convolution): the compute roof too
+            dtype = bandwidth.compute_dtype(torch, inputs or [])
             try:
                 out["flops_peak"] = bandwidth.peak_flops(
                     torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
-                    measure=bool(cmd.get("measure_peak", True)), dtype=bandwidth.compute_dtype(torch, inputs or []))
+                    measure=bool(cmd.get("measure_peak", True)), dtype=dtype)
             except Exception as exc:  # noqa: BLE001 - no FLOP peak: the verdict says only the bandwidth side
                 out["flops_peak"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            if dtype == "float32" and self.device == "cuda":  # pragma: no cover - GPU
+                # the tensor cores' TF32 roof beside it: a kernel that rounds to TF32 is held to that one
+                try:
+                    out["flops_peak_tf32"] = bandwidth.peak_flops(
+                        torch, self.device, int(cmd.get("threads") or torch.get_num_threads()), self.device_name(),
+                        measure=bool(cmd.get("measure_peak", True)), dtype="tf32")
+                except Exception as exc:  # noqa: BLE001 - no TF32 roof: the float32 one alone
+                    out["flops_peak_tf32"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         return out
 
     def release(self) -> None:
