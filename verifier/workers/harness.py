@@ -314,10 +314,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                  threads=threads, pid=os.getpid())
     kept: list = []
     inputs: list = []
-    last_kind = None
-    last_command: str | None = None  # the kind, with a followed trial told apart (`flow`)
+    last_command: str | None = None  # the last command's kind, a followed trial told apart (`flow`)
 
-    def charge_cuda_peak(since: str | None, command: str | None = None) -> None:
+    def charge_cuda_peak(command: str | None) -> None:
         """Live tensors at their peak since the last reading, charged to the phase that ran since (trials and
         probes, the profile, the timed rounds): where the memory plan is measured. Read at an unclocked
         command (`max_memory_reserved` builds the allocator's whole statistics dict: 0.3 ms of a clocked
@@ -326,11 +325,12 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         staged_bytes = stager.buffer.nbytes if stager is not None and stager.buffer is not None else 0
         report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0),
                                           int(torch.cuda.max_memory_reserved()) + staged_bytes)
+        since = PHASE_GROUP.get(str(command))
         if since is not None:
             phases = report.setdefault("device_peak_phases", {})
-            phases[since] = max(int(phases.get(since, 0)), int(torch.cuda.max_memory_allocated()))
+            _raise_peak(phases, since, torch.cuda.max_memory_allocated())
             if command in ("probe", "flow"):  # within the trials: which kind of call drew the peak
-                phases[command] = max(int(phases.get(command, 0)), int(torch.cuda.max_memory_allocated()))
+                _raise_peak(phases, command, torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
 
     if device == "cpu":  # where the trials' host memory starts: the model built, nothing drawn yet
@@ -347,18 +347,16 @@ def serve(job_dir: Path, channel, report: dict) -> None:
             if device == "cpu" and kind not in ("round", "stub_round", "wake"):
                 # on the CPU the host is the device: the resident peak (`VmHWM`) since the last unclocked
                 # command, charged as on the card; a claim of this process, shown and never relied on
-                since = PHASE_GROUP.get(str(last_kind))
+                since = PHASE_GROUP.get(str(last_command))
                 if since is not None:
                     phases = report.setdefault("device_peak_phases", {})
-                    phases[since] = max(int(phases.get(since, 0)), rss_bytes(peak=True))
-                    report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0), phases[since])
+                    peak = _raise_peak(phases, since, rss_bytes(peak=True))
+                    report["device_peak_bytes"] = max(int(report.get("device_peak_bytes") or 0), peak)
                     reset_rss_peak()
             if device == "cuda" and kind not in ("round", "stub_round", "wake"):
-                charge_cuda_peak(PHASE_GROUP.get(str(last_kind)), last_command)
+                charge_cuda_peak(last_command)
                 if kind in ("trial", "probe", "profile"):  # what earlier commands left on the card (a leak shows)
-                    phases = report.setdefault("device_peak_phases", {})
-                    phases[f"live:{kind}"] = max(int(phases.get(f"live:{kind}", 0)), int(torch.cuda.memory_allocated()))
-            last_kind = kind
+                    _raise_peak(report.setdefault("device_peak_phases", {}), f"live:{kind}", torch.cuda.memory_allocated())
             last_command = "flow" if kind == "trial" and cmd.get("flow") else kind
             if kind == "finish":
                 break
@@ -457,7 +455,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                     inputs = []  # not held through the timed rounds that follow (see the probe's)
                     _return_if_big(torch, held)
                     charge_cuda_peak("profile")
-                    last_kind = None  # read: the next command charges nothing to the profile again
+                    last_command = None  # read: the next command charges nothing to the profile again
                 else:
                     found["work_split"] = work_split(prof)
                 channel.mark("profile_done", **found)
@@ -526,13 +524,19 @@ def serve(job_dir: Path, channel, report: dict) -> None:
 
 
 #: the phase a command's device memory is charged to (`device_peak_phases`)
-PHASE_GROUP = {"trial": "trials", "probe": "trials", "profile": "profile", "round": "rounds", "stub_round": "rounds",
+PHASE_GROUP = {"trial": "trials", "flow": "trials", "probe": "trials", "profile": "profile", "round": "rounds", "stub_round": "rounds",
                "save": "rounds", "wake": "rounds"}
 
 
 #: a call whose tensors take this much gives the allocator's cached blocks back to the driver once done with
 #: them (outside any clock), so the card has room for what the trusted side and the next phase need
 BIG_CALL_BYTES = 1 << 28
+
+
+def _raise_peak(peaks: dict, key: str, value: int) -> int:
+    """`peaks[key]` raised to `value` if that is higher (a phase's peak is the largest seen for it): the new figure."""
+    peaks[key] = max(int(peaks.get(key, 0)), int(value))
+    return peaks[key]
 
 
 def _tensor_bytes(torch, values: list) -> int:
