@@ -237,7 +237,7 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
         run_b.start_candidate()
         # the inputs, init seed and fresh probe's slot both runs share; run A's worker serves the window
         run_b.ref_side = run_a.ref_side.shared()
-        shutil.rmtree(run_b.trusted_dir, ignore_errors=True)
+        shutil.rmtree(run_b.trusted_dir, ignore_errors=True)  # type: ignore[arg-type]  # set by start_candidate
         run_b.trusted_dir = run_a.trusted_dir
         run_a.shares_inputs = True
         for label, run in (("A", run_a), ("B", run_b)):

@@ -260,7 +260,7 @@ class CudaBuilder:
             mine.append((step, log, lifetime.spawn(list(step.argv), cwd=tmp_dir, stdout=log, own_group=False,
                                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
             procs.append(mine[-1])
-        timings = []
+        timings: list[str] = []
         for step, log, proc in mine:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -352,7 +352,7 @@ class CudaBuilder:
         spec_path = tmp_dir / "spec.json"
         spec_path.write_text(json.dumps({**spec, "build_directory": str(tmp_dir), "verbose": False}))
         # ninja and nvcc may live beside this Python (pip wheels), off the sandbox's short PATH
-        tools = [str(Path(sys.executable).parent)] + ([str(Path(nvcc_path()).parent)] if nvcc_path() else [])
+        tools = [str(Path(sys.executable).parent)] + ([str(Path(nvcc_path()).parent)] if nvcc_path() else [])  # type: ignore[arg-type]  # checked just before
         env = {**os.environ, "TORCH_CUDA_ARCH_LIST": self.arch,
                "PATH": os.pathsep.join([*tools, os.environ.get("PATH", "/usr/bin:/bin")]),
                "MAX_JOBS": os.environ.get("MAX_JOBS", str(max(1, min(8, os.cpu_count() or 1))))}

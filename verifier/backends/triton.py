@@ -127,6 +127,7 @@ def install(job: dict, counter: dict, report: dict) -> None:
                 result = through(counter, original, (self, *args), kwargs)  # garbled in the decoy probe
             except Exception as exc:
                 path = job.get("candidate_path") or "candidate.py"
+                diags: list[str] | None
                 if type(exc).__name__ == "CompilationError":
                     diags = compile_diagnostics(exc, path, getattr(self, "starting_line_number", None))
                 else:
@@ -136,7 +137,7 @@ def install(job: dict, counter: dict, report: dict) -> None:
                 report["phase"] = "build"
                 raise BuildError(f"triton could not compile {name}: {diags[0]}", diags, str(exc)) from None
             if first:
-                built.add(name)
+                built.add(name)  # type: ignore[arg-type]  # the kernel's __name__ (mypy: Any | None)
                 report["builds"].append({"name": name, "key": "", "cache_hit": False,
                                          "layout": "triton-interpret" if job.get("triton_interpret") else "triton-jit",
                                          "seconds": time.monotonic() - t0, "steps": []})

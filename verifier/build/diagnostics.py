@@ -28,7 +28,7 @@ def parse_diagnostics(output: str, line_offset: int = 0, limit: int = 30) -> lis
         if lm:
             errors.append(f"link: error: {lm.group(1).strip()}")
     seen: set[str] = set()
-    unique = [d for d in errors + warnings if not (d in seen or seen.add(d))]
+    unique = [d for d in errors + warnings if not (d in seen or seen.add(d))]  # type: ignore[func-returns-value]  # add() is None: first sightings kept
     return unique[:limit]
 
 

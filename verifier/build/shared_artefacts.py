@@ -38,7 +38,7 @@ _TYPE_WORDS = {"const", "torch", "at", "c10", "std", "Tensor", "Scalar", "Scalar
                "unsigned", "signed", "short", "double", "float", "bool", "void", "IntArrayRef", "string"}
 
 
-def safe_cflags(cflags: list) -> bool:
+def safe_cflags(cflags: object) -> bool:
     """Flags the trusted side may compile a shared header with: optimisation and ISA flags, macros
     without paths; never includes, plugins, specs or output redirection."""
     return isinstance(cflags, list) and all(isinstance(f, str) and _SAFE_FLAG.fullmatch(f) for f in cflags)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class PairedEstimate:
         """Inverse of to_dict; unknown keys are ignored, missing or non-numeric ones are a ValueError."""
         if not isinstance(data, dict):
             raise ValueError("a paired estimate must be a JSON object: re-measure the kernel")
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in data:
                 if f.default is not MISSING:
@@ -75,7 +76,7 @@ class PairedEstimate:
         return text + (", noisy" if self.noisy else "")
 
 
-def _as_rounds(values: Sequence[float], side: str) -> np.ndarray:
+def _as_rounds(values: Sequence[float] | np.ndarray, side: str) -> np.ndarray:
     try:
         arr = np.asarray(list(values), dtype=float)
     except (TypeError, ValueError):
@@ -311,7 +312,8 @@ def select_rounds(lost: Sequence[Sequence[float]], limit: float = DISTURBED_SHAR
     return [i for i in range(n) if all(float(x[i]) <= limit for x in lost)]
 
 
-def robust_paired(ref_rounds: Sequence[float], cand_rounds: Sequence[float], keep: Sequence[int] | None = None,
+def robust_paired(ref_rounds: Sequence[float] | np.ndarray, cand_rounds: Sequence[float] | np.ndarray,
+                  keep: Sequence[int] | None = None,
                   rng_seed: int = 0, n_boot: int = 2000, noisy_halfwidth: float = 0.10,
                   confidence: float = CONFIDENCE) -> PairedEstimate:
     """The speedup as the median of the per-round paired ratios (reference / candidate) over the kept

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 # Factories whose result is fully described by (shape, dtype, a few scalars) and a generator.
 _FACTORIES = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "zeros", "ones",
@@ -47,7 +48,7 @@ def _dtype_name(dtype) -> str:
 def _entry(name: str, args: tuple, kwargs: dict, result) -> dict | None:
     """One recipe entry for a factory call (None when the call cannot be reproduced from a seed)."""
     base = name.removesuffix("_like")
-    entry = {"kind": base, "shape": [int(s) for s in result.shape], "dtype": _dtype_name(result.dtype)}
+    entry: dict[str, object] = {"kind": base, "shape": [int(s) for s in result.shape], "dtype": _dtype_name(result.dtype)}
     if base == "empty":
         entry["kind"] = "zeros"  # garbage content is not a distribution: drawn as zeros (the task cannot tell)
     if base == "randint":
@@ -73,7 +74,7 @@ def capture(torch, get_inputs: Callable[[], list]) -> list[dict] | None:
 
     from torch.overrides import TorchFunctionMode
 
-    made: dict[int, tuple[object, dict]] = {}
+    made: dict[int, tuple[Any, dict]] = {}
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -10,6 +10,7 @@ import time
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from verifier.correctness.decoy import called, kernel_findings, work_record
 from verifier.policy.rules import Policy
 from verifier.policy.static_scan import RULES, Violation, scan
 from verifier.result import FAIL, PASS, SKIP, GateResult
+
+if TYPE_CHECKING:
+    from verifier.sandbox.supervisor import SandboxOutcome
 
 OP_FAMILIES = {
     "matmul": re.compile(r"aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_addmm_activation|addbmm)$"),
@@ -39,7 +43,7 @@ def op_family(name: str) -> str:
     return name
 
 
-def dominant_ops(profile: list[dict], ignored: set[str]) -> list[str]:
+def dominant_ops(profile: list[dict], ignored: AbstractSet[str]) -> list[str]:
     """The reference's aten ops that take at least 10% of its self time: a candidate must not run them."""
     rows = [r for r in profile if r["name"].startswith("aten::") and r["name"] not in ignored]
     total = sum(r["self_ms"] for r in rows) or 1.0
@@ -57,7 +61,7 @@ class Evidence:
     reference_dir: Path | None = None
     candidate: dict = field(default_factory=dict)
     candidate_dir: Path | None = None
-    outcome: object | None = None
+    outcome: SandboxOutcome | None = None
     marks: list = field(default_factory=list)
     counts_kernel_calls: bool = True
 
@@ -290,7 +294,7 @@ def bounded_report(report: dict, host_paths=()) -> dict:
             out[key] = _text(out[key], limit, tail=key == "traceback", extra_paths=host_paths)
     if "build_error" in out:
         be = out["build_error"] if isinstance(out["build_error"], dict) else {"message": out["build_error"]}
-        diags = be.get("diagnostics") if isinstance(be.get("diagnostics"), list) else []
+        diags = cast(list, be.get("diagnostics")) if isinstance(be.get("diagnostics"), list) else []
         out["build_error"] = {"message": _text(be.get("message"), BUILD_ERROR_LIMITS["message"], extra_paths=host_paths),
                               "log": _text(be.get("log"), BUILD_ERROR_LIMITS["log"], tail=True, extra_paths=host_paths),
                               "diagnostics": [_text(d, DIAGNOSTIC_CHARS, extra_paths=host_paths)
@@ -305,7 +309,7 @@ def _reached(marks: list, phase: str) -> bool:
 
 
 def _last_phase(marks: list) -> str:
-    phases = [m.get("phase") for _, m in marks if isinstance(m, dict)]
+    phases: list = [m.get("phase") for _, m in marks if isinstance(m, dict)]
     return {"profile": "while profiling", "latency": "while timing", "timing_start": "while timing",
             "timing_end": "while timing"}.get(phases[-1] if phases else "", "during the correctness trials")
 
@@ -366,7 +370,7 @@ class CorrectnessGate(Gate):
         cand = ev.candidate
         if cand.get("phase") == "error":
             where = {"construct": "constructing ModelNew", "correctness": "running forward"}.get(
-                cand.get("failed_phase"), cand.get("failed_phase", "running"))
+                cand.get("failed_phase"), cand.get("failed_phase", "running"))  # type: ignore[arg-type]  # None: the default
             return self._result(FAIL, start, f"{where} raised {cand.get('error_type')}: {cand.get('error', '')[:300]}",
                                 traceback=cand.get("traceback", ""))
         return self._result(FAIL, start, _no_report_reason(ev, _last_phase(ev.marks)), **no_report_detail(ev))
@@ -511,7 +515,7 @@ class ReadBuffer:
         if self._buf is None or self._buf.nbytes < nbytes:
             self._buf = None  # the old one freed before the larger is allocated
             self._buf = np.empty(max(1, nbytes), dtype=np.uint8)
-        return memoryview(self._buf)[:nbytes]
+        return memoryview(self._buf)[:nbytes]  # type: ignore[arg-type]  # ndarray is a buffer (__buffer__ stubbed for 3.12+)
 
     def chunk(self) -> bytearray:
         if self._chunk is None:

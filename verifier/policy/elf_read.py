@@ -131,18 +131,18 @@ def _parse(elf: ELFFile, p: Path) -> ElfInfo:
         count = seg.num_symbols()
         wanted = set(range(count))
         for table in seg.get_relocation_tables().values():
-            wanted.update(rel["r_info_sym"] for rel in table.iter_relocations())
+            wanted.update(rel["r_info_sym"] for rel in table.iter_relocations())  # type: ignore[attr-defined]  # TypedDict values() is object
         _symbol_sets(_segment_symbols(elf, seg, sorted(wanted)), imported, exported)
         for tag in seg.iter_tags():
             name = tag.entry.d_tag
             if isinstance(name, int):
                 name = _LOADER_TAG_VALUES.get(name, str(name))
             if name == "DT_NEEDED":
-                needed.append(tag.needed)
+                needed.append(tag.needed)  # type: ignore[attr-defined]  # set by setattr for DT_NEEDED
             elif name == "DT_RPATH":
-                run_paths.extend(x for x in tag.rpath.split(":") if x)
+                run_paths.extend(x for x in tag.rpath.split(":") if x)  # type: ignore[attr-defined]  # ditto
             elif name == "DT_RUNPATH":
-                run_paths.extend(x for x in tag.runpath.split(":") if x)
+                run_paths.extend(x for x in tag.runpath.split(":") if x)  # type: ignore[attr-defined]  # ditto
             elif name in _LOADER_TAGS:
                 loader_tags.append(f"{name}={_dynamic_string(elf, seg, tag.entry.d_val)}")
     kind = "shared object" if etype == "ET_DYN" else "executable"

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import cast
 
 from verifier.backends import Backend
 from verifier.config import VerifyConfig
@@ -57,7 +58,7 @@ def _attach_ncu(profile: GateResult, result: VerificationResult, be: Backend, co
     if rows:
         profile.detail["ncu"] = rows
         return
-    report = mark.get("report") if isinstance(mark.get("report"), dict) else {}
+    report = cast(dict, mark.get("report")) if isinstance(mark.get("report"), dict) else {}
     error = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
     if not error and report.get("error"):
         error = f"{report.get('failed_phase', '?')}: {report.get('error_type')}: {report.get('error')}"

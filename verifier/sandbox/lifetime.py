@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 
+_LIBC: ctypes.CDLL | None
 try:
     _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: the child only calls it
 except OSError:  # pragma: no cover - not Linux
@@ -90,7 +91,7 @@ def spawn(argv: list[str], *, own_group: bool = True, launcher: bool = True, **p
         popen_kwargs["start_new_session"] = True
     popen_kwargs["preexec_fn"] = preexec(popen_kwargs.get("preexec_fn"))
     if launcher and not _on_launcher():
-        proc = _LAUNCHER.submit(subprocess.Popen, argv, **popen_kwargs).result()
+        proc = _LAUNCHER.submit(subprocess.Popen, argv, **popen_kwargs).result()  # type: ignore[arg-type]  # Popen is generic
     else:
         proc = subprocess.Popen(argv, **popen_kwargs)
     with _LOCK:

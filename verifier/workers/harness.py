@@ -404,7 +404,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 # built in a comprehension: a loop's variable kept the last output alive after `outs` was
                 # dropped (one output more beside the next trial's, on the card while the trusted side checked)
                 metas = [meta_of(j, o) for j, o in enumerate(outs)]
-                meta_of = None  # its defaults hold this call's inputs: kept, they stayed through every later phase
+                meta_of = None  # type: ignore[assignment]  # its defaults hold this call's inputs: kept, they stayed through every later phase
                 if not staged:
                     save_args(torch, np, d, inputs, prefix="after")
                 elif staged["staging"]["nbytes"] >= BIG_CALL_BYTES:
@@ -422,7 +422,7 @@ def serve(job_dir: Path, channel, report: dict) -> None:
                 outs = None
                 inputs = call_inputs(cmd, d, inputs)
                 scrub_free_cuda_memory(torch)
-                outs, found = probe_forward(torch, model, inputs, counter)
+                outs, found = probe_forward(torch, model, inputs, counter)  # type: ignore[assignment]  # forward's raw output or None
                 sync(torch, device)
                 staged = stager.stage(plain_outputs(torch, outs), []) if stager is not None and outs is not None else {}
                 metas = staged.get("outputs") or ([save_tensor(torch, np, d / f"out{j}.npy", o)

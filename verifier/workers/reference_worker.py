@@ -18,6 +18,7 @@ import time
 import traceback
 import types
 from pathlib import Path
+from typing import Any
 
 DISTRIBUTIONS = ("task", "normal", "uniform", "heavy")
 #: the FLOP count takes one more forward: not for a task whose call moves more than this (a gigabyte ReLU's
@@ -89,6 +90,8 @@ def draw_inputs(torch, task, seed: int, dist: str, device: str) -> list:
 
 
 class Worker:
+    recv_at: float  # set by `main` as each command arrives (read with getattr: absent before)
+
     def __init__(self, channel):
         import numpy as np
         import torch
@@ -96,13 +99,13 @@ class Worker:
         self.torch, self.np, self.channel = torch, np, channel
         self.task = None
         self.task_path = ""
-        self.model = None
+        self.model: Any = None
         self.device = "cpu"
         self.recipe: list[dict] | None = None
         self.captured: list[dict] | None = None
         self.input_names: list[str] | None = None
         self.device_compare = False  # outputs compared here, on the device (`examine`), not through files
-        self.staging = None  # the candidate's shared buffer (`shared_device_memory.ImportedBuffer`)
+        self.staging: Any = None  # the candidate's shared buffer (`shared_device_memory.ImportedBuffer`)
         self.trial_cmds: list[dict] = []
         self.trial_records: list[dict] = []
 
@@ -166,7 +169,7 @@ class Worker:
         model = self.task.Model(*init)
         init_dir = Path(cmd["init_dir"])
         save_args(torch, np, init_dir, init, prefix="init")
-        weights = {}
+        weights: dict[str, dict] = {}
         if hasattr(model, "state_dict"):
             wdir = Path(cmd["weights_dir"])
             for k, v in model.state_dict().items():
@@ -447,7 +450,7 @@ class Worker:
         if trial["probe"] == probes.SHAPE:
             variants = probes.shape_variants(self.recipe, seed)
             k = int(trial.get("variant", 0))
-            variant = variants[k] if k < len(variants) else {"skip": "no such variant"}
+            variant: dict[str, Any] = variants[k] if k < len(variants) else {"skip": "no such variant"}
             if "skip" in variant:
                 return skipped(variant["skip"])
             recipe = variant["recipe"]
