@@ -87,7 +87,7 @@ class ModelClient(Protocol):
 def resolve_model(cli_model: str | None = None, cli_api_base: str | None = None) -> ModelConfig | None:
     """The model to use: flag > $EVOKERNEL_MODEL > config.toml `model`; None means manual mode."""
     try:
-        cfg = load_config()
+        cfg: dict[str, Any] = load_config()  # load_config checks the known keys' types
     except ConfigError:
         cfg = {}
     model = cli_model or os.environ.get(MODEL_ENV) or cfg.get("model")

@@ -146,7 +146,7 @@ def render_previous(source: str, feedback: str) -> str:
     return "\n".join(parts)
 
 
-def render_profile(profile: list[dict[str, object]]) -> str:
+def render_profile(profile: list[dict[str, Any]]) -> str:
     if not profile:
         return "(no profile recorded)"
     rows = [f"- {r.get('name')}: {float(r.get('self_ms', 0)):.4f} ms self, {r.get('calls', 1)} call(s)" for r in profile[:8]]

@@ -314,6 +314,7 @@ def _verifier_module(room: str, name: str):
     """verifier/ROOM/NAME.py loaded by path (the probe runs under `-I` and imports nothing of ours by name)."""
     path = Path(__file__).resolve().parents[1] / "verifier" / room / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"_evokernel_{name}", path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -382,7 +383,8 @@ def _degenerate_on(namespace: dict, compare, preset: str, seeds: tuple[int, ...]
     atol, rtol = (1e-2, 1e-2) if preset in ("v0", "paper") else (None, None)
 
     def run(draw) -> tuple[list, list, list]:
-        trials, ins, dtypes = [], [], []
+        trials, ins = [], []
+        dtypes: list[str] = []
         for seed in seeds:
             inputs = draw(seed)
             out = model(*inputs)

@@ -65,7 +65,8 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        fields = {k: data.get(k) for k in ("name", "level", "category", "description", "source", "path")}
+        fields: dict[str, Any] = {k: data.get(k)
+                                  for k in ("name", "level", "category", "description", "source", "path")}
         return cls(**fields)
 
 
@@ -544,7 +545,7 @@ def available_memory_bytes() -> int | None:
         except ValueError:
             pass
     try:
-        import psutil  # type: ignore[import-not-found]
+        import psutil
 
         return int(psutil.virtual_memory().available)
     except Exception:  # not installed, or no reading on this platform
@@ -668,7 +669,7 @@ def probe_device(backend: str) -> str:
 
 def is_builtin(task: Task) -> bool:
     """A task of the built-in suite (all small, none degenerate: tests check both)."""
-    return bool(task.path) and Path(task.path).resolve().parent == BUILTIN_DIR.resolve()
+    return bool(task.path and Path(task.path).resolve().parent == BUILTIN_DIR.resolve())
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ RESUME_DEFAULTS: dict[str, Any] = {"seed": 0, "epsilon": None, "pool_size": None
 LEGACY_POLICY = "strict"
 
 
-def bench_policy(settings: dict[str, object]) -> tuple[str, tuple[str, ...]]:
+def bench_policy(settings: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     """The anti-hacking policy a bench ran under: (preset, allowed rules)."""
     return str(settings.get("policy") or LEGACY_POLICY), tuple(sorted(settings.get("allow") or ()))
 
@@ -47,7 +47,7 @@ def bench_path(out: Path) -> Path:
     return Path(out) / "bench.json"
 
 
-def load_bench(path: Path | str) -> dict[str, object]:
+def load_bench(path: Path | str) -> dict[str, Any]:
     """A bench.json (or the folder holding one), checked for format."""
     p = Path(path)
     if p.is_dir():
@@ -65,7 +65,7 @@ def load_bench(path: Path | str) -> dict[str, object]:
     return data
 
 
-def outcomes_of(data: dict[str, object], key: str = "outcomes") -> list[TaskOutcome]:
+def outcomes_of(data: dict[str, Any], key: str = "outcomes") -> list[TaskOutcome]:
     return [TaskOutcome.from_dict(d) for d in data.get(key, [])]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from core.bench.records import BenchError
 from core.llm import SCRIPTED_PREFIX, ModelConfig, ScriptedModel, make_client
@@ -71,4 +71,5 @@ class ModelSource:
         return ScriptedModel(list(replies), position=position, source=self._scripts["source"], name=self._scripts["name"])
 
     def client(self, task: str, position: int = 0) -> BoundedClient:
-        return BoundedClient(make_client(self.for_task(task, position)), self.slots)
+        # a config or a ScriptedModel, never None: make_client gives a client back
+        return BoundedClient(cast("ModelClient", make_client(self.for_task(task, position))), self.slots)

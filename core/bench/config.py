@@ -65,7 +65,8 @@ class BenchConfig:
         """The retrieval policy of the task at `index` (its own seed, the ablation settings)."""
         from memory import RetrievalPolicy
 
-        kw = {k: v for k, v in (("epsilon", self.epsilon), ("pool_size", self.pool_size), ("k", self.k)) if v is not None}
+        kw: dict[str, Any] = {k: v for k, v in (("epsilon", self.epsilon), ("pool_size", self.pool_size),
+                                                ("k", self.k)) if v is not None}
         if self.refine_norm:
             kw["refine_norm"] = True
         try:

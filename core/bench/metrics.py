@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from core.bench.records import LevelSummary, TaskOutcome
 
@@ -124,8 +125,10 @@ def summarise(outcomes: Sequence[TaskOutcome], level: int | None = None) -> Leve
         compile_rate=compile_rate(outcomes),
         correct_rate=correct_rate(outcomes),
         rejected_rate=rejected_rate(outcomes),
-        fast={p_key(p): fast_p(outcomes, p) for p in FAST_PS},
-        fast_vs_compile=None if all(v is None for v in vs_compile.values()) else vs_compile,
+        fast={p_key(p): cast(float, fast_p(outcomes, p)) for p in FAST_PS},  # against eager: never None
+        # fast_p's None against compile does not depend on p: all None or none
+        fast_vs_compile=(None if all(v is None for v in vs_compile.values())
+                         else cast(dict[str, float], vs_compile)),
         geomean_speedup=geomean_speedup(outcomes),
         median_refine_speedup=median_refine_speedup(outcomes),
         tokens=sum(o.tokens for o in outcomes),

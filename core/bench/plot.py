@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from core.bench.records import TaskOutcome
 
@@ -18,11 +18,12 @@ def text_plot(outcomes: Sequence[TaskOutcome], width: int = 40) -> str:
     timed = [o for o in outcomes if o.feasible and o.speedup]
     if not timed:
         return "no correct task with a measured speedup"
-    span = max(1.0, max(abs(math.log2(o.speedup)) for o in timed))
+    span = max(1.0, max(abs(math.log2(cast(float, o.speedup))) for o in timed))
     half = width // 2
     name_w = max(len(o.task) for o in timed)
     lines = [f"{'task':<{name_w}}  speedup vs eager (log2 scale, | = 1x)"]
     for o in timed:
+        assert o.speedup is not None  # timed holds only measured speedups
         n = round(abs(math.log2(o.speedup)) / span * half)
         left = " " * (half - n) + "#" * n if o.speedup < 1 else " " * half
         right = "#" * n if o.speedup >= 1 else ""

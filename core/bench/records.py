@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from verifier.result import VerificationResult
 
@@ -162,10 +162,10 @@ def best_attempt(results: Sequence[VerificationResult | None]) -> int | None:
     feasible = [i for i, r in enumerate(results) if r is not None and r.feasible]
     if not feasible:
         return None
-    timed = [i for i in feasible if results[i].latency_ms is not None]
+    timed = [i for i in feasible if cast(VerificationResult, results[i]).latency_ms is not None]
     if not timed:
         return feasible[0]
-    return min(timed, key=lambda i: (results[i].latency_ms, i))
+    return min(timed, key=lambda i: (cast(VerificationResult, results[i]).latency_ms, i))
 
 
 def outcome_from_results(task: str, level: int, results: Sequence[VerificationResult | None], *,

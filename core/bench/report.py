@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from core.bench.benchfile import atomic_write, outcomes_of
 from core.bench.metrics import FAST_PS, compare_outcomes, learning_metrics, p_key, summarise_levels
@@ -98,7 +99,7 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
     return lines
 
 
-def render_markdown(data: dict[str, object], plot_file: str | None = None) -> str:
+def render_markdown(data: dict[str, Any], plot_file: str | None = None) -> str:
     """report.md of a bench.json: settings, one row per level, one row per task, the plot."""
     s = data.get("settings", {})
     outs = outcomes_of(data)
@@ -119,9 +120,11 @@ def render_markdown(data: dict[str, object], plot_file: str | None = None) -> st
     if compile_rows:
         lines += ["", "Against torch.compile:", ""]
         lines += _md_table(("level", "fast_0", "fast_1", "fast_1.5", "fast_2"),
-                           [[level_name(r.level), *(fmt_rate(r.fast_vs_compile[p_key(p)]) for p in FAST_PS)]
-                            for r in compile_rows])
-    learning = learning_metrics([o for o in finished if o.counted]) if finished else {}
+                           [[level_name(r.level),
+                             *(fmt_rate(cast("dict[str, float]", r.fast_vs_compile)[p_key(p)])
+                               for p in FAST_PS)]
+                            for r in compile_rows])  # compile_rows: only rows with fast_vs_compile
+    learning: dict[str, Any] = learning_metrics([o for o in finished if o.counted]) if finished else {}
     if learning.get("slots"):
         lines += ["", f"Memory: value chose {learning['value_slots']} of {learning['slots']} retrieval slots "
                       f"({fmt_rate(learning['value_slot_share'])}) that similarity's top-k would not have chosen; "

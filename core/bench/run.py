@@ -17,7 +17,7 @@ from core.bench.benchfile import BenchFile
 from core.bench.clients import ModelSource
 from core.bench.config import BenchConfig
 from core.bench.records import BenchError, TaskOutcome, outcome_from_results
-from core.events import Event
+from core.events import Event, Retrieved
 from core.executors import Executor, executor_verify, verify_job
 from core.fsutil import first_line
 from core.llm import ModelError
@@ -93,8 +93,8 @@ def run_bench(tasks: list[Task], out: Path, config: BenchConfig, models: ModelSo
             futures = [pool.submit(one, i, t) for i, t in pending]
             wait(futures, return_when=FIRST_EXCEPTION)
             for fut in futures:
-                if fut.done() and fut.exception() is not None:
-                    raise fut.exception()
+                if fut.done() and (exc := fut.exception()) is not None:
+                    raise exc
             for fut in futures:
                 fut.result()
         except BaseException:
@@ -157,7 +157,7 @@ def retrieval_slots(session_path: Path) -> tuple[int, int]:
     except (OSError, ValueError):
         return 0, 0
     for ev in events:
-        if ev.kind == "retrieved":
+        if ev.kind == "retrieved" and isinstance(ev.payload, Retrieved):  # the payload class of the kind
             slots += int(ev.payload.slots or 0)
             value += int(ev.payload.value_beyond_similarity or 0)
     return slots, value
