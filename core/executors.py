@@ -51,6 +51,12 @@ class Executor(Protocol):
 
     def shutdown(self) -> None: ...
 
+    def describe(self) -> str: ...  # a line for the bench's progress: workers, devices, the cluster
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
 
 class _Base:
     name = "base"

@@ -99,7 +99,7 @@ class EvoKernelApp(App[None]):
     class SessionReady(Message):
         """The opening worker has the session: attach it."""
 
-        session: Any  # a core Session, or a test's stand-in with the same attributes
+        session: SessionPort  # a core Session, or a test's stand-in with the same attributes
 
     @dataclass
     class CallFinished(Message):
@@ -112,7 +112,7 @@ class EvoKernelApp(App[None]):
     class CheckFinished(Message):
         """One task check finished for `session`: what it found, or the problem that stops session calls."""
 
-        session: Any
+        session: SessionPort
         name: str
         finding: str | None
         problem: str | None
@@ -121,7 +121,7 @@ class EvoKernelApp(App[None]):
     class StarterVerdict(Message):
         """The starter's verdict from the background prebuild (not recorded), or why it could not be had."""
 
-        session: Any
+        session: SessionPort
         source: str
         result: Any  # a VerificationResult, or None with `error`
         error: str | None
@@ -422,7 +422,7 @@ class EvoKernelApp(App[None]):
         return self._theme_name
 
 
-def _task_name(session: Any) -> str:
+def _task_name(session: SessionPort) -> str:
     task = getattr(session, "task", None)
     return str(getattr(task, "name", task) or "")
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import click
 
@@ -232,7 +232,8 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt:
             stopped()
         except click.ClickException as exc:
-            exc.message = runnable(exc.message)  # `evokernel memory repair` as the shell here can run it
+            # click types `message` Final, but it is a plain attribute that `show()` reads: rewriting it is the point
+            exc.message = runnable(exc.message)  # type: ignore[misc]  # `evokernel memory repair` as the shell here can run it
             raise
         except Exception as exc:
             if is_user_error(exc):
@@ -296,7 +297,7 @@ def cli(ctx: click.Context, unsafe_no_isolation: bool) -> None:
     if (ctx.invoked_subcommand or "tui") in NEEDS_SANDBOX:
         check_isolation(unsafe_no_isolation)
     if ctx.invoked_subcommand is None:
-        ctx.invoke(cli.get_command(ctx, "tui"))
+        ctx.invoke(cast(click.Command, cli.get_command(ctx, "tui")))  # "tui" is in COMMANDS: never None
 
 
 def stopped(message: str | None = None) -> NoReturn:

@@ -126,7 +126,7 @@ class KernelEditor:
             return
         self.submit(after, "$EDITOR")
 
-    def attach(self, session: Any) -> None:
+    def attach(self, session: SessionPort) -> None:
         """A session was attached: watch its kernel file (when `watch_file`) and the person's own."""
         host = self._host
         self.stop()

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from core.session.port import SessionPort
 
 
-def prebuild_starter(session: Any, on_done: Callable[[str, Any, str | None], None] | None = None) -> Any:
+def prebuild_starter(session: SessionPort, on_done: Callable[[str, Any, str | None], None] | None = None) -> Any:
     """Verify the starter kernel on a daemon thread, recording nothing: its bindings (the signature
     the person's edits of it keep), its build and its verdict are cached by the time they press v or
     ctrl+s. `on_done(source, result, error)` gets the verdict (or the one-line reason it could not be
@@ -54,7 +57,7 @@ class TaskCheck(NamedTuple):
     run: Callable[[], str]
 
 
-def _degenerate(session: Any) -> list[str]:
+def _degenerate(session: SessionPort | None) -> list[str]:
     """The trivial answers the session found to pass its task (`core.verifying.mark_degenerate`)."""
     return list(getattr(getattr(session, "verify_config", None), "degenerate", None) or [])
 
@@ -67,7 +70,7 @@ class ChecksHost(Protocol):
     """What the task checks use of the app: the open session and its view, the panes, Textual's workers and
     messages, and the two message types the checks post back to the app's thread."""
 
-    session: Any
+    session: SessionPort | None
     view: Any
 
     @property
@@ -109,7 +112,7 @@ class TaskCheckRunner:
         self.problem: str | None = None
         self.prebuild_thread: Any = None
 
-    def start(self, session: Any) -> None:
+    def start(self, session: SessionPort) -> None:
         """A session was attached: forget the last task's problem and run its checks."""
         self.problem = None
         self._pending = list(self._checks_for(session)) if self._checks_for is not None else []
@@ -172,7 +175,7 @@ class TaskCheckRunner:
             host.activity.note(apply_starter_verdict(host.view, message.result))
         host._show()
 
-    def _worker(self, session: Any, check: TaskCheck) -> None:
+    def _worker(self, session: SessionPort, check: TaskCheck) -> None:
         finding = problem = None
         try:
             finding = check.run()

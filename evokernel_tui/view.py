@@ -197,7 +197,8 @@ def as_dict(record: Any) -> dict[str, Any]:
     if hasattr(record, "to_dict"):
         return dict(record.to_dict())
     if dataclasses.is_dataclass(record):
-        return dataclasses.asdict(record)
+        # is_dataclass also admits a dataclass class, which asdict refuses (TypeError), as it always has here
+        return dataclasses.asdict(record)  # type: ignore[arg-type]
     return dict(vars(record))
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 
 def content_hash(text: str) -> str:
@@ -32,7 +33,7 @@ class KernelFileWatcher(FileSystemEventHandler):
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._last = content_hash(self.path.read_text()) if self.path.exists() else ""
-        self._observer: Observer | None = None
+        self._observer: BaseObserver | None = None
 
     def start(self) -> KernelFileWatcher:
         self._observer = Observer()

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich import box
@@ -60,6 +60,9 @@ from evokernel_tui import options
 from evokernel_tui.cli import check_backend, check_endpoint, one_line_errors
 from evokernel_tui.commands.draft import task_shapes
 from evokernel_tui.phase_lines import TaskPhases
+
+if TYPE_CHECKING:
+    from core.verdicts import VerifyConfig
 
 #: The verification job sent to the executor (a module-level function, so workers can import it).
 JOB = verify_job
@@ -274,7 +277,7 @@ def bench(ctx, suite, kernelbench, levels, task_names, limit, tolerance, atol, r
         with make_executor(executor_kind, workers, address, backend, gpus) as executor:
             console.print(f"bench: {len(tasks)} tasks on {backend} with {cfg.model}, verification on "
                           f"{executor.describe()}, memory {config.memory}, out {out}", highlight=False)
-            limit_gb = config.verify_config.memory_gb
+            limit_gb = cast("VerifyConfig", config.verify_config).memory_gb  # set above from verify_config(): never None
             phases = TaskPhases(console, live=console.is_terminal and not as_json)
             printer = progress_printer(console, len(tasks))
 
@@ -338,7 +341,8 @@ def compare(a: Path, b: Path, as_json: bool) -> None:
     for col in ("level", "metric", "A", "B", "B - A"):
         table.add_column(col, justify="left" if col in ("level", "metric") else "right")
     for x, y in levels:
-        metrics = [("correct", x.correct_rate, y.correct_rate, True), ("compiled", x.compile_rate, y.compile_rate, True)]
+        metrics: list[tuple[str, float | None, float | None, bool]] = [
+            ("correct", x.correct_rate, y.correct_rate, True), ("compiled", x.compile_rate, y.compile_rate, True)]
         metrics += [(f"fast_{p:g}", x.fast[f"{p:g}"], y.fast[f"{p:g}"], True) for p in FAST_PS if p > 0]
         metrics += [("geomean", x.geomean_speedup, y.geomean_speedup, False),
                     ("refine (median)", x.median_refine_speedup, y.median_refine_speedup, False)]

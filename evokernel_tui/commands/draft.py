@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -29,6 +30,9 @@ from evokernel_tui.cli import (
     open_memory_checked,
 )
 from evokernel_tui.commands.render import gate_table
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 QUIET_KINDS = {"gate", "prompt", "retrieved", "memory_added", "q_update", "step_done", "session_started"}
 
@@ -85,7 +89,7 @@ class Progress:
                        MofNCompleteColumn(), TimeElapsedColumn(), console=console)
         self.task_id = self.bar.add_task("starting", total=self._total())
         self.tail = ""
-        self.live = None
+        self.live: Live | None = None
 
     def _total(self) -> int:
         b = self.session.budgets

@@ -85,14 +85,14 @@ def _items_table(title: str, rows: list[dict[str, Any]], extra: tuple[str, ...] 
                          no_wrap=True)
     for r in rows:
         values = {"Q1": f"{r['q1']:.2f}", "Q2": f"{r['q2']:.2f}", "n": f"{r['visits1']}/{r['visits2']}"}
-        cells = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
+        cells: list[str | Text] = [r["id"], KIND_SHORT.get(r["kind"], r["kind"])]
         if not extra:
             cells.append(",".join(r["backends"]) or "any")
         learnt = (f" [yellow](learnt on {escape(str(r['learnt_on']))}, another device)[/]"
                   if r.get("elsewhere") else "")
-        title = Text.from_markup(f"{escape(r['title'])} [dim]({escape(r['category'])})[/]{learnt}")
-        title.no_wrap, title.overflow = True, "ellipsis"
-        cells.append(title)
+        heading = Text.from_markup(f"{escape(r['title'])} [dim]({escape(r['category'])})[/]{learnt}")
+        heading.no_wrap, heading.overflow = True, "ellipsis"
+        cells.append(heading)
         cells += [values[c] if c in values else r[c] if isinstance(r[c], str) else f"{r[c]:.2f}" for c in numbers]
         table.add_row(*cells)
     return table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -209,7 +210,7 @@ def replay(session_ref, sessions_dir, reverify, as_json, in_app) -> None:
     if as_json:
         click.echo(json.dumps({"summary": summary}, default=str))
     else:
-        best = summary["best"]
+        best: Any = summary["best"]
         best_text = f"v{best['version']} {_best_speed(summary)}" if best else "none"
         console.print(f"[bold]{summary['task']}[/] on {summary['backend']} with {summary['model'] or 'no model'}: "
                       f"{summary['kernels']} kernels, stage {summary['stage']}, best {best_text}, cost {_cost(summary)}"

@@ -8,7 +8,8 @@ come from running the reference once in a child process (a few seconds); `--no-r
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import click
 from rich.console import Console
@@ -26,7 +27,7 @@ def _list_unless_subcommand(ctx: click.Context, shapes: bool = False, **kwargs: 
     if shapes and not kwargs.get("kernelbench"):
         _list_with_shapes(kwargs.get("level"), kwargs.get("category"), bool(kwargs.get("as_json")))
         return
-    ctx.invoke(list_tasks.callback, **kwargs)
+    ctx.invoke(cast(Callable[..., Any], list_tasks.callback), **kwargs)  # `@click.command` sets it: never None
 
 
 def _list_with_shapes(level: int | None, category: str | None, as_json: bool) -> None:
@@ -38,7 +39,7 @@ def _list_with_shapes(level: int | None, category: str | None, as_json: bool) ->
         rows = [t for t in builtin_tasks() if (level is None or t.level == level)
                 and (category is None or t.category == category.lower())]
         estimates = estimate_many(rows)
-    records = [{"name": t.name, "level": t.level, "category": t.category, "description": t.description,
+    records: list[dict[str, Any]] = [{"name": t.name, "level": t.level, "category": t.category, "description": t.description,
                 "inputs": [s.short() for s in est.inputs] if est else None,
                 "outputs": [s.short() for s in est.outputs] if est else None}
                for t, est in zip(rows, estimates, strict=True)]

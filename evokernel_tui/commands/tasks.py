@@ -9,6 +9,7 @@ reference to find tasks that a trivial answer passes.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 from rich.console import Console
@@ -56,11 +57,11 @@ def kernelbench_rows(root: str, level: int | None, category: str | None, memory_
     tasks = kernelbench_problems(root, [level] if level is not None else None)
     if category is not None:
         tasks = [t for t in tasks if t.category == category.lower()]
-    rows = []
+    rows: list[dict[str, Any]] = []
     progress = progress if progress is not None else {}
     progress.update(total=len(tasks), done=0, at=None)
     for task, est in zip(tasks, estimate_many(tasks), strict=True):
-        row = {"level": task.level, "problem": problem_number(task), "name": task.name, "category": task.category,
+        row: dict[str, Any] = {"level": task.level, "problem": problem_number(task), "name": task.name, "category": task.category,
                "path": task.path, "inputs": None, "outputs": None, "memory_bytes": None, "fits": None,
                "description": task.description}
         if est is not None:
@@ -83,8 +84,10 @@ def kernelbench_rows(root: str, level: int | None, category: str | None, memory_
 
 def _kernelbench_table(rows: list[dict], root: str, memory_gb: float) -> Table:
     table = Table(title=f"KernelBench problems in {root} ({len(rows)})", title_justify="left")
-    for col, kw in (("L", {"justify": "right"}), ("#", {"justify": "right"}), ("name", {"style": "bold cyan"}),
-                    ("inputs", {}), ("output", {}), ("memory", {"justify": "right"})):
+    columns: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("L", {"justify": "right"}), ("#", {"justify": "right"}), ("name", {"style": "bold cyan"}),
+        ("inputs", {}), ("output", {}), ("memory", {"justify": "right"}))
+    for col, kw in columns:
         table.add_column(col, **kw)
     show_degenerate = any("degenerate" in r for r in rows)
     if show_degenerate:
@@ -115,6 +118,7 @@ def _kernelbench_table(rows: list[dict], root: str, memory_gb: float) -> Table:
 def tasks(level: int | None, category: str | None, kernelbench: str | None, memory_gb: float, degenerate: str | None,
           as_json: bool) -> None:
     """List the built-in tasks (name, level, category, description), or a KernelBench checkout's problems."""
+    rows: list[dict[str, Any]] | list[TaskMeta]  # a KernelBench checkout's problems, or the built-ins
     if kernelbench is not None:
         progress: dict = {}
         try:

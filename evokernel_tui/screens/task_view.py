@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual import work
+from textual.widgets import Static
 
 from evokernel_tui.screens.detail import TextModal
 
@@ -74,4 +75,4 @@ class TaskViewScreen(TextModal):
 
         self.info, self.probe_error = info, error
         body = task_text(self.task_obj, info, eager_ms=self.eager_ms, probe_error=error, **self.tolerance)
-        self.query_one(".modal-body").update(body)
+        self.query_one(".modal-body", Static).update(body)

@@ -262,7 +262,7 @@ class VersionsScreen(ModalScreen[None]):
 
     def action_export_best(self) -> None:
         self.dismiss(None)
-        self.app.action_export()
+        self.app.action_export()  # type: ignore[attr-defined]  # EvoKernelApp's: this screen opens only there
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

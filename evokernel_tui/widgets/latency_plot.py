@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from textual.reactive import reactive
@@ -26,7 +27,7 @@ def plot_title(speed: str | float | None, best_ms: float | None) -> str:
 LEGEND = "· kernel  ● feasible  x failed  ─ eager  ─ compile"
 
 
-def eager_series(points: list[LatencyPoint], reference_ms: float | None) -> tuple[list[float], list[float]]:
+def eager_series(points: Sequence[LatencyPoint], reference_ms: float | None) -> tuple[list[float], list[float]]:
     """The eager time each measurement was compared with, by step (the latest known eager time for a
     point recorded without one): the line moves where the reference was re-timed, never backwards."""
     xs, ys = [], []
@@ -101,7 +102,7 @@ class LatencyPlot(PlotextPlot):
             return
         steps = [p.step for p in points]
         lo, hi = min(steps), max(steps)
-        span = [lo, hi] if hi > lo else [lo - 0.5, hi + 0.5]
+        span: list[float] = [lo, hi] if hi > lo else [lo - 0.5, hi + 0.5]
         # the reference lines first, the kernel's points last: in a pane a few rows high they share rows,
         # and a line drawn after a point would hide it (at 80×24 the only point vanished under them)
         xs, ys = eager_series(points, reference_ms)
@@ -135,7 +136,7 @@ class LatencyPlot(PlotextPlot):
         self.refresh()
 
 
-def _step_ticks(lo: int, hi: int, most: int = 8) -> list[int]:
+def _step_ticks(lo: int, hi: int, most: int = 8) -> list[float]:
     """Whole step numbers only (plotext would label 1.25, 1.50, ...), at most `most` of them."""
     stride = max(1, -(-(hi - lo + 1) // most))
     return list(range(lo, hi + 1, stride))

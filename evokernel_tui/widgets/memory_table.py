@@ -85,7 +85,7 @@ class MemoryTable(DataTable):
         self.border_title = "Memories"
         self._rows: dict[str, MemoryView] = {}
         self._shown_width = TITLE_WIDTH
-        self._columns = COLUMNS
+        self._columns: tuple[tuple[str, str], ...] = COLUMNS
 
     def on_mount(self) -> None:
         self._add_columns()
