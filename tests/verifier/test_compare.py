@@ -11,10 +11,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it times things (te
 
 
 def test_two_honest_kernels_get_a_paired_ratio_with_an_interval(task_source, make_config, kernel_source):
-    from tests.verifier.conftest import HONEST, RELU_BODY
+    from tests.verifier.conftest import RELU_BODY
 
+    # two kernels of the same cost (the same loop, different sources): the paired ratio's median and the ratio
+    # of the medians are then both near 1 and must agree. Against the honest OpenMP relu (15-25x faster), B's
+    # per-round figure was a few hundred µs inside the subtraction's noise and the two read 25.3 and 14.7 once
+    # in CI, a statistic of a near-zero denominator rather than a fault of the comparison
     a = kernel_source(RELU_BODY + "\n// compare A")
-    b = (HONEST / "relu.py").read_text()
+    b = kernel_source(RELU_BODY + "\n// compare B")
     told: list[tuple[str, str]] = []
     out = compare(task_source("relu"), a, b, config=make_config(timing="full"),
                   on_gate=lambda gate, state, progress=None: progress and told.append((gate, progress.text)))
