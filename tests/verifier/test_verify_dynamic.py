@@ -40,6 +40,13 @@ def test_honest_candidate_passes_every_gate(task, task_source, make_config):
                  on_gate=lambda name, state: seen.append((name, state)))
     assert [(g.name, g.status) for g in res.gates] == [(n, "pass") for n in GATE_ORDER], res.feedback()
     assert res.feasible and res.outcome == "feasible"
+    if res.latency_ms is None:
+        # a busy machine (CI's two cores under xdist) can disturb or swamp every round of a microsecond
+        # relu: then the verdict must say it has no figure, not carry one from thrown-out rounds, and a
+        # second verification on a quieter moment must give one
+        assert res.timing.get("no_figure") is True and res.speedup is None, res.timing
+        res = verify(task_source(task), (HONEST / f"{task}.py").read_text(), config=make_config(timing="full"))
+        assert res.feasible
     assert res.latency_ms > 0 and res.reference_ms > 0
     assert res.speedup == pytest.approx(res.reference_ms / res.latency_ms)
     assert res.gate("latency").detail["runs"] >= 3
