@@ -126,6 +126,41 @@ elif mode in ("fd_swap", "fd_swap_cover"):
         out["moved"] = libc.mremap(a0, 4096, 4096, 1 | 2, a) == a  # MREMAP_MAYMOVE | MREMAP_FIXED
         with open(os.path.join(d, "covered"), "wb") as fh:
             fh.write(b"1")
+elif mode == "fork_swap":
+    # the descriptor swap in a forked copy that runs the code and exits before the watch confirms which
+    # file was mapped (the confirmation finds no process: once counted as a program that ended quickly)
+    import threading
+    d = sys.argv[3]
+    with open(os.path.join(d, "code.bin"), "wb") as fh:
+        fh.write(CODE.ljust(4096, bytes([0xC3])))
+    pid = os.fork()
+    if pid == 0:
+        evil_fd = os.open(os.path.join(d, "code.bin"), os.O_RDONLY)
+        n = os.open(sys.argv[4], os.O_RDONLY)
+        def swap():
+            with open(os.path.join(d, "swap"), "rb") as fh:
+                fh.read(1)
+            os.dup2(evil_fd, n)
+            with open(os.path.join(d, "swapped"), "wb") as fh:
+                fh.write(b"1")
+        t = threading.Thread(target=swap)
+        t.start()
+        a = libc.mmap(None, 4096, 5, 0x02, n, 0)
+        t.join()
+        with open("/proc/self/maps") as fh:
+            mapped = next(ln for ln in fh if int(ln.split("-")[0], 16) == a).split()[-1]
+        with open(os.path.join(d, "mapped"), "w") as fh:
+            fh.write(mapped)
+        os._exit(ctypes.CFUNCTYPE(ctypes.c_int)(a)())
+    out["ran"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    with open(os.path.join(d, "mapped")) as fh:
+        out["mapped"] = fh.read()
+    with open(os.path.join(d, "exited"), "wb") as fh:  # the child is gone: the watch may look now
+        fh.write(b"1")
+elif mode == "exec_quick":
+    # honest: programs started afresh whose loader maps their libraries and which end at once
+    import subprocess
+    out["ran"] = [subprocess.run(cmd).returncode for cmd in (["/bin/true"], [sys.executable, "-S", "-c", "pass"])]
 elif mode == "shm_exec":
     shm = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
     got = libc.shmat(shm, None, 0o100000)  # SHM_EXEC
@@ -260,6 +295,74 @@ def test_a_descriptor_swapped_after_the_watch_looked_is_still_followed(tmp_path,
     assert result["ran"] == 42 and result["mapped"] == str(tmp_path / "code.bin"), result
     assert result.get("moved", True), result
     assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+
+
+@pytest.mark.slow  # a child importing torch
+def test_a_forked_copy_that_swaps_runs_and_leaves_before_the_confirmation_is_refused(tmp_path):
+    """The gap the confirmation left: a process that ends before its mapping is confirmed was counted, not
+    refused (a compiler's `sh -c` maps its libraries and is gone within the millisecond). A forked copy of
+    the candidate swapped the descriptor after the watch's look, ran the code and exited before the
+    confirmation's first look (here the watch waits for the exit on purpose: a candidate gets there by
+    trying in a loop): no finding. Now whether the caller is a fork is read while its call waits (its auxv is
+    its parent's: the kernel writes it at exec and copies it at fork), and a fork's unconfirmed mapping is
+    `hidden-exec`."""
+    import os
+
+    from verifier.sandbox.exec_watch import ExecWatch
+
+    decoy = str((ROOT / "pyproject.toml").resolve())
+    for fifo in ("swap", "swapped", "exited"):
+        os.mkfifo(tmp_path / fifo)
+
+    class Racing(ExecWatch):
+        state = "looking"
+
+        def _fd_file(self, tid: int, fd: int):
+            path, ident = super()._fd_file(tid, fd)
+            if path == decoy and Racing.state == "looking":
+                Racing.state = "swapped"
+                with open(tmp_path / "swap", "wb") as fh:
+                    fh.write(b"1")
+                with open(tmp_path / "swapped", "rb") as fh:
+                    fh.read(1)
+            return path, ident
+
+        def _confirm(self, *args, **kwargs):
+            if Racing.state == "swapped":
+                Racing.state = "done"
+                with open(tmp_path / "exited", "rb") as fh:  # the fork ran the code and is gone
+                    fh.read(1)
+            return super()._confirm(*args, **kwargs)
+
+    result, summary, finding = _watched("fork_swap", tmp_path, Racing, decoy)
+    assert result["ran"] == 42 and result["mapped"] == str(tmp_path / "code.bin"), result
+    assert Racing.state == "done", Racing.state
+    assert finding is not None and finding[0] == "hidden-exec", (finding, summary)
+    assert "forked copy" in finding[1], finding
+
+
+@pytest.mark.slow  # a child importing torch
+def test_programs_started_afresh_that_end_before_the_confirmation_are_counted_not_refused(tmp_path):
+    """The honest side of the fork rule: `/bin/true` and a `python -c` child are execs (their auxv is
+    new), so their libraries' mappings, unconfirmed because they ended first (here every confirmation for
+    them is held back until they have), are counted, and the verdict has no finding."""
+    import os
+    import time
+
+    from verifier.sandbox.exec_watch import ExecWatch, _ppid
+
+    me = os.getpid()
+
+    class Slow(ExecWatch):
+        def _confirm(self, tid, tgid, *args, **kwargs):
+            if _ppid(tgid) != me:  # a grandchild: let it finish first
+                time.sleep(0.05)
+            return super()._confirm(tid, tgid, *args, **kwargs)
+
+    result, summary, finding = _watched("exec_quick", tmp_path, Slow)
+    assert result["ran"] == [0, 0], result
+    assert summary["unconfirmed"] >= 2, summary
+    assert finding is None, (finding, summary)
 
 
 @pytest.mark.slow  # a child importing torch

@@ -31,11 +31,18 @@ So instead of refusing, the kernel tells the trusted side about each one (seccom
   a copy (MREMAP_DONTUNMAP) is refused, and a new mapping of it waits on this same (single) serving
   thread. The watch's look at the maps comes a fraction of a millisecond after the kernel's mapping, so
   what is made and dropped in between is seen only by what it leaves (the missing confirmation, the moved
-  piece): a library whose load fails and is unmapped that fast reads as lost too. A process that ends or
-  execs before its mapping is confirmed (a compiler's `sh -c`, commonly) is counted, not refused: a forked
-  child that swaps, runs and exits within that millisecond is not caught, the same gap as any short-lived
-  process between two audits. Writable places mounted
-  noexec would need no confirmation at all, but the candidate's Triton cache and builds live there;
+  piece): a library whose load fails and is unmapped that fast reads as lost too. A program started
+  afresh that ends or execs before its mapping is confirmed (a compiler's `sh -c`, a `python -c` child:
+  its loader maps its libraries and it is gone within the millisecond) is counted, not refused. A *forked
+  copy* that does so is refused (`hidden-exec`): a fork that swaps the descriptor, runs the code and
+  exits before the confirmation's first look was the way round it. Which one a process is, is read from
+  the kernel's record while its call waits: `/proc/<pid>/auxv` is written by the kernel at exec (the
+  random bytes' address, the vDSO's, the program headers': different for every exec with address-space
+  randomisation) and copied at fork, and a process cannot change its own without CAP_SYS_RESOURCE; so a
+  process whose auxv is its parent's, or another process's of the sandbox seen before, is a fork that has
+  not exec'd. (An honest program with randomisation turned off that execs itself reads as a fork: that
+  fails safe.) Writable places mounted noexec would need no confirmation at all, but the candidate's
+  Triton cache and builds live there;
 * at each audit and each timed round's pause, every range noted must still be executable anonymous
   memory of its process. Torch's JIT keeps its code for the process's life (oneDNN's primitive cache:
   65 regions made over 150 mixed conv/linear/pool shapes on this machine, none unmapped), libffi keeps
@@ -55,6 +62,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import os
 import platform
 import select
@@ -268,6 +276,29 @@ def _exe(pid: int) -> str | None:
         return None
 
 
+def _image(pid: int) -> bytes | None:
+    """A digest of the process's auxiliary vector: set by the kernel at each exec (randomised addresses of
+    the stack's random bytes, the vDSO, the program headers), copied unchanged at fork and not writable by
+    the process without CAP_SYS_RESOURCE. Two processes with the same one are one exec and its forks."""
+    try:
+        with open(f"/proc/{pid}/auxv", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return hashlib.blake2b(raw, digest_size=16).digest() if raw else None
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def _tgid(tid: int) -> int | None:
     try:
         with open(f"/proc/{tid}/status") as fh:
@@ -295,6 +326,8 @@ class ExecWatch:
     lost: list[str] = field(default_factory=list)  # made and gone before it could be seen
     events: int = 0
     unconfirmed: int = 0  # library mappings whose process ended (or exec'd) before they were confirmed
+    # auxv digest -> the first process seen with it (an exec); another process with it is a fork
+    images: dict[bytes, int] = field(default_factory=dict)
     locate_s: float = 2.0  # how long an unplaced mmap's region is looked for after the call returns
 
     def __post_init__(self) -> None:
@@ -343,13 +376,15 @@ class ExecWatch:
             path, ident = self._fd_file(tid, args[4])
             if path is not None and ident is not None and not self._is_followed(path):
                 # a library from the read-only trees (the loader's mappings), by what the descriptor named
-                # when looked at: answered, then confirmed in the process's maps (`_confirm`)
+                # when looked at: answered, then confirmed in the process's maps (`_confirm`); whether the
+                # caller is a fork is read now, while its call waits and it cannot be gone
                 pieces = file_pieces(tgid)
+                forked = self._forked(tgid)
                 with self._lock:
                     self._pending += 1
                 self._answer(nid)
                 try:
-                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path)
+                    self._confirm(tid, tgid, addr if placed else None, size, pieces, ident, path, forked)
                 finally:
                     with self._lock:
                         self._pending -= 1
@@ -417,9 +452,21 @@ class ExecWatch:
             time.sleep(wait)
             wait = min(wait * 2, 0.01)
 
+    def _forked(self, tgid: int) -> bool:
+        """Whether `tgid` is a forked copy that has not exec'd: its auxv digest (`_image`) is its parent's,
+        or another process's of the sandbox seen before. Read while the caller's call waits. A process whose
+        auxv cannot be read counts as a fork (it can only fail safe)."""
+        image = _image(tgid)
+        if image is None:
+            return True
+        parent = _ppid(tgid)
+        with self._lock:
+            first = self.images.setdefault(image, tgid)
+        return first != tgid or (parent is not None and parent > 0 and _image(parent) == image)
+
     def _confirm(self, tid: int, tgid: int, addr: int | None, size: int,
                  before: list[tuple[int, int, int, int, str]] | None, ident: tuple[int, int],
-                 named: str) -> None:
+                 named: str, forked: bool = False) -> None:
         """After a file the watch does not follow was answered: wait until the kernel's record of the
         process's mappings shows a new executable piece of that same file (device and inode, or its path
         `named`: a path in the read-only trees, where the candidate can put no file of its own; maps and
@@ -434,7 +481,13 @@ class ExecWatch:
             now = file_pieces(tgid)  # the process's, not the thread's: a thread may end, its mappings stay
             if now is None or _exe(tgid) != image:
                 # the process ended or ran another program (a compiler's `sh -c`, `g++ --version`: often
-                # within a millisecond): its mappings went with it, unconfirmed (counted, not refused)
+                # within a millisecond): its mappings went with it, unconfirmed (counted, not refused) --
+                # unless it was a forked copy, which had no loader's work to do: a fork that swapped the
+                # descriptor, ran what it mapped and left before this look
+                if forked:
+                    self._lose(tgid, size, "a forked copy of a process mapped a file executable and ended (or ran "
+                                           "another program) before the verifier could confirm which file it was")
+                    return
                 with self._lock:
                     self.unconfirmed += 1
                 return
