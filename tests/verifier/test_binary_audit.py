@@ -208,6 +208,41 @@ def test_stripped_section_headers_do_not_hide_imports(tmp_path):
     assert {"dlopen", "dlsym"} <= {f.symbol for f in audit(stripped)}
 
 
+def _packed_relocations(tmp_path, name: str, source: str) -> Path:
+    """`source` linked with packed relative relocations (DT_RELR: binutils 2.38+, glibc 2.36+), or a skip."""
+    from elftools.elf.dynamic import DynamicSegment
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        so = build(tmp_path, name, source, "-Wl,-z,pack-relative-relocs")
+    except (subprocess.CalledProcessError, AssertionError):
+        pytest.skip("this toolchain cannot link packed relative relocations")
+    with open(so, "rb") as fh:
+        tags = {str(t.entry.d_tag) for seg in ELFFile(fh).iter_segments() if isinstance(seg, DynamicSegment)
+                for t in seg.iter_tags()}
+    if not tags & {"DT_RELR", "36"}:
+        pytest.skip("the linker took the flag but wrote no DT_RELR table")
+    return so
+
+
+@needs_gxx
+def test_packed_relative_relocations_are_read_not_refused(tmp_path):
+    """`-z pack-relative-relocs` (a distribution's default on some toolchains) puts a DT_RELR table in the
+    dynamic segment; its entries are addresses with no symbol. Reading one for its symbol index refused an
+    honest kernel as a malformed file; a hostile one must still be read through it, section headers or not."""
+    honest = _packed_relocations(tmp_path, "honest_relr", HONEST + "\nstatic int v = 1; int* vp = &v; int* vq = &v;\n")
+    assert audit(honest) == []
+    assert "kernel" in exported_symbols(honest)
+    hostile = _packed_relocations(tmp_path, "dl_relr", HOSTILE["dlopen"][0] + "\nstatic int w = 1; int* wp = &w;\n")
+    assert {"dlopen", "dlsym"} <= {f.symbol for f in audit(hostile)}
+    data = bytearray(hostile.read_bytes())
+    data[0x28:0x30] = bytes(8)
+    data[0x3C:0x40] = bytes(4)
+    stripped = tmp_path / "dl_relr_noshdr.so"
+    stripped.write_bytes(bytes(data))
+    assert {"dlopen", "dlsym"} <= {f.symbol for f in audit(stripped)}
+
+
 @needs_gxx
 def test_unreadable_inputs_raise_one_line_audit_errors(tmp_path):
     so = build(tmp_path, "ok", HONEST)

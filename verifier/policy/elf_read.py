@@ -16,6 +16,7 @@ from typing import Any
 from elftools.common.utils import parse_cstring_from_stream, struct_parse
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelrRelocationTable
 from elftools.elf.sections import SymbolTableSection
 
 
@@ -131,6 +132,10 @@ def _parse(elf: ELFFile, p: Path) -> ElfInfo:
         count = seg.num_symbols()
         wanted = set(range(count))
         for table in seg.get_relocation_tables().values():
+            if isinstance(table, RelrRelocationTable):
+                # packed relative relocations (`-z pack-relative-relocs`, DT_RELR): addresses only, no symbol
+                # (reading one for `r_info_sym` refused every such honest build as malformed)
+                continue
             wanted.update(rel["r_info_sym"] for rel in table.iter_relocations())  # type: ignore[attr-defined]  # TypedDict values() is object
         _symbol_sets(_segment_symbols(elf, seg, sorted(wanted)), imported, exported)
         for tag in seg.iter_tags():
