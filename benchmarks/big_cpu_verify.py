@@ -31,6 +31,7 @@ CANDIDATE = ROOT / "tests/candidates/cpu/relu.py"
 
 def once(python: str, no_timing: bool, home: str, timeout: float) -> dict:
     """One verdict through the command line; its figures."""
+    python = os.path.abspath(python) if os.sep in python else python  # the verdict runs with cwd /tmp
     argv = [python, "-m", "evokernel_tui.cli", "verify", str(TASK), str(CANDIDATE), "--memory-gb", "12", "--no-cache",
             "--json", *(["--no-timing"] if no_timing else [])]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -54,6 +55,10 @@ def once(python: str, no_timing: bool, home: str, timeout: float) -> dict:
     failed = [f"{g.get('name')}: {str(g.get('reason') or '')[:200]}" for g in res.get("gates") or [] if g.get("status") == "fail"]
     if failed:
         row["failed"] = failed
+    timing = res.get("timing") or {}
+    row["figure"] = ("no figure" if timing.get("no_figure") or timing.get("speedup") is None else
+                     f"{timing['speedup']:.3f}x [{timing.get('lo') or 0:.3f}, {timing.get('hi') or 0:.3f}]"
+                     f"{' noisy' if timing.get('noisy') else ''}, {timing.get('rounds')} rounds")
     row["probes"] = ", ".join(f"{p.get('shapes') or p.get('name')} {p.get('status')}" for p in res.get("probes") or [])
     return row
 
@@ -81,7 +86,7 @@ def main() -> None:
             print(f"{name:8s} {'warm-up' if rep == 0 else f'rep {rep}':7s} wall {row['wall_s']:7.1f} s  correctness "
                   f"{row.get('correctness_s') or 0:6.1f} s  cpu {row['cpu_s']:6.1f} s (sys {row['sys_s']:5.1f})  "
                   f"load {row['load_before']:5.2f}  feasible {row.get('feasible')}  {row.get('error', '')}"
-                  f"{row.get('failed', '')}", flush=True)
+                  f"{row.get('failed', '')}  {row.get('figure', '')}", flush=True)
             print(f"         phases {row.get('phases')}", flush=True)
     print("\n| version | verdicts | median wall s | median correctness s | median CPU s (tree) | median load |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
