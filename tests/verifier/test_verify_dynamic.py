@@ -47,6 +47,7 @@ def test_honest_candidate_passes_every_gate(task, task_source, make_config):
         assert res.timing.get("no_figure") is True and res.speedup is None, res.timing
         res = verify(task_source(task), (HONEST / f"{task}.py").read_text(), config=make_config(timing="full"))
         assert res.feasible
+        assert res.latency_ms is not None, ("a second verification without a figure either", res.timing)
     assert res.latency_ms > 0 and res.reference_ms > 0
     assert res.speedup == pytest.approx(res.reference_ms / res.latency_ms)
     assert res.gate("latency").detail["runs"] >= 3
