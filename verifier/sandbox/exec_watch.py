@@ -288,26 +288,24 @@ def _image(pid: int) -> bytes | None:
     return hashlib.blake2b(raw, digest_size=16).digest() if raw else None
 
 
-def _ppid(pid: int) -> int | None:
+def _status_number(pid: int, key: str) -> int | None:
+    """A number from /proc/<pid>/status (`Tgid`, `PPid`); None when the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("PPid:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1])
     except (OSError, ValueError):
         return None
     return None
+
+
+def _ppid(pid: int) -> int | None:
+    return _status_number(pid, "PPid")
 
 
 def _tgid(tid: int) -> int | None:
-    try:
-        with open(f"/proc/{tid}/status") as fh:
-            for line in fh:
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
+    return _status_number(tid, "Tgid")
 
 
 @dataclass
