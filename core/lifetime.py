@@ -9,6 +9,7 @@ from verifier.sandbox.lifetime import (
     Cancelled,
     die_with_parent,
     exit_code,
+    exit_within,
     install_handlers,
     kill_all,
     run,
@@ -17,5 +18,5 @@ from verifier.sandbox.lifetime import (
     spawn,
 )
 
-__all__ = ["Cancelled", "die_with_parent", "exit_code", "install_handlers", "kill_all", "run", "shutting_down",
+__all__ = ["Cancelled", "die_with_parent", "exit_code", "exit_within", "install_handlers", "kill_all", "run", "shutting_down",
            "signal_name", "spawn"]

@@ -300,6 +300,9 @@ def cli(ctx: click.Context, unsafe_no_isolation: bool) -> None:
         ctx.invoke(cast(click.Command, cli.get_command(ctx, "tui")))  # "tui" is in COMMANDS: never None
 
 
+EXIT_GRACE_S = 10.0  # what a cancelled command's interpreter may take to exit once it has unwound
+
+
 def stopped(message: str | None = None) -> NoReturn:
     """The orderly end of a cancelled command (ctrl+c, SIGTERM): every child process killed (already, by the
     signal handler; again here in case the interrupt came another way), one line, exit 130 or 143."""
@@ -308,6 +311,7 @@ def stopped(message: str | None = None) -> NoReturn:
     lifetime.kill_all()
     click.echo(runnable(f"evokernel: interrupted ({lifetime.signal_name()}); {message or 'stopped every child process'}"),
                err=True)
+    lifetime.exit_within(EXIT_GRACE_S, lifetime.exit_code())
     sys.exit(lifetime.exit_code())
 
 

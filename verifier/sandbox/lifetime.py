@@ -195,6 +195,22 @@ def install_handlers(on_signal: Callable[[int], None] | None = None) -> bool:
     return True
 
 
+def exit_within(seconds: float, code: int) -> threading.Timer:
+    """After a cancelled command has unwound (its children killed, its temporary directories removed, its
+    log flushed event by event), bound what is left of the exit: the interpreter joins every non-daemon
+    thread (a thread pool's worker still waiting on something) before its exit handlers run, and one that
+    does not return kept a SIGINT'd `resume` alive past a minute under CI's load. A daemon timer ends the
+    process with `code` if it is still here after `seconds` (the child processes were killed already)."""
+    def end() -> None:
+        kill_all()
+        os._exit(code)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
     """Those of `pids` still alive after `timeout` seconds (tests and the GPU check)."""
     from verifier.sandbox.procs import pid_alive
