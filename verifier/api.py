@@ -216,7 +216,10 @@ def compare(reference_source: str, source_a: str, source_b: str, backend: str = 
     builds and checks two kernels before its rounds, a minute on a busy machine."""
     from verifier.clock.stats import robust_paired
 
-    config = config or VerifyConfig()
+    # both kernels' outputs through files: on the GPU the device-side comparison lives in run A's reference
+    # worker (`ReferenceSide.device_compare`, `held`), which run B's shared side has not, and every trial of
+    # kernel B failed "malformed (KeyError: 'file')" on an H200 (session 23's A/A)
+    config = dataclasses.replace(config or VerifyConfig(), device_compare=False)
     be = get_backend(backend)
     be.check_available()
     isolated = isolation_mode(config)

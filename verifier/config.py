@@ -93,6 +93,9 @@ class VerifyConfig:
     warmup_rounds: int | None = None
     #: the GPU round loop, "sync" or "async"; None: $EVOKERNEL_GPU_LOOP, else "sync" (issue 33)
     gpu_loop: str | None = None
+    #: a GPU spin (µs at a nominal 2 GHz) before each timed call in the async loop, so the card, not the host,
+    #: bounds a round of µs kernels; None: $EVOKERNEL_GPU_PAD_US, else 0 (`clock.paired_calls.set_gpu_pad`)
+    gpu_pad_us: float | None = None
     #: the L2 flush buffer between timed GPU calls in MB; None: $EVOKERNEL_L2_FLUSH_MB, else the default size
     l2_flush_mb: float | None = None
     #: a wake handshake before each clocked window, "on" or "off"; None: $EVOKERNEL_WAKE, else "off"

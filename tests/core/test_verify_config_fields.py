@@ -36,7 +36,7 @@ OLD_FORMAT = json.loads("""{"trials": 5, "atol": 0.01, "rtol": 0.01, "seed": 42,
 
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch):
-    for name in ("EVOKERNEL_GPU_LOOP", "EVOKERNEL_L2_FLUSH_MB", "EVOKERNEL_WAKE", "EVOKERNEL_OWN_STUB"):
+    for name in ("EVOKERNEL_GPU_LOOP", "EVOKERNEL_L2_FLUSH_MB", "EVOKERNEL_WAKE", "EVOKERNEL_OWN_STUB", "EVOKERNEL_GPU_PAD_US"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -214,3 +214,17 @@ def test_a_new_setting_is_saved_with_the_session_unless_named_as_not_saved():
     config = dataclasses.replace(VerifyConfig(), **changed)
     back = config_from_meta(json.loads(json.dumps(verifier_settings_meta(config))))
     assert {name: getattr(back, name) for name in changed} == changed
+
+
+def test_the_gpu_pad_is_a_field_with_the_environment_as_fallback(monkeypatch):
+    """The pad before each timed GPU call travels as cycles at the nominal clock, so both sides spin alike:
+    the field first, then EVOKERNEL_GPU_PAD_US, else none; a bad value is no pad, never an error."""
+    from verifier.clock.paired_calls import PAD_CYCLES_PER_US, gpu_pad_cycles_of
+
+    assert gpu_pad_cycles_of(VerifyConfig()) == 0
+    assert gpu_pad_cycles_of(VerifyConfig(gpu_pad_us=150)) == 150 * PAD_CYCLES_PER_US
+    monkeypatch.setenv("EVOKERNEL_GPU_PAD_US", "40")
+    assert gpu_pad_cycles_of(VerifyConfig()) == 40 * PAD_CYCLES_PER_US
+    assert gpu_pad_cycles_of(VerifyConfig(gpu_pad_us=0)) == 0  # the field wins, even at no pad
+    monkeypatch.setenv("EVOKERNEL_GPU_PAD_US", "fast")
+    assert gpu_pad_cycles_of(VerifyConfig()) == 0

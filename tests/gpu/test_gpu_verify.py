@@ -242,3 +242,16 @@ def test_the_queued_gpu_loop_checks_every_call_and_times_the_kernel(gpu_config):
     assert loops and all(loop.get("mode") == "async" for loop in loops), loops
     assert all(r["replay"] and r["replay"].get("mode") == "async" for r in detail["reference_loops"]), detail["reference_loops"]
     print("async loop", res.speedup, detail.get("lo"), detail.get("hi"), detail.get("noisy"))
+
+
+def test_compare_of_a_kernel_with_itself_runs_on_the_gpu(gpu_config):
+    """`compare` (the A/A check, `evokernel compare`) on the card: both kernels correct, a paired figure.
+    Session 23 found every trial of kernel B failing "malformed (KeyError: 'file')": run B's shared
+    reference side had no device-side comparison of its own."""
+    from verifier.api import compare
+
+    ref = task_source("relu")
+    same = ref.replace("class Model(", "class ModelNew(")
+    got = compare(ref, same, same, backend="cuda", config=gpu_config)
+    assert "error" not in got, got.get("error")
+    assert got["speedup"] > 0 and got["a_ms"] > 0 and got["b_ms"] > 0

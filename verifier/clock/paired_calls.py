@@ -49,6 +49,33 @@ def set_gpu_loop(mode: str | None) -> None:
     _CUDA["loop"] = mode if mode in GPU_LOOPS else "sync"
 
 
+#: the nominal SM clock a pad's microseconds are turned into cycles at: both sides spin the same number of
+#: cycles on the same card, so their pads last alike whatever the clock runs at
+PAD_CYCLES_PER_US = 2000
+
+
+def set_gpu_pad(cycles: int | None) -> None:
+    """A spin of `cycles` GPU clock cycles queued before each timed call's flush in the async loop (both
+    sides, set by the trusted side before any candidate code runs, as the flush size is). Why: in the async
+    loop a call of a few µs is host-bound (refill, keep, flush, events and the call's own launch cost the
+    host 40-80 µs a call against 5 µs of kernel), so a round measured the host's launch path, not the card
+    (ReLU v0 read 26 µs for the reference where its events see 4.4). With each call's device work padded
+    past the host's, the queue never drains, the round is bound by the card, and the stub round, padded
+    alike, takes the pad off again. A spin (one thread counting its clock) repeats far more closely than a
+    bandwidth-bound flush of the same length, so the pad adds little noise. 0 or None: no pad."""
+    _CUDA["pad_cycles"] = max(0, int(cycles or 0))
+
+
+def gpu_pad_cycles_of(config: VerifyConfig) -> int:
+    """A verification's pad (`set_gpu_pad`) in cycles: `VerifyConfig.gpu_pad_us`, else `EVOKERNEL_GPU_PAD_US`,
+    else 0, at `PAD_CYCLES_PER_US`."""
+    us = config.gpu_pad_us if config.gpu_pad_us is not None else os.environ.get("EVOKERNEL_GPU_PAD_US")
+    try:
+        return max(0, int(float(us) * PAD_CYCLES_PER_US)) if us else 0
+    except ValueError:
+        return 0
+
+
 def gpu_loop_of(config: VerifyConfig) -> str:
     """A verification's GPU loop: `VerifyConfig.gpu_loop`, else `EVOKERNEL_GPU_LOOP`, else "sync"
     (issue 33: "async" is to be measured on a GPU against KernelBench-style timing before it is the default)."""
@@ -354,7 +381,7 @@ def _timed_calls(torch, sets: list[list], timed_call, keep_outputs: bool, detach
 def _take_cuda_refs(torch) -> None:
     if "event" not in _CUDA:
         _CUDA.update(event=torch.cuda.Event, record=torch.cuda.Event.record, elapsed=torch.cuda.Event.elapsed_time,
-                     sync=torch.cuda.synchronize, zero=torch.Tensor.zero_)
+                     sync=torch.cuda.synchronize, zero=torch.Tensor.zero_, spin=torch.cuda._sleep)
 
 
 def _cuda_refs(torch) -> dict:
@@ -441,11 +468,14 @@ def _time_round_cuda_async(torch, model, sets: list[list], keep_outputs: bool,
     after that synchronise and stay diagnostics."""
     c = _cuda_refs(torch)
     event, record, elapsed, sync, zero, flush = c["event"], c["record"], c["elapsed"], c["sync"], c["zero"], c["flush"]
+    spin, pad = c["spin"], int(c.get("pad_cycles", 0))
     sync()
     pairs: list = []
 
     def timed_call(args: list):
         start, end = event(enable_timing=True), event(enable_timing=True)
+        if pad:
+            spin(pad)
         zero(flush)
         record(start)
         out = model(*args)
@@ -458,7 +488,7 @@ def _time_round_cuda_async(torch, model, sets: list[list], keep_outputs: bool,
     t_tail = _perf_ns()
     sync()
     times = [float(elapsed(start, end)) for start, end in pairs]
-    _CUDA["last_loop"] = {"mode": "async", "calls_ms": [], "empty_ms": 0.0,
+    _CUDA["last_loop"] = {"mode": "async", "pad_cycles": pad, "calls_ms": [], "empty_ms": 0.0,
                           "loop_ms": round((t_tail - t_loop) / 1e6, 4), "tail_ms": round((_perf_ns() - t_tail) / 1e6, 4)}
     return times, kept
 

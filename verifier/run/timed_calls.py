@@ -157,6 +157,10 @@ def latency_gate(run: TimedRun, side: TimedCalls | None) -> GateResult | None:
         from verifier.clock.paired_calls import flush_bytes_of
 
         detail["l2_flush_mb"] = (flush_bytes_of(run.config) or L2_FLUSH_BYTES) / 1024**2
+        from verifier.clock.paired_calls import PAD_CYCLES_PER_US, gpu_loop_of, gpu_pad_cycles_of
+
+        detail["gpu_loop"] = gpu_loop_of(run.config)
+        detail["gpu_pad_us"] = gpu_pad_cycles_of(run.config) / PAD_CYCLES_PER_US
     moved = int(run.ref_side.reference.get("input_bytes", 0)) + int(run.ref_side.reference.get("output_bytes", 0))
     if moved and est.cand_ms > 0:
         detail["gbps"] = moved / (est.cand_ms / 1000.0) / 1e9

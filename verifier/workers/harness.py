@@ -241,6 +241,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
         from verifier.clock.paired_calls import set_gpu_loop
 
         set_gpu_loop(job.get("gpu_loop"))
+        from verifier.clock.paired_calls import set_gpu_pad
+
+        set_gpu_pad(job.get("gpu_pad_cycles"))
         report["device_name"] = torch.cuda.get_device_name()
         if job.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))

@@ -146,6 +146,9 @@ class Worker:
         from verifier.clock.paired_calls import set_gpu_loop
 
         set_gpu_loop(cmd.get("gpu_loop"))  # and loops
+        from verifier.clock.paired_calls import set_gpu_pad
+
+        set_gpu_pad(cmd.get("gpu_pad_cycles"))  # and pads
         torch.set_num_threads(max(1, int(cmd.get("threads") or torch.get_num_threads())))
         if cmd["task_path"] != self.task_path or self.task is None:
             self.task = _load_task(cmd["task_path"])
