@@ -48,3 +48,40 @@ def test_other_distributions_separate_what_the_task_distribution_hides():
     assert float(normal.min()) < 0 and float(uniform.min()) < 0 and float(uniform.max()) < 1
     assert float(heavy.abs().max()) <= 40 and float(heavy.abs().max()) > 5
     assert normal.dtype == uniform.dtype == heavy.dtype == torch.float32
+
+
+def test_a_draw_from_the_reused_generator_is_a_fresh_generators_draw_whatever_ran_between():
+    """Each process keeps one generator per device and reseeds it per draw (no generator made per set inside
+    the clock): the bits must be those a generator made afresh from the seed gives, draw after draw, even
+    when something advanced or reseeded the kept generator in between (a candidate's forward that found it)."""
+    from verifier.correctness import input_recipe
+
+    recipe = capture(torch, lambda: [torch.randn(33, 17), torch.rand(5), torch.randint(0, 9, (7,))])
+
+    def fresh(seed: int) -> list:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        return [torch.randn(33, 17, generator=gen), torch.rand(5, generator=gen), torch.randint(0, 9, (7,), generator=gen)]
+
+    for seed in (11, 12, 11, 987654321):
+        got = draw(torch, recipe, seed, "task", "cpu")
+        assert all(torch.equal(g, w) for g, w in zip(got, fresh(seed), strict=True)), seed
+        kept = input_recipe._GENERATORS[str(torch.device("cpu"))]
+        torch.rand(1000, generator=kept)  # advanced between draws
+        kept.manual_seed(5)  # and reseeded
+    heavy = draw(torch, recipe, 11, "heavy", "cpu")
+    torch.rand(10, generator=input_recipe._GENERATORS[str(torch.device("cpu"))])
+    assert all(torch.equal(a, b) for a, b in zip(heavy, draw(torch, recipe, 11, "heavy", "cpu"), strict=True))
+
+
+def test_a_generator_planted_in_the_cache_is_not_used():
+    from verifier.correctness import input_recipe
+
+    class Stuck(torch.Generator):
+        def manual_seed(self, seed):  # never reseeds
+            return self
+
+    recipe = capture(torch, lambda: [torch.rand(16)])
+    want = draw(torch, recipe, 77, "task", "cpu")[0]
+    input_recipe._GENERATORS[str(torch.device("cpu"))] = Stuck()
+    assert torch.equal(draw(torch, recipe, 77, "task", "cpu")[0], want)
+    assert type(input_recipe._GENERATORS[str(torch.device("cpu"))]) is torch.Generator

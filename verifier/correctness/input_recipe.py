@@ -110,6 +110,23 @@ def capture(torch, get_inputs: Callable[[], list]) -> list[dict] | None:
     return recipe
 
 
+_GENERATORS: dict = {}  # one generator per device, reseeded by every draw (filled in place)
+
+
+def _generator(torch, device: str):
+    """This process's generator for `device`, made once: `manual_seed` resets its state and offset, so a
+    draw from it has the same bits as one from a generator made afresh, and whatever ran between two draws
+    (a candidate's forward that reached it, say) cannot carry into the next; only a plain `torch.Generator`
+    is used from the cache. Why: a timed GPU round draws its 64 sets inside the clock, and that draw
+    jittered the candidate's window by 1.5-4.4 ms against a 0.3 ms signal for a 5 µs kernel (session 23,
+    H200); a generator made per set is host work there that reseeding avoids (not yet measured on a card)."""
+    key = str(torch.device(device))
+    gen = _GENERATORS.get(key)
+    if type(gen) is not torch.Generator:  # none yet, or something planted there (a subclass that skips reseeding)
+        gen = _GENERATORS[key] = torch.Generator(device=device)
+    return gen
+
+
 def draw(torch, recipe: list[dict], seed: int, dist: str, device: str, into: list | None = None) -> list:
     """The call's arguments drawn on `device` from `seed`: the task's own distribution (`dist="task"`) or
     its floating tensors redrawn as normal / uniform in [-1, 1) / heavy-tailed (same shapes and dtypes), or
@@ -120,7 +137,7 @@ def draw(torch, recipe: list[dict], seed: int, dist: str, device: str, into: lis
     instead of faulting in new ones (about half of a big CPU draw's time; issue 33). The list is emptied as
     it is read (its tensors set to None): one that does not fit is freed before this call's is allocated,
     so a held-out shape of the task's size class never holds the last inputs beside its own."""
-    gen = torch.Generator(device=device).manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    gen = _generator(torch, device).manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
     scale = dist_scale(dist)
     if scale is not None:
         dist = "task"
