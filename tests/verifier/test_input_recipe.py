@@ -85,3 +85,24 @@ def test_a_generator_planted_in_the_cache_is_not_used():
     input_recipe._GENERATORS[str(torch.device("cpu"))] = Stuck()
     assert torch.equal(draw(torch, recipe, 77, "task", "cpu")[0], want)
     assert type(input_recipe._GENERATORS[str(torch.device("cpu"))]) is torch.Generator
+
+
+def test_a_round_is_drawn_at_once_the_same_on_both_sides_and_one_seed_is_a_plain_draw():
+    """A round's sets come from one generator call per argument (row k is set k): the same bits for the
+    same seeds (the harness and the reference worker both draw them), other bits for other seeds, sets
+    unlike each other; a round of one set is exactly `draw` of its seed (the big CPU rounds unchanged)."""
+    from verifier.correctness.input_recipe import draw_round
+
+    recipe = capture(torch, lambda: [torch.randn(6, 5), torch.randint(0, 4, (3,)), 7, torch.rand(())])
+    seeds = [101, 202, 303, 404]
+    a, b = draw_round(torch, recipe, seeds, "task", "cpu"), draw_round(torch, recipe, seeds, "task", "cpu")
+    assert len(a) == 4 and all(len(s) == 4 for s in a)
+    for sa, sb in zip(a, b, strict=True):
+        assert tuple(sa[0].shape) == (6, 5) and tuple(sa[1].shape) == (3,) and sa[2] == 7 and sa[3].dim() == 0
+        assert torch.equal(sa[0], sb[0]) and torch.equal(sa[1], sb[1]) and torch.equal(sa[3], sb[3])
+        assert float(sa[3]) >= 0 and float(sa[3]) < 1 and int(sa[1].max()) < 4
+    assert not torch.equal(a[0][0], a[1][0])  # the sets differ from each other
+    assert not torch.equal(draw_round(torch, recipe, [101, 202, 303, 405], "task", "cpu")[0][0], a[0][0])
+    one = draw_round(torch, recipe, [555], "x100", "cpu")[0]
+    assert all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+               for x, y in zip(one, draw(torch, recipe, 555, "x100", "cpu"), strict=True))

@@ -36,13 +36,18 @@ TRANSFORMED_TASK = RELU_TASK.replace("return [torch.randn(256, 512)]", "return [
 
 
 # ------------------------------------------------------------------------------------------- fast ones
-def test_draw_sets_is_draw_per_seed():
+def test_draw_sets_is_the_rounds_draw_and_one_seed_is_a_plain_draw():
+    """Both sides draw a round through `draw_sets` (all sets at once, `input_recipe.draw_round`); a round of
+    one set is `draw` of its seed."""
+    from verifier.correctness.input_recipe import draw_round
+
     recipe = capture(torch, lambda: [torch.randn(16, 8), torch.randint(0, 5, (16,)), 3])
     sets = draw_sets(torch, recipe, [7, 8], "cpu")
-    for seed, got in zip([7, 8], sets, strict=True):
-        want = draw(torch, recipe, seed, "task", "cpu")
+    for got, want in zip(sets, draw_round(torch, recipe, [7, 8], "task", "cpu"), strict=True):
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[2] == 3
     assert not torch.equal(sets[0][0], sets[1][0])
+    one, want = draw_sets(torch, recipe, [7], "cpu")[0], draw(torch, recipe, 7, "task", "cpu")
+    assert torch.equal(one[0], want[0]) and torch.equal(one[1], want[1])
 
 
 class _Channel:
@@ -207,17 +212,18 @@ class ModelNew(nn.Module):
             self.memo[key] = _ext.kernel_forward(x)
         return self.memo[key]
 ''',
-    # the harness's drawing patched to hand back the first seed's tensors for every later seed (a cache
+    # the harness's drawing patched to hand back the first round's sets for every later round (a cache
     # by seed that skips the draw inside the clocked window): the outputs are for the wrong inputs
     "seed": '''
 import verifier.clock.paired_calls as _runner
-_real_draw = _runner._draw
+_real_draw = _runner._draw_round
 _FIRST = {}
-def _cached_draw(torch_, recipe, seed, dist, device):
-    if "set" not in _FIRST:
-        _FIRST["set"] = _real_draw(torch_, recipe, seed, dist, device)
-    return [a.clone() if isinstance(a, torch.Tensor) else a for a in _FIRST["set"]]
-_runner._draw = _cached_draw
+def _cached_draw(torch_, recipe, seeds, dist, device):
+    if "sets" not in _FIRST:
+        _FIRST["sets"] = _real_draw(torch_, recipe, seeds, dist, device)
+    first = _FIRST["sets"]
+    return [[a.clone() if isinstance(a, torch.Tensor) else a for a in first[k % len(first)]] for k in range(len(seeds))]
+_runner._draw_round = _cached_draw
 
 class ModelNew(nn.Module):
     def forward(self, x):

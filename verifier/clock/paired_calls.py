@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verifier.clock.gpu_timing import L2_FLUSH_BYTES
-from verifier.correctness.input_recipe import draw as _draw
+from verifier.correctness.input_recipe import draw_round as _draw_round
 
 if TYPE_CHECKING:
     from verifier.config import VerifyConfig
@@ -525,10 +525,10 @@ def load_sets(torch, np, directory: Path, count: int, device: str) -> list[list]
 
 def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "task") -> list[list]:
     """A round's input sets drawn on `device` from the seeds the parent revealed with the command
-    (`verifier.correctness.input_recipe.draw`): what `load_sets` reads from files, for a task with a recipe. Both
+    (`verifier.correctness.input_recipe.draw_round`): what `load_sets` reads from files, for a task with a recipe. Both
     sides of the clock (the harness's round, the reference worker's replay and stub) call this."""
     steady_heap(device)
-    return [_draw(torch, recipe, int(seed), dist, device) for seed in seeds]
+    return _draw_round(torch, recipe, list(seeds), dist, device)
 
 
 def wake(torch, device: str) -> None:

@@ -514,16 +514,16 @@ class Worker:
         import time
 
         from verifier.clock.cpu_accounting import thread_wait_ns
-        from verifier.clock.paired_calls import _perf_ns, save_tensor, time_round
+        from verifier.clock.paired_calls import _perf_ns, draw_sets, save_tensor, time_round
 
         torch, np = self.torch, self.np
         d = Path(cmd["dir"])
         self.kept = self.round_outputs = None  # the last round's, checked: freed before this round's are made
-        sets = []
-        for k, seed in enumerate(cmd["seeds"]):
-            inputs = self.draw(int(seed), "task")
+        # with a recipe, drawn as the harness, the replay and the stub draw a round (`draw_sets`: all at once)
+        sets = (draw_sets(torch, self.recipe, [int(s) for s in cmd["seeds"]], self.device) if self.recipe is not None
+                else [self.draw(int(seed), "task") for seed in cmd["seeds"]])
+        for k, inputs in enumerate(sets):
             self._save_inputs(d, inputs, f"s{k}_in", bool(cmd.get("files")))
-            sets.append(inputs)
         tid = threading_native_id()
         wait0, cpu0, t0 = thread_wait_ns(tid, os.getpid()), time.process_time_ns(), _perf_ns()
         with torch.no_grad():
