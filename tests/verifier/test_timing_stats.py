@@ -283,3 +283,21 @@ def test_out_of_reach_only_when_even_the_projection_misses_the_target():
     assert not out_of_reach(0.50, 7, 0.3, 2.5, 0.10)  # too few rounds to give up on
     assert not out_of_reach(0.30, 8, 0.3, 60.0, 0.10)  # plenty of budget left: 0.30 x sqrt(8/208) = 0.06
     assert not out_of_reach(float("nan"), 8, 0.3, 2.5, 0.10)
+
+
+def test_a_padded_gpu_round_is_resolved_at_a_smaller_share_and_nothing_else_is():
+    """Session 23 (H200): with a 150 µs spin before each call a 64-call round of a 5 µs ReLU is ~2% of its
+    16 ms wall, so every such round fell under the 5% share and no verdict had a figure. Only the padded
+    async GPU loop gets the smaller share; the CPU, the sync loop and an unpadded async loop keep 5%."""
+    from verifier.clock.rounds import resolvable_share
+    from verifier.clock.stats import PADDED_UNRESOLVED_SHARE, UNRESOLVED_SHARE, unresolved
+    from verifier.config import VerifyConfig
+
+    wall, stub = 16.78, 16.36  # ms: one round's replay and stub at pad 150 (ReLU v0)
+    padded = VerifyConfig(gpu_loop="async", gpu_pad_us=150)
+    assert resolvable_share("cuda", padded) == PADDED_UNRESOLVED_SHARE < UNRESOLVED_SHARE
+    assert unresolved(wall, stub) and not unresolved(wall, stub, resolvable_share("cuda", padded))
+    for device, config in (("cpu", padded), ("cuda", VerifyConfig(gpu_loop="sync", gpu_pad_us=150)),
+                           ("cuda", VerifyConfig(gpu_loop="async")), ("cuda", VerifyConfig())):
+        assert resolvable_share(device, config) == UNRESOLVED_SHARE, (device, config.gpu_loop, config.gpu_pad_us)
+    assert unresolved(wall, wall - 0.05, PADDED_UNRESOLVED_SHARE)  # 0.3% of the round: still nothing to tell

@@ -36,6 +36,17 @@ def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
     return device == "cpu" and 0 < set_bytes <= FILE_SET_BYTES
 
 
+def resolvable_share(device: str, config: VerifyConfig) -> float:
+    """The least share of a round's wall time its calls must leave over the overhead (`stats.unresolved`):
+    `PADDED_UNRESOLVED_SHARE` for a padded async GPU loop (its overhead is a spin that repeats closely),
+    else `UNRESOLVED_SHARE`."""
+    from verifier.clock.paired_calls import gpu_loop_of, gpu_pad_cycles_of
+    from verifier.clock.stats import PADDED_UNRESOLVED_SHARE, UNRESOLVED_SHARE
+
+    padded = device == "cuda" and gpu_loop_of(config) == "async" and gpu_pad_cycles_of(config) > 0
+    return PADDED_UNRESOLVED_SHARE if padded else UNRESOLVED_SHARE
+
+
 def _timed_rounds(owner, sides: list, estimate):
     """(`owner` is a `verifier.run.verification._Run`, whose reference worker serves the window; `sides` are
     the candidates' timing sides, `verifier.run.timed_calls.TimedCalls`, one per candidate timed.)
@@ -67,6 +78,7 @@ def _timed_rounds(owner, sides: list, estimate):
         side.round_reference = ref
     config = owner.config
     budget_end = time.monotonic() + config.timing_budget_s
+    share = resolvable_share(owner.be.device, config)
     per_set = max(1, int(owner.ref_side.reference.get("input_bytes", 0)) + int(owner.ref_side.reference.get("output_bytes", 0)))
     memory_cap = max(1, int(config.timing_memory_mb * 1024**2 // (3 * per_set)))
     if owner.be.device == "cuda" and owner.ref_side.reference.get("device_free_bytes"):
@@ -131,7 +143,7 @@ def _timed_rounds(owner, sides: list, estimate):
             return None
         (replay_ms, replay_lost, replay_inner, replay_loop), (stub_ms, stub_lost, stub_inner, stub_loop) = replay, stub
         ref_figure = attested_round_ms(replay_ms, stub_ms, count)
-        ref_ok = not unresolved(replay_ms, stub_ms)
+        ref_ok = not unresolved(replay_ms, stub_ms, share)
         ref_lost = max(ref_lost, replay_lost if ref_ok else 1.0)
         figures, rounds_now = [], []
         for i, side in enumerate(sides):
@@ -192,7 +204,7 @@ def _timed_rounds(owner, sides: list, estimate):
             subtracted = [ratio * t for t in clock["overhead_ms"]]
             means[i + 1] = [attested_round_ms(m["wall"], o, count, m["idle"]) for m, o in zip(side_rounds[i], subtracted,
                                                                                              strict=True)]
-            off = [unresolved(m["wall"], o) for m, o in zip(side_rounds[i], subtracted, strict=True)]
+            off = [unresolved(m["wall"], o, share) for m, o in zip(side_rounds[i], subtracted, strict=True)]
             lost[i + 2] = [1.0 if u else lost_share(m["wall"], m["wait"]) for m, u in zip(side_rounds[i], off, strict=True)]
             resolved = [a and not u for a, u in zip(resolved, off, strict=True)]
         clock["resolved"] = [k for k, ok in enumerate(resolved) if ok]
