@@ -76,6 +76,22 @@ def gpu_pad_cycles_of(config: VerifyConfig) -> int:
         return 0
 
 
+def gpu_round_fields(config: VerifyConfig, default_flush_bytes: int | None = None) -> dict:
+    """The GPU round settings the trusted side sends both processes of a verification (the harness's job, the
+    reference worker's `prepare`): the flush size (`default_flush_bytes` where none was chosen), the loop and
+    the pad. `apply_gpu_round_fields` is their other end."""
+    return {"l2_flush_bytes": flush_bytes_of(config) or default_flush_bytes, "gpu_loop": gpu_loop_of(config),
+            "gpu_pad_cycles": gpu_pad_cycles_of(config)}
+
+
+def apply_gpu_round_fields(fields: dict) -> None:
+    """`gpu_round_fields` set in this process (`set_flush_bytes`, `set_gpu_loop`, `set_gpu_pad`), before any
+    candidate code runs: both sides of the clock flush, loop and pad alike."""
+    set_flush_bytes(fields.get("l2_flush_bytes") or L2_FLUSH_BYTES)
+    set_gpu_loop(fields.get("gpu_loop"))
+    set_gpu_pad(fields.get("gpu_pad_cycles"))
+
+
 def gpu_loop_of(config: VerifyConfig) -> str:
     """A verification's GPU loop: `VerifyConfig.gpu_loop`, else `EVOKERNEL_GPU_LOOP`, else "sync"
     (issue 33: "async" is to be measured on a GPU against KernelBench-style timing before it is the default)."""

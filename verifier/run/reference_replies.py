@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verifier.clock.paired_calls import flush_bytes_of, gpu_loop_of, gpu_pad_cycles_of
+from verifier.clock.paired_calls import gpu_round_fields
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.workers.pools import _REFERENCE, _threads
@@ -105,8 +105,7 @@ class ReferenceSide:
                "recipe": self.config.seeded_inputs is not False,
                # outputs compared on the device (the GPU data path): off only to measure or test files
                "device_compare": self.config.device_compare is not False,
-               "l2_flush_bytes": flush_bytes_of(self.config), "gpu_loop": gpu_loop_of(self.config),
-               "gpu_pad_cycles": gpu_pad_cycles_of(self.config),
+               **gpu_round_fields(self.config),
                # the task's FLOPs and the machine's bandwidth peak (issue 35): measured once per machine, cached
                "speed_of_light": self.config.speed_of_light is not False,
                "measure_peak": self.config.bandwidth_peak_gbps is None}

@@ -154,11 +154,14 @@ def latency_gate(run: TimedRun, side: TimedCalls | None) -> GateResult | None:
                   reference_times_ms=means[0][:200], **_clock_detail(clock, means, count))
     if getattr(getattr(run, "be", None), "device", "") == "cuda":  # the flush before each timed call: its size sets the rounds' overhead
         from verifier.clock.gpu_timing import L2_FLUSH_BYTES
-        from verifier.clock.paired_calls import flush_bytes_of
+        from verifier.clock.paired_calls import (
+            PAD_CYCLES_PER_US,
+            flush_bytes_of,
+            gpu_loop_of,
+            gpu_pad_cycles_of,
+        )
 
         detail["l2_flush_mb"] = (flush_bytes_of(run.config) or L2_FLUSH_BYTES) / 1024**2
-        from verifier.clock.paired_calls import PAD_CYCLES_PER_US, gpu_loop_of, gpu_pad_cycles_of
-
         detail["gpu_loop"] = gpu_loop_of(run.config)
         detail["gpu_pad_us"] = gpu_pad_cycles_of(run.config) / PAD_CYCLES_PER_US
     moved = int(run.ref_side.reference.get("input_bytes", 0)) + int(run.ref_side.reference.get("output_bytes", 0))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from verifier.backends import Backend
 from verifier.cache.verdict_key import GateCallback, Notify
-from verifier.clock.paired_calls import flush_bytes_of, gpu_loop_of, gpu_pad_cycles_of
+from verifier.clock.paired_calls import gpu_round_fields
 from verifier.config import VerifyConfig
 from verifier.gates.evidence import AntiHackingGate, CompileGate, CorrectnessGate, Evidence, ProfileGate
 from verifier.gates.findings import _merge_passes, _with_findings
@@ -261,8 +261,7 @@ class _Run:
                # the flush the reference worker was told (`reference_replies`): the backend's default only where
                # none was chosen. Before, the backend's fields came last and the harness always flushed 1 GiB
                # while the worker flushed what was asked (a 128 MB flush read ReLU v0 at 0.055 of KernelBench)
-               "l2_flush_bytes": flush_bytes_of(self.config) or fields.get("l2_flush_bytes"),
-               "gpu_loop": gpu_loop_of(self.config), "gpu_pad_cycles": gpu_pad_cycles_of(self.config)}
+               **gpu_round_fields(self.config, fields.get("l2_flush_bytes"))}
         (self.job_dir / "job.json").write_text(json.dumps(job))
 
     def build_candidate(self) -> dict | None:

@@ -235,15 +235,9 @@ def serve(job_dir: Path, channel, report: dict) -> None:
     report.update({"mode": "candidate", "phase": "build", "torch": torch.__version__, "threads": threads})
     clock = None
     if device == "cuda":
-        from verifier.clock.paired_calls import set_flush_bytes
+        from verifier.clock.paired_calls import apply_gpu_round_fields
 
-        set_flush_bytes(job.get("l2_flush_bytes"))  # the trusted side's choice, before the candidate is imported
-        from verifier.clock.paired_calls import set_gpu_loop
-
-        set_gpu_loop(job.get("gpu_loop"))
-        from verifier.clock.paired_calls import set_gpu_pad
-
-        set_gpu_pad(job.get("gpu_pad_cycles"))
+        apply_gpu_round_fields(job)  # the trusted side's flush, loop and pad, before the candidate is imported
         report["device_name"] = torch.cuda.get_device_name()
         if job.get("gpu_memory_fraction"):
             torch.cuda.set_per_process_memory_fraction(float(job["gpu_memory_fraction"]))

@@ -133,7 +133,7 @@ class Worker:
 
         torch, np = self.torch, self.np
         self.device = cmd.get("device", "cpu")
-        from verifier.clock.paired_calls import L2_FLUSH_BYTES, default_heap, set_flush_bytes
+        from verifier.clock.paired_calls import apply_gpu_round_fields, default_heap
         default_heap()  # the last verification's timed rounds left the heap at `steady_heap`: given back
         if self.device == "cpu":  # where this verification's host memory starts (the plan counts from here)
             from verifier.clock.cpu_accounting import reset_rss_peak, rss_bytes
@@ -142,13 +142,7 @@ class Worker:
                 warm_instruments(torch)
             self.peaks = {"base": rss_bytes()}
             reset_rss_peak()
-        set_flush_bytes(cmd.get("l2_flush_bytes") or L2_FLUSH_BYTES)  # as the harness of this verification flushes
-        from verifier.clock.paired_calls import set_gpu_loop
-
-        set_gpu_loop(cmd.get("gpu_loop"))  # and loops
-        from verifier.clock.paired_calls import set_gpu_pad
-
-        set_gpu_pad(cmd.get("gpu_pad_cycles"))  # and pads
+        apply_gpu_round_fields(cmd)  # as the harness of this verification flushes, loops and pads
         torch.set_num_threads(max(1, int(cmd.get("threads") or torch.get_num_threads())))
         if cmd["task_path"] != self.task_path or self.task is None:
             self.task = _load_task(cmd["task_path"])
@@ -520,7 +514,7 @@ class Worker:
         d = Path(cmd["dir"])
         self.kept = self.round_outputs = None  # the last round's, checked: freed before this round's are made
         # with a recipe, drawn as the harness, the replay and the stub draw a round (`draw_sets`: all at once)
-        sets = (draw_sets(torch, self.recipe, [int(s) for s in cmd["seeds"]], self.device) if self.recipe is not None
+        sets = (draw_sets(torch, self.recipe, cmd["seeds"], self.device) if self.recipe is not None
                 else [self.draw(int(seed), "task") for seed in cmd["seeds"]])
         for k, inputs in enumerate(sets):
             self._save_inputs(d, inputs, f"s{k}_in", bool(cmd.get("files")))
