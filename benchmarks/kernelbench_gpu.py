@@ -163,6 +163,8 @@ def main() -> None:
                     help="the GPU round loop of both sides (EVOKERNEL_GPU_LOOP; issue 33 A/B)")
     ap.add_argument("--pad-us", type=float, default=None,
                     help="a GPU spin before each timed call in the async loop (EVOKERNEL_GPU_PAD_US; issue 33 A/B)")
+    ap.add_argument("--max-calls", type=int, default=None,
+                    help="the most calls a timed round makes (EVOKERNEL_MAX_CALLS; issue 33 A/B)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="verifications of each problem (the spread between verifications), beside one KernelBench-style timing")
     ap.add_argument("--kb-time", nargs=2, metavar=("PROBLEM", "KERNEL"), help=argparse.SUPPRESS)
@@ -178,6 +180,8 @@ def main() -> None:
         os.environ["EVOKERNEL_WAKE"] = args.wake
     if args.pad_us is not None:
         os.environ["EVOKERNEL_GPU_PAD_US"] = f"{args.pad_us:g}"
+    if args.max_calls:
+        os.environ["EVOKERNEL_MAX_CALLS"] = str(args.max_calls)
     if args.gpu_loop:
         os.environ["EVOKERNEL_GPU_LOOP"] = args.gpu_loop
     import torch

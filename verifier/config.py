@@ -55,6 +55,8 @@ class VerifyConfig:
     # ~13 calls claimed as often, a second sooner (benchmarks/results/timing_rounds_cpu.md)
     round_target_ms: float | None = None
     timing_memory_mb: float = 256.0
+    #: the most calls a timed round makes; None: $EVOKERNEL_MAX_CALLS, else `clock.rounds.MAX_CALLS_PER_ROUND`
+    max_calls_per_round: int | None = None
     input_distributions: list[str] = field(default_factory=lambda: ["task"])
     # numerics probes of the correctness gate (verifier/correctness/probes.py), extra trials after the ordinary ones:
     magnitude_probe: bool = True  # the task's inputs scaled by each magnitude scale

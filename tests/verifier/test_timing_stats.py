@@ -301,3 +301,21 @@ def test_a_padded_gpu_round_is_resolved_at_a_smaller_share_and_nothing_else_is()
                            ("cuda", VerifyConfig(gpu_loop="async")), ("cuda", VerifyConfig())):
         assert resolvable_share(device, config) == UNRESOLVED_SHARE, (device, config.gpu_loop, config.gpu_pad_us)
     assert unresolved(wall, wall - 0.05, PADDED_UNRESOLVED_SHARE)  # 0.3% of the round: still nothing to tell
+
+
+def test_a_rounds_most_calls_come_from_the_config_then_the_environment_then_the_default(monkeypatch):
+    """Session 24 (H200): the handoffs of a clocked window spread a padded round by ~0.2 ms, as much as 64
+    calls of a 5 µs kernel, so the cap on a round's calls is a setting to try larger rounds with; a bad value
+    in the environment falls back to the default instead of failing a verification."""
+    from verifier.clock.rounds import MAX_CALLS_PER_ROUND, max_calls_of
+    from verifier.config import VerifyConfig
+
+    monkeypatch.delenv("EVOKERNEL_MAX_CALLS", raising=False)
+    assert max_calls_of(VerifyConfig()) == MAX_CALLS_PER_ROUND == 64
+    monkeypatch.setenv("EVOKERNEL_MAX_CALLS", "512")
+    assert max_calls_of(VerifyConfig()) == 512
+    assert max_calls_of(VerifyConfig(max_calls_per_round=8)) == 8  # the config wins over the environment
+    monkeypatch.setenv("EVOKERNEL_MAX_CALLS", "many")
+    assert max_calls_of(VerifyConfig()) == MAX_CALLS_PER_ROUND
+    monkeypatch.setenv("EVOKERNEL_MAX_CALLS", "0")
+    assert max_calls_of(VerifyConfig()) == MAX_CALLS_PER_ROUND  # unset-like: 0 is no cap to honour

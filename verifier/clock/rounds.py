@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 WARMUP_ROUNDS = 2  # full-size rounds after the calibration round that are run and checked but not counted
 ROUND_TARGET_MS = 15.0  # a GPU round's calls (VerifyConfig.round_target_ms unset)
 CPU_ROUND_TARGET_MS = 5.0  # a CPU round's calls: each also moves its input set, so fewer calls a round
+MAX_CALLS_PER_ROUND = 64  # a round's calls at most (VerifyConfig.max_calls_per_round / $EVOKERNEL_MAX_CALLS unset)
 FILE_SET_BYTES = 16 << 20  # a CPU round's input sets up to this size per call travel as files
 
 
@@ -45,6 +46,20 @@ def resolvable_share(device: str, config: VerifyConfig) -> float:
 
     padded = device == "cuda" and gpu_loop_of(config) == "async" and gpu_pad_cycles_of(config) > 0
     return PADDED_UNRESOLVED_SHARE if padded else UNRESOLVED_SHARE
+
+
+def max_calls_of(config: VerifyConfig) -> int:
+    """The most calls a timed round makes: `VerifyConfig.max_calls_per_round`, else `EVOKERNEL_MAX_CALLS`, else
+    `MAX_CALLS_PER_ROUND`. A round of µs kernels whose calls are a small share of its wall (a padded GPU loop:
+    1-2%) resolves the calls against the handoffs' jitter (0.1-0.3 ms a window) only with more of them."""
+    import os
+
+    raw = config.max_calls_per_round if config.max_calls_per_round is not None else os.environ.get("EVOKERNEL_MAX_CALLS")
+    try:
+        calls = int(raw) if raw else 0
+    except ValueError:
+        calls = 0
+    return calls if calls > 0 else MAX_CALLS_PER_ROUND
 
 
 def _timed_rounds(owner, sides: list, estimate):
@@ -176,7 +191,7 @@ def _timed_rounds(owner, sides: list, estimate):
         if r == 1:
             per_call = max(1e-4, min([ref_times[0], *figures]))
             target_ms = config.round_target_ms or (CPU_ROUND_TARGET_MS if owner.be.device == "cpu" else ROUND_TARGET_MS)
-            count = int(max(1, min(64, memory_cap, target_ms / per_call)))
+            count = int(max(1, min(max_calls_of(config), memory_cap, target_ms / per_call)))
             continue
         if r <= 1 + warmup_rounds:
             # a fresh sandbox's first full-size rounds ran up to 2x slow (its heap and buffers growing to
