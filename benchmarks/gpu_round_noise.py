@@ -8,11 +8,17 @@ three agree closely here, the pad is not what makes the verifier's rounds noisy;
 (process handoffs, the in-window set draw) is. Also prints one pad's length in µs (the card's clock) and a
 per-call event timing synchronised before each call.
 
-    python benchmarks/gpu_round_noise.py      # on a GPU machine; about 30 s
+`--idle-ms 0,3,30` then repeats the pairs at a pad of 250 µs with the host idle that long before each round,
+as the card idles in a verification while the other side's window and the handoffs run: if the spread grows
+with the gap, the card's clock coming back up from idle (a cycle-counted pad takes longer at a lower clock)
+is what spreads the verifier's rounds, not the handoffs themselves (session 24's open question).
+
+    python benchmarks/gpu_round_noise.py [--idle-ms 0,3,30]     # on a GPU machine; about 30 s
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -24,14 +30,16 @@ PADS_US = (0, 150, 250)
 CYCLES_PER_US = 2000  # as `verifier.clock.paired_calls.PAD_CYCLES_PER_US`
 
 
-def main() -> None:
+def main(idle_ms: list[float]) -> None:
     x = torch.randn(64, 4096, device="cuda")
     flush = torch.empty(128 * 2**20 // 4, device="cuda")
 
-    def one_round(call: bool, pad_cycles: int) -> tuple[float, float, float]:
+    def one_round(call: bool, pad_cycles: int, idle_s: float = 0.0) -> tuple[float, float, float]:
         whole = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
         each = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(CALLS)]
         torch.cuda.synchronize()
+        if idle_s:
+            time.sleep(idle_s)
         t0 = time.perf_counter()
         whole[0].record()
         for start, end in each:
@@ -65,6 +73,16 @@ def main() -> None:
         print(f"pad {pad_us:3d}: stub wall ms {spread(stub_walls)} | stub events ms {spread(stub_events)}")
         print(f"   per call µs: wall diff {spread(by_wall)} | round-events diff {spread(by_round_events)} | "
               f"per-call events diff {spread(by_call_events)}")
+    for gap in idle_ms:
+        cycles = 250 * CYCLES_PER_US
+        by_wall, by_round_events, stub_events = [], [], []
+        for _ in range(PAIRS):
+            stub, real = one_round(False, cycles, gap / 1e3), one_round(True, cycles, gap / 1e3)
+            by_wall.append((real[0] - stub[0]) / CALLS * 1e3)
+            by_round_events.append((real[1] - stub[1]) / CALLS * 1e3)
+            stub_events.append(stub[1])
+        print(f"idle {gap:g} ms before each round (pad 250): per call µs wall diff {spread(by_wall)} | "
+              f"round-events diff {spread(by_round_events)} | stub events ms {spread(stub_events)}")
     pads = []
     for _ in range(20):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -92,4 +110,7 @@ def main() -> None:
 if __name__ == "__main__":
     if not torch.cuda.is_available():
         raise SystemExit("gpu_round_noise.py needs a CUDA GPU; nothing measured")
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--idle-ms", default="", help="comma-separated host idle gaps before each round, e.g. 0,3,30")
+    args = ap.parse_args()
+    main([float(v) for v in args.idle_ms.split(",") if v.strip()])
