@@ -164,9 +164,12 @@ def test_which_rounds_go_by_file():
     from verifier.clock.rounds import FILE_SET_BYTES, sets_by_file
     from verifier.config import VerifyConfig
 
-    cfg = VerifyConfig()
-    assert sets_by_file("cpu", 2 << 20, cfg)
-    assert not sets_by_file("cpu", FILE_SET_BYTES + 1, cfg)  # big sets: nothing full-size to a file
+    cfg = VerifyConfig()  # memory_gb 8: a 2 GiB job tmpfs, sets up to 512 MiB go by file
+    assert sets_by_file("cpu", 2 << 20, cfg) and sets_by_file("cpu", FILE_SET_BYTES + 1, cfg)
+    assert sets_by_file("cpu", 512 << 20, cfg)  # the 256 MB ReLU's set (in and out): a copy, not a draw
+    assert not sets_by_file("cpu", (512 << 20) + 1, cfg)  # gigabyte sets: nothing that size to a file
+    assert not sets_by_file("cpu", 32 << 20, VerifyConfig(memory_gb=0.25, job_dir_mb=64))  # the job's own cap
+    assert sets_by_file("cpu", FILE_SET_BYTES, VerifyConfig(memory_gb=0.25, job_dir_mb=64))
     assert not sets_by_file("cuda", 2 << 20, cfg)  # the GPU draws on the device
     assert not sets_by_file("cpu", 2 << 20, VerifyConfig(timing_sets="seeds"))
     assert sets_by_file("cuda", 2 << 20, VerifyConfig(timing_sets="files"))

@@ -27,14 +27,26 @@ def sets_by_file(device: str, set_bytes: int, config: VerifyConfig) -> bool:
     """Whether a timed round's input sets reach both sides as files the trusted reference wrote (read and
     copied inside the clock) rather than drawn from seeds inside it. On the CPU drawing dominated the
     clocked window of a cheap op (randn of 512x1024: 2.3 ms, the relu it feeds: 0.09 ms), so the
-    figure was mostly the trusted overhead subtracted out again, and noisy; a file costs a copy. Big
-    sets (issue 22's gigabyte inputs) and the GPU keep the seeded draw: nothing full-size goes to a
-    file there. The candidate still cannot work ahead: the files are handed over just before the
+    figure was mostly the trusted overhead subtracted out again, and noisy; a file costs a copy. Sets
+    up to a quarter of the job tmpfs go by file too (`_job_share`); bigger ones (issue 22's gigabyte
+    inputs) and the GPU keep the seeded draw: nothing that size goes to a file there. The candidate still cannot work ahead: the files are handed over just before the
     command, and CPU its sandbox uses while idle counts against its figure."""
     mode = str(config.timing_sets)
     if mode in ("files", "seeds"):
         return mode == "files"
-    return device == "cpu" and 0 < set_bytes <= FILE_SET_BYTES
+    return device == "cpu" and 0 < set_bytes <= max(FILE_SET_BYTES, _job_share(config))
+
+
+def _job_share(config: VerifyConfig) -> int:
+    """The largest CPU set (inputs and outputs) that still goes by file: a quarter of the job directory's own
+    tmpfs (`sandbox.job_mount.job_bytes`, where the files live and what caps them). Session 24, 2-core box,
+    the 256 MB ReLU (512 MB a set, 3 GiB job tmpfs): by file, a window's trusted overhead 104-111 ms against
+    369-439 ms drawing it in the window from seeds, the latency phase 20 s against 30 s, the whole verdict
+    37-39 s against 49-55 s (`benchmarks/results/big_cpu_sets_2026-11-29_session24.md`). Gigabyte sets at the
+    default limits still draw from seeds."""
+    from verifier.sandbox.job_mount import job_bytes
+
+    return job_bytes(config.memory_gb, config.job_dir_mb) // 4
 
 
 def resolvable_share(device: str, config: VerifyConfig) -> float:
