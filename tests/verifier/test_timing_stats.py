@@ -319,3 +319,24 @@ def test_a_rounds_most_calls_come_from_the_config_then_the_environment_then_the_
     assert max_calls_of(VerifyConfig()) == MAX_CALLS_PER_ROUND
     monkeypatch.setenv("EVOKERNEL_MAX_CALLS", "0")
     assert max_calls_of(VerifyConfig()) == MAX_CALLS_PER_ROUND  # unset-like: 0 is no cap to honour
+
+
+def test_a_padded_gpu_wake_spins_the_card_up_before_the_window_and_an_unpadded_one_does_not(monkeypatch):
+    """Session 24: a padded round is spins counted in the card's cycles, so a card back from idle at a lower
+    clock stretches the whole round. With the pad on, `wake` (outside the clock) spins `WAKE_SPIN_PADS` pads
+    first; without it, the wake stays one tiny kernel and a synchronise, as before."""
+    from verifier.clock import paired_calls
+
+    calls: list = []
+    fake = {"event": object, "flush": [0, 1], "zero": lambda t: calls.append(("zero", len(t))),
+            "spin": lambda cycles: calls.append(("spin", cycles)), "sync": lambda: calls.append(("sync",))}
+    monkeypatch.setattr(paired_calls, "_CUDA", dict(fake))
+    paired_calls.wake(None, "cuda")
+    assert calls == [("zero", 1), ("sync",)]
+    calls.clear()
+    paired_calls.set_gpu_pad(150 * paired_calls.PAD_CYCLES_PER_US)
+    paired_calls.wake(None, "cuda")
+    assert calls == [("zero", 1), ("spin", 150 * paired_calls.PAD_CYCLES_PER_US * paired_calls.WAKE_SPIN_PADS), ("sync",)]
+    calls.clear()
+    paired_calls.wake(None, "cpu")  # the CPU has no card to spin
+    assert calls == []

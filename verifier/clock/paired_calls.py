@@ -547,6 +547,9 @@ def draw_sets(torch, recipe: list[dict], seeds: list, device: str, dist: str = "
     return _draw_round(torch, recipe, list(seeds), dist, device)
 
 
+WAKE_SPIN_PADS = 8  # a padded round's wake spins this many pads (1.2 ms at 150 µs) before its window opens
+
+
 def wake(torch, device: str) -> None:
     """The `wake` command both workers answer just before a clocked window (`wake_enabled`): one tiny
     kernel and a synchronise on the GPU, so the process's thread and its CUDA context are running when the
@@ -556,6 +559,11 @@ def wake(torch, device: str) -> None:
     if device == "cuda":
         c = _cuda_refs(torch)
         c["zero"](c["flush"][:1])
+        if c.get("pad_cycles"):
+            # a padded round's calls are spins counted in the card's cycles: a card coming back from the idle
+            # of the other side's window at a lower clock stretches every pad, and the round, alike (an open
+            # question of session 24, `benchmarks/gpu_round_noise.py --idle-ms`); spun up first, off the clock
+            c["spin"](int(c["pad_cycles"]) * WAKE_SPIN_PADS)
         c["sync"]()
 
 
