@@ -340,3 +340,34 @@ def test_a_padded_gpu_wake_spins_the_card_up_before_the_window_and_an_unpadded_o
     calls.clear()
     paired_calls.wake(None, "cpu")  # the CPU has no card to spin
     assert calls == []
+
+
+def test_a_padded_round_whose_gpu_queue_ran_dry_is_host_bound_and_other_loops_are_never_judged():
+    """Session 24 (H200), the trusted replay's own loop detail: L2/76 at v0 with a 150 µs pad queued its calls
+    in 7.4-8.8 ms and the card finished 0.2-0.3 ms later in every round (its reference then read 33-77 µs a
+    call against KernelBench's 37.5); ReLU at pad 250 kept a tail of 9-14 ms. A sync, unpadded or CPU loop,
+    or none reported, is never called host-bound."""
+    from verifier.clock.stats import HOST_BOUND_TAIL_SHARE, host_bound
+
+    padded = {"mode": "async", "pad_cycles": 300000}
+    for queued, tail in ((7.4, 0.2), (8.8, 0.2), (8.5, 0.3), (21.5, 0.4)):
+        assert host_bound({**padded, "loop_ms": queued, "tail_ms": tail}), (queued, tail)
+    for queued, tail in ((6.0, 13.3), (10.3, 9.3), (14.2, 6.4), (9.0, 4.1), (17.1, 4.0)):
+        assert not host_bound({**padded, "loop_ms": queued, "tail_ms": tail}), (queued, tail)
+    edge = 10.0 * (1 - HOST_BOUND_TAIL_SHARE)
+    assert host_bound({**padded, "loop_ms": edge + 0.01, "tail_ms": 10.0 - edge - 0.01})
+    for loop in ({"mode": "async", "pad_cycles": 0, "loop_ms": 8.0, "tail_ms": 0.1},
+                 {"mode": "sync", "pad_cycles": 300000, "loop_ms": 8.0, "tail_ms": 0.1},
+                 {"mode": "async", "pad_cycles": 300000, "loop_ms": "x", "tail_ms": 0.1},
+                 {"mode": "async", "pad_cycles": 300000}, None, [], "async"):
+        assert not host_bound(loop), loop
+
+
+def test_a_verdict_whose_lost_rounds_were_host_bound_says_to_raise_the_pad_not_that_the_machine_was_busy():
+    from verifier.run.timed_calls import host_bound_reason
+
+    said = host_bound_reason({"host_bound_rounds": 8, "disturbed_rounds": 8, "rounds": 8, "gpu_pad_us": 150.0})
+    assert "8 of 8 rounds" in said and "150 µs" in said and "EVOKERNEL_GPU_PAD_US" in said
+    assert host_bound_reason({"host_bound_rounds": 0, "disturbed_rounds": 5, "rounds": 8}) == ""
+    assert host_bound_reason({"host_bound_rounds": 1, "disturbed_rounds": 6, "rounds": 8}) == ""  # mostly busy
+    assert host_bound_reason({}) == ""

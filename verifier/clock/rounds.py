@@ -92,6 +92,7 @@ def _timed_rounds(owner, sides: list, estimate):
     from verifier.clock import cpu_accounting as acct
     from verifier.clock.stats import (
         attested_round_ms,
+        host_bound,
         lost_share,
         out_of_reach,
         own_overhead_ratio,
@@ -170,7 +171,9 @@ def _timed_rounds(owner, sides: list, estimate):
             return None
         (replay_ms, replay_lost, replay_inner, replay_loop), (stub_ms, stub_lost, stub_inner, stub_loop) = replay, stub
         ref_figure = attested_round_ms(replay_ms, stub_ms, count)
-        ref_ok = not unresolved(replay_ms, stub_ms, share)
+        # a padded GPU round whose queue ran dry read the host, not the card: left out like a disturbed one
+        host_bound_now = host_bound(replay_loop) or host_bound(stub_loop)
+        ref_ok = not unresolved(replay_ms, stub_ms, share) and not host_bound_now
         ref_lost = max(ref_lost, replay_lost if ref_ok else 1.0)
         figures, rounds_now = [], []
         for i, side in enumerate(sides):
@@ -210,6 +213,7 @@ def _timed_rounds(owner, sides: list, estimate):
             # the round's size) while the pooled reference was warm: measured, they only widened the interval
             continue
         means[0].append(ref_figure)
+        clock["host_bound_rounds"] = clock.get("host_bound_rounds", 0) + int(host_bound_now)
         clock.setdefault("reference_reported_ms", []).append(sum(ref_times) / len(ref_times))
         clock["overhead_ms"].append(stub_ms)
         # where the trusted side's clocked windows went (diagnostics: the parent's wall of the replay, and
@@ -405,6 +409,8 @@ def _clock_detail(clock: dict, means: list[list[float]], count: int, side: int =
                          "candidate": _median(lost[side + 2])},
         "disturbed_rounds": sum(1 for w in worst if w > DISTURBED_SHARE),
         "kept_rounds": len(clock["keep"]),
+        # measured rounds whose padded GPU queue ran dry on the trusted side (`stats.host_bound`): left out
+        "host_bound_rounds": int(clock.get("host_bound_rounds", 0)),
         "psi_share": _median(clock["psi_share"]),
         "affinity_repinned": clock["repinned"],
         "out_of_reach": bool(clock.get("out_of_reach")),  # stopped before the budget: no claim was in reach

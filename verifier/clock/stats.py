@@ -233,6 +233,28 @@ UNRESOLVED_SHARE = 0.05  # a round whose calls left less than this share of its 
 PADDED_UNRESOLVED_SHARE = 0.005
 
 
+#: a padded async GPU loop whose card was still busy for less than this share of the window after the host
+#: had queued every call: the queue ran (nearly) dry, so the round timed the host's launch path, not the card
+HOST_BOUND_TAIL_SHARE = 0.10
+
+
+def host_bound(loop: dict | None) -> bool:
+    """Whether a padded async GPU loop (`paired_calls` `loop_detail`: `loop_ms`, the host queueing the calls;
+    `tail_ms`, the card finishing after that) was bound by the host: the pad is meant to keep the card's
+    queue full, so the round reads the card's time; when a call's host work outlasts the pad the queue
+    drains and the round reads the host's. Session 24 (H200): L2/76 at v0 with a 150 µs pad queued its 33
+    calls in 7-9 ms and the card finished 0.2 ms later in every round of a verification, whose reference then
+    read 33-77 µs a call against KernelBench's 37.5; its GPU-bound rounds kept a tail of 2.5-14 ms. Any other
+    loop (sync, unpadded, the CPU's, none reported) is never judged here."""
+    if not isinstance(loop, dict) or loop.get("mode") != "async" or not loop.get("pad_cycles"):
+        return False
+    try:
+        queued, tail = float(loop.get("loop_ms") or 0.0), float(loop.get("tail_ms") or 0.0)
+    except (TypeError, ValueError):
+        return False
+    return queued + tail > 0 and tail < HOST_BOUND_TAIL_SHARE * (queued + tail)
+
+
 def unresolved(wall_ms: float, overhead_ms: float, share: float = UNRESOLVED_SHARE) -> bool:
     """True when the overhead measured for a round leaves (almost) nothing of its wall time for the calls
     (less than `share` of it): that round cannot tell the calls' time apart from the overhead's noise, and

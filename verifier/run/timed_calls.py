@@ -176,7 +176,8 @@ def latency_gate(run: TimedRun, side: TimedCalls | None) -> GateResult | None:
         detail.update(compiled_ms=comp_med, speedup_vs_compile=comp_med / est.cand_ms if est.cand_ms > 0 else None)
     wide = "the interval stayed wide" + (" (stopped early: no claim was in reach in the time budget)"
                                          if detail.get("out_of_reach") else "")
-    reason = ("noisy: " + (detail["busy"] or wide)) if est.noisy else ""
+    cause = host_bound_reason(detail) or detail["busy"]
+    reason = ("noisy: " + (cause or wide)) if est.noisy else ""
     if est.rounds == 0:
         # every round was disturbed or left the calls no measurable share of its time: no figure at
         # all rather than one from rounds that were thrown out (clamped rounds read as 90000x)
@@ -186,8 +187,18 @@ def latency_gate(run: TimedRun, side: TimedCalls | None) -> GateResult | None:
                       bandwidth_fraction=None, reference_bandwidth_fraction=None, bound=None,
                       gflops=None, reference_gflops=None, flops_fraction=None, reference_flops_fraction=None,
                       **dict.fromkeys(NO_FIGURE_RATIOS))
-        reason = "noisy: no round could be measured (" + (detail["busy"] or "the overhead swallowed the calls") + ")"
+        reason = "noisy: no round could be measured (" + (cause or "the overhead swallowed the calls") + ")"
     return GateResult("latency", PASS, time.monotonic() - start, reason, detail)
+
+
+def host_bound_reason(detail: dict) -> str:
+    """Why rounds were left out when most of the lost ones were padded GPU rounds whose queue ran dry
+    (`stats.host_bound`): the pad, not the machine, is what to change; '' otherwise."""
+    bound, disturbed = int(detail.get("host_bound_rounds") or 0), int(detail.get("disturbed_rounds") or 0)
+    if not bound or bound * 2 < max(1, disturbed):
+        return ""
+    return (f"the card waited on the host in {bound} of {int(detail.get('rounds') or bound)} rounds: the GPU pad "
+            f"({float(detail.get('gpu_pad_us') or 0):g} µs) is shorter than a call's host work; raise EVOKERNEL_GPU_PAD_US")
 
 
 class TimedCalls:
