@@ -227,15 +227,25 @@ def _write(base: Path, rows: list[dict], device: str, stamp) -> None:
                                                      "command": " ".join(sys.argv), "rows": rows}, indent=1))
     lines = [f"# KernelBench problems through the GPU verifier ({device}, {stamp:%Y-%m-%d %H:%M} UTC)", "",
              f"Command: `python {' '.join(sys.argv)}`", "",
-             "| problem | backend | s to verdict | feasible | speedup (ours) | noisy | KernelBench-style | ours / KB | KB median | ours / KB median | device peak GB (trusted worker) | failing gate |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| problem | backend | s to verdict | feasible | speedup (ours) | noisy | KernelBench-style | ours / KB | KB median | ours / KB median | rounds kept of measured (host-bound) | device peak GB (trusted worker) | failing gate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         v, k = r["verify"], r["kernelbench"]
         lines.append(f"| {r['name']} | {r['backend']} | {v.get('seconds')} | {v.get('feasible')} | "
                      f"{_f(v.get('speedup'))} | {v.get('noisy')} | {_f(k.get('speedup'))} | {_f(r.get('ratio'))} | "
-                     f"{_f(k.get('speedup_median'))} | {_f(r.get('ratio_median'))} | "
+                     f"{_f(k.get('speedup_median'))} | {_f(r.get('ratio_median'))} | {_rounds(v)} | "
                      f"{_peaks(v.get('device_peak_gb'))} | {(v.get('failing') or v.get('error') or '')[:160]} |")
     base.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _rounds(v: dict) -> str:
+    """'7 of 8 (1)': the latency gate's kept and measured rounds and, in brackets, the padded rounds the trusted
+    side found host-bound (`verifier.clock.stats.host_bound`)."""
+    lat = next((g for g in (v.get("verdict") or {}).get("gates") or [] if g.get("name") == "latency"), None)
+    d = (lat or {}).get("detail") or {}
+    if not d.get("rounds"):
+        return "–"
+    return f"{d.get('kept_rounds')} of {d.get('rounds')} ({d.get('host_bound_rounds', 0)})"
 
 
 def _peaks(d) -> str:
