@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import ProcessPoolExecutor as _StdPool
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
@@ -121,14 +122,24 @@ def _watch_parent(parent: int) -> None:
 
 
 _PROGRESS: Any = None  # in a pool worker: the queue its jobs' gate progress goes back to the parent on
+_STARTED: Any = None  # in a pool worker: where each job says it has started, before it runs
 
 
-def _worker_init(parent: int, slots: Any = None, progress: Any = None) -> None:
-    global _PROGRESS
+def _worker_init(parent: int, slots: Any = None, progress: Any = None, started: Any = None) -> None:
+    global _PROGRESS, _STARTED
     _watch_parent(parent)
     if slots is not None:
         _pin_gpu(slots)
-    _PROGRESS = progress
+    _PROGRESS, _STARTED = progress, started
+
+
+def started_job(token: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Pool worker: say "`token` has started" (a synchronous pipe write, in the parent's pipe before `fn`
+    can kill this process), then run `fn`. When a worker dies, the parent tells the jobs that were running
+    in it (suspects) from those that only waited in the broken pool's queue (not at fault)."""
+    if _STARTED is not None:
+        _STARTED.put(token)
+    return fn(*args, **kwargs)
 
 
 def streamed_job(token: int, job: Callable[..., T], *args: Any) -> T:
@@ -149,6 +160,20 @@ def streamed_job(token: int, job: Callable[..., T], *args: Any) -> T:
                 queue.put((token, None))
 
 
+@dataclass
+class _Attempt:
+    """One submitted job as the pool carries it across broken pools: its caller's future, what to run,
+    and how many more times it may run after a break (as a suspect, and as a bystander)."""
+
+    outer: Future[Any]
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: dict
+    retries: int
+    requeues: int
+    suspect: bool = False
+
+
 class ProcessPoolExecutor(_Base):
     """A local pool of `workers` spawned processes (spawn: no forked torch or thread state).
 
@@ -157,14 +182,21 @@ class ProcessPoolExecutor(_Base):
 
     A worker that dies (killed for memory, a crash in a native library) breaks a standard pool for good:
     every job in it fails and nothing more can be submitted. Here the pool is built again (every GPU back
-    in its slots) and each job that was in it runs again, up to `JOB_RETRIES` times, so one bad
-    verification costs its own task, not the run.
+    in its slots) and its jobs run again, so one bad verification costs its own task, not the run:
+    - a job that had only waited in the broken pool's queue runs again at no cost to it;
+    - a job that was running when its worker died is a suspect: suspects run again one at a time (never
+      two side by side), each up to `JOB_RETRIES` times. The killer breaks the pool again while it is the
+      only suspect running, so it alone spends its retries and fails; the jobs that ran beside it the first
+      time succeed on their next turn. (Charging every job in a broken pool made a killer that was tried
+      three times take the jobs beside it down with it: CI, session 24.)
     """
 
     name = "pool"
-    #: how many times a job runs again after the pool broke under it (the job that killed its worker fails
-    #: once it has, the others that were beside it are only repeated)
+    #: how many times a job that was running when the pool broke runs again (one at a time with the other
+    #: suspects, so the killer fails once it has and the jobs beside it are only repeated)
     JOB_RETRIES = 2
+    #: how many times a job that only waited in a broken pool's queue is queued again (a bound, not a charge)
+    REQUEUES = 16
 
     def __init__(self, workers: int = 2, gpus: list[str] | None = None):
         if workers < 1:
@@ -182,6 +214,13 @@ class ProcessPoolExecutor(_Base):
         self._progress = ctx.Queue()
         self._listeners: dict[int, tuple[Callable[..., None], Any]] = {}
         self._tokens = iter(range(1, 1 << 62))
+        # which job attempts have started in a worker (`started_job`); read when an attempt ends
+        self._started_marks = ctx.SimpleQueue()
+        self._started: set[int] = set()
+        self._marks_lock = threading.Lock()
+        # suspects waiting for their turn, and whether one is running now (`_next_suspect`)
+        self._suspects: list[_Attempt] = []
+        self._suspect_running = False
         self._ctx, self._slots = ctx, slots
         self._lock = threading.Lock()
         self._closed = False
@@ -191,7 +230,7 @@ class ProcessPoolExecutor(_Base):
 
     def _new_pool(self) -> _StdPool:
         pool = _StdPool(max_workers=self.workers, mp_context=self._ctx, initializer=_worker_init,
-                        initargs=(os.getpid(), self._slots, self._progress))
+                        initargs=(os.getpid(), self._slots, self._progress, self._started_marks))
         if self.gpus:
             # start every worker now, side by side (the pool starts one per job that finds none idle), so
             # every GPU's worker is ready when the first jobs come, not only the first one's
@@ -220,33 +259,80 @@ class ProcessPoolExecutor(_Base):
             self.rebuilt += 1
             return True
 
-    def _launch(self, outer: Future, fn: Callable[..., Any], args: tuple, kwargs: dict, retries: int) -> None:
-        pool = self._pool
+    def _had_started(self, token: int) -> bool:
+        """Whether the attempt `token` started in a worker (and forget it: each attempt ends once). Every
+        ending attempt reads the marks so far, so the pipe never fills however many jobs run."""
+        with self._marks_lock:
+            with contextlib.suppress(OSError, EOFError, ValueError):
+                while not self._started_marks.empty():
+                    self._started.add(self._started_marks.get())
+            started = token in self._started
+            self._started.discard(token)
+            return started
+
+    def _next_suspect(self, finished: bool = False) -> None:
+        """Launch the next suspect once none runs (`finished`: the running one has just ended)."""
+        with self._lock:
+            if finished:
+                self._suspect_running = False
+            if self._suspect_running or not self._suspects:
+                return
+            attempt = self._suspects.pop(0)
+            self._suspect_running = True
+        self._launch(attempt)
+
+    def _launch(self, attempt: _Attempt) -> None:
+        pool, token = self._pool, next(self._tokens)
         try:
-            inner = pool.submit(fn, *args, **kwargs)
-        except BrokenProcessPool as exc:
-            if retries > 0 and self._rebuild(pool):
-                self._launch(outer, fn, args, kwargs, retries - 1)
-            else:
-                outer.set_exception(exc)
+            inner = pool.submit(started_job, token, attempt.fn, *attempt.args, **attempt.kwargs)
+        except BrokenProcessPool as exc:  # broken before this attempt got in: it never ran
+            self._ended(attempt, pool, exc, started=False)
             return
         except RuntimeError as exc:  # shut down
-            outer.set_exception(exc)
+            attempt.outer.set_exception(exc)
+            if attempt.suspect:
+                self._next_suspect(finished=True)
             return
 
         def done(f: Future) -> None:
             if f.cancelled():
-                outer.cancel()
+                attempt.outer.cancel()
+                if attempt.suspect:
+                    self._next_suspect(finished=True)
                 return
-            exc = f.exception()
-            if isinstance(exc, BrokenProcessPool) and retries > 0 and self._rebuild(pool):
-                self._launch(outer, fn, args, kwargs, retries - 1)
-            elif exc is not None:
-                outer.set_exception(exc)
-            else:
-                outer.set_result(f.result())
+            self._ended(attempt, pool, f.exception(), started=self._had_started(token),
+                        result=None if f.exception() else f.result())
 
         inner.add_done_callback(done)
+
+    def _ended(self, attempt: _Attempt, pool: _StdPool, exc: BaseException | None, started: bool,
+               result: Any = None) -> None:
+        """One attempt is over: its result, its error, or (its pool broke) its next attempt."""
+        was_suspect = attempt.suspect
+        if isinstance(exc, BrokenProcessPool) and self._rebuild(pool):
+            if not started and attempt.requeues > 0:
+                attempt.requeues -= 1
+                if was_suspect:  # its turn as a suspect is not over: first in line again
+                    with self._lock:
+                        self._suspects.insert(0, attempt)
+                        self._suspect_running = False
+                    self._next_suspect()
+                else:
+                    self._launch(attempt)
+                return
+            if started and attempt.retries > 0:
+                attempt.retries -= 1
+                attempt.suspect = True
+                with self._lock:
+                    self._suspects.append(attempt)
+                self._next_suspect(finished=was_suspect)
+                return
+        if exc is not None:
+            attempt.outer.set_exception(exc)
+        else:
+            attempt.outer.set_result(result)
+        if was_suspect:
+            self._next_suspect(finished=True)
 
     def _route_progress(self) -> None:
         while True:
@@ -287,7 +373,7 @@ class ProcessPoolExecutor(_Base):
     def submit(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         outer: Future[T] = Future()
         outer.set_running_or_notify_cancel()
-        self._launch(outer, fn, args, kwargs, self.JOB_RETRIES)
+        self._launch(_Attempt(outer, fn, args, kwargs, self.JOB_RETRIES, self.REQUEUES))
         return outer
 
     def shutdown(self) -> None:

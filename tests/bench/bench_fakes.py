@@ -49,6 +49,12 @@ def card_slowly(_: object = None) -> tuple[int, str | None]:
     return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def pid_after(seconds: float) -> int:
+    """The worker's pid after `seconds` (a job long enough to be running whenever a killer beside it is)."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def die_once(marker: str) -> int:
     """Kill the worker it runs in the first time (leaving `marker`), then return the worker's pid."""
     if not os.path.exists(marker):

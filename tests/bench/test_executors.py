@@ -17,6 +17,7 @@ from bench_fakes import (  # noqa: E402
     die_once,
     fake_verify,
     kernel,
+    pid_after,
     progressing_verify,
     slow_verify,
     visible,
@@ -120,6 +121,23 @@ def test_a_worker_that_dies_costs_its_own_job_not_the_pool():
         after = pool.map(card_slowly, range(8))
         assert len({pid for pid, _ in after}) == 2 and where() not in {pid for pid, _ in after}
         assert {gpu for _, gpu in after} == {"0", "1"}  # both cards are served again, one per worker
+
+
+def test_a_killer_tried_again_never_takes_the_jobs_that_ran_beside_it_down_with_it():
+    """The job that kills its worker runs three times. When every break charged every job in the pool, a
+    slow job beside each try spent its retries with the killer's and failed too (CI, session 24); a job
+    that only waited in the queue was charged as well. Now only the jobs that were running are suspects,
+    and suspects run one at a time: the killer fails alone."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(2) as pool:
+        killer = pool.submit(die)
+        beside = [pool.submit(pid_after, 0.6) for _ in range(5)]
+        with pytest.raises(BrokenProcessPool):
+            killer.result(timeout=120)
+        assert all(isinstance(f.result(timeout=120), int) for f in beside)
+        assert pool.rebuilt == 1 + pool.JOB_RETRIES, "each try of the killer broke the pool once"
+        assert len(set(pool.map(pid_after, [0.2, 0.2]))) == 2, "the pool serves side by side again"
 
 
 def test_pool_passes_worker_exceptions_back():
