@@ -7,6 +7,7 @@ compile and a link; the honest candidates are the files in tests/candidates/cpu.
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,8 @@ def test_honest_candidate_passes_every_gate(task, task_source, make_config):
 
 @pytest.mark.alone
 def test_verdict_cache_returns_the_same_result(task_source, make_config, kernel_source):
-    source = kernel_source(RELU + "\n    // cache test")
+    # a body of its own per run: a build root kept across runs (EVOKERNEL_TEST_BUILD_DIR) holds the last run's verdict
+    source = kernel_source(RELU + f"\n    // cache test {uuid.uuid4().hex}")
     first = verify(task_source("relu"), source, config=make_config(use_cache=True))
     assert first.feasible and not first.cached and not any("cached" in n for n in first.notes)
     start = time.monotonic()
