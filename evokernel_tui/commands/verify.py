@@ -212,7 +212,11 @@ def verify(args, backend, kernelbench, level, problem, trials, tolerance, atol, 
                              threads=threads, input_distributions=_distributions(dists), isolate=False if unsafe else None,
                              magnitude_probe=False if no_magnitude_probe else None,
                              shape_probe=False if no_shape_probe else None,
-                             time_kernels=False if no_timing else None)
+                             time_kernels=False if no_timing else None,
+                             # one verdict and the process ends: a spare sandbox started for the next one
+                             # would import torch beside this one's trials and rounds (2-3 s of a 2-core
+                             # machine) and then be killed unused
+                             warm_worker=False)
         with_degeneracy(config, probed.found, probed.separating)
         with_policy(config, the_policy)
         degenerate = probed.found

@@ -124,3 +124,23 @@ def test_no_timing_checks_correctness_only(build_root):
     table = _evokernel(["relu", candidate, "--trials", "2", "--no-timing"], build_root)  # the cached verdict
     assert table.returncode == 0 and "not timed (--no-timing)" in table.stdout
     assert "correctness only (--no-timing)" in table.stdout and "latency: timing round" not in table.stdout
+
+
+def test_a_one_shot_verify_starts_no_spare_sandbox_for_a_next_verdict(monkeypatch):
+    """`evokernel verify` gives one verdict and exits; it left `warm_worker` on, so a spare candidate sandbox
+    was started for a next verdict that never comes: its torch import ran beside this verdict's trials and
+    timed rounds (2-3 s of a 2-core machine) and it was then killed unused."""
+    from click.testing import CliRunner
+
+    import core.verifying
+    from evokernel_tui.cli import cli
+
+    seen = []
+
+    def fake_verify_task(task, source, backend, config, on_gate=None):
+        seen.append(config)
+        raise KeyboardInterrupt  # stop here: only the settings the command chose are looked at
+
+    monkeypatch.setattr(core.verifying, "verify_task", fake_verify_task)
+    CliRunner().invoke(cli, ["verify", "relu", str(CANDIDATES / "cpu" / "relu.py"), "--no-cache"])
+    assert len(seen) == 1 and seen[0].warm_worker is False
