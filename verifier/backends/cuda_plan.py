@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from verifier.build.bindings import Signature, extract_declarations, signature_of
-from verifier.build.split_build import TORCH_NAMESPACE
+from verifier.build.split_build import KERNEL_TEXTS_KEY, TORCH_NAMESPACE
 from verifier.keys import content_key as _key
 
 # What torch's load_inline puts before the person's text (torch/types.h in the original; the shim here).
@@ -152,8 +152,10 @@ def normalise_spec(name, cpp_sources=None, cuda_sources=None, functions=None, ex
 
 
 def content_key(spec: dict, toolchain: Toolchain, layout: str) -> str:
-    """Same sources, flags, toolchain and GPU architecture: same key (an unchanged kernel is a hit)."""
-    return _key("cuda-v2", layout, spec, toolchain.env_key, toolchain.arch, toolchain.std)
+    """Same sources, flags, toolchain, GPU architecture and verifier headers: same key (an unchanged kernel
+    is a hit; `split_build.KERNEL_TEXTS_KEY`)."""
+    return _key("cuda-v2", layout, spec, toolchain.env_key, toolchain.arch, toolchain.std, KERNEL_TEXTS_KEY,
+                LIGHT_INCLUDES, LIGHT_SHADOWED)
 
 
 def declarations_only(cpp_text: str) -> bool:

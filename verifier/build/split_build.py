@@ -97,6 +97,11 @@ FULL_PCH_HEADER = "#pragma once\n#include <torch/extension.h>\n"
 TINY_CPU_HEADER = ("#ifndef EVK_TINY_TENSOR_H\n#define EVK_TINY_TENSOR_H\n" + TINY_HEADER + TORCH_NAMESPACE
                    + "#endif  // EVK_TINY_TENSOR_H\n")
 
+# What the verifier compiles into or beside every kernel (the tiny Tensor, its bridge, the shims): part of every
+# kernel's key, so a verifier whose headers changed never links a kernel object built behind the old ones (a
+# cached kernel kept the tiny Tensor's old bridge, reference counts and all, after it was fixed: session 25).
+KERNEL_TEXTS_KEY = content_key("kernel-texts", TINY_HEADER, BRIDGE_SOURCE, SHIM_HEADER, TORCH_NAMESPACE)
+
 _FALLBACK_MARKERS = ("py::", "pybind11", "PYBIND11_MODULE", "torch::autograd", "torch::nn", "torch::jit", "torch/torch.h")
 
 
@@ -247,6 +252,11 @@ class InlineBuilder:
         return None
 
     # public ------------------------------------------------------------------------------------
+    def kernel_key(self, name: str, source: str, fns: list[str], cflags: list[str], ldflags: list[str]) -> str:
+        """A kernel's build folder: its source, functions and flags, the toolchain, and the verifier's own
+        texts compiled with it (`KERNEL_TEXTS_KEY`)."""
+        return content_key(name, source, fns, cflags, ldflags, self._env_key, KERNEL_TEXTS_KEY)
+
     def load_inline(
         self,
         name: str,
@@ -266,7 +276,7 @@ class InlineBuilder:
         for inc in extra_include_paths or []:
             cflags += ["-I", inc]
         ldflags = list(extra_ldflags or [])
-        key = content_key(name, source, fns, cflags, ldflags, self._env_key)
+        key = self.kernel_key(name, source, fns, cflags, ldflags)
         out_dir = self.root / "ext" / key
         so_path = out_dir / f"{name}.so"
         start = time.monotonic()

@@ -57,13 +57,14 @@ TINY_HEADER = r"""#pragma once
 EVK_TT_API void* evk_tt_undefined();
 EVK_TT_API void* evk_tt_retain(void* t);
 EVK_TT_API void evk_tt_release(void* t);
-// A Tensor's metadata never changes while a kernel holds it: this API has no resize_, set_ or in-place view,
-// and copy_/zero_/fill_ change contents only. So the metadata readers are `const` (their value depends on
-// the handle alone), and those that cannot throw for a dense or an undefined Tensor are `noexcept` too:
-// the compiler then hoists `x.numel()` out of a loop and vectorises it, as with torch's inline readers.
-// Without it, `for (i = 0; i < x.numel(); ++i)` called the bridge per element: a relu on 8M floats ran
-// 230 ms a call instead of 20 (session 25), a figure no KernelBench build of that source would give.
-#define EVK_TT_META EVK_TT_API __attribute__((const))
+// The metadata readers are `pure` (no side effect: calls with no write between them are merged), and those
+// that cannot throw for a dense or an undefined Tensor are `noexcept` (no exception edge per call). Not
+// `const`, which would let the compiler hoist `x.numel()` out of a loop as it hoists torch's inline reader:
+// GCC then also sinks the call below the release of a temporary (`x.contiguous().numel()` read after the
+// tensor was freed and its memory given to the next one: seen in GCC 12's output, session 25).
+// `for (i = 0; i < x.numel(); ++i)` still calls the bridge per element: 8M floats ~80 ms a call against
+// ~25 ms with the bound read once (it was 230 ms while each call took a reference count up and down).
+#define EVK_TT_META EVK_TT_API __attribute__((pure))
 EVK_TT_META int evk_tt_defined(void* t) noexcept;
 EVK_TT_META void* evk_tt_data(void* t);
 EVK_TT_META int64_t evk_tt_numel(void* t) noexcept;
