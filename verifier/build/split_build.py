@@ -100,7 +100,7 @@ TINY_CPU_HEADER = ("#ifndef EVK_TINY_TENSOR_H\n#define EVK_TINY_TENSOR_H\n" + TI
 # What the verifier compiles into or beside every kernel (the tiny Tensor, its bridge, the shims): part of every
 # kernel's key, so a verifier whose headers changed never links a kernel object built behind the old ones (a
 # cached kernel kept the tiny Tensor's old bridge, reference counts and all, after it was fixed: session 25).
-KERNEL_TEXTS_KEY = content_key("kernel-texts", TINY_HEADER, BRIDGE_SOURCE, SHIM_HEADER, TORCH_NAMESPACE)
+KERNEL_TEXTS_KEY = content_key("the texts compiled with every kernel", TINY_HEADER, BRIDGE_SOURCE, SHIM_HEADER, TORCH_NAMESPACE)
 
 _FALLBACK_MARKERS = ("py::", "pybind11", "PYBIND11_MODULE", "torch::autograd", "torch::nn", "torch::jit", "torch/torch.h")
 
