@@ -179,10 +179,8 @@ def test_bindings_use_their_precompiled_header_only_where_it_is_built(tmp_path):
 
 LOOP = """
 #include <torch/extension.h>
-torch::Tensor NAME(torch::Tensor x) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
+torch::Tensor NAME(torch::Tensor x, torch::Tensor out) {
+    const float* in = x.data_ptr<float>();
     float* o = out.data_ptr<float>();
     BOUND
     for (int64_t i = 0; i < LIMIT; ++i) o[i] = in[i] > 0.0f ? in[i] : 0.0f;
@@ -196,9 +194,9 @@ torch::Tensor NAME(torch::Tensor x) {
 def test_a_metadata_read_in_a_loop_costs_no_reference_counting(shared_build_root):
     """`for (i = 0; i < x.numel(); ++i)` is what a model writes first. Behind torch's headers `numel()` is an
     inline field read the compiler hoists; behind the tiny Tensor it is a bridge call per element, and each
-    call took a reference count up and down: 230 ms a call on 8M floats against 20 ms with the bound read
-    once (session 25), a kernel timed ~10x slower than any KernelBench build of it. The readers now go to
-    the TensorImpl directly (`pure`, `noexcept`): about 3x, not 10x. (`const` would let the compiler hoist
+    call took a reference count up and down: 270 ms a call on 8M floats against 6-28 ms with the bound read
+    once (session 25). The readers now go to the TensorImpl directly (`pure`): 60-80 ms. Written into a
+    given output (no page faults), the old bridge's loop is ~40x the hoisted one, now ~10x (still not 1x). (`const` would let the compiler hoist
     the call, and also sink it below a temporary's release: `test_a_metadata_read_is_never_moved_past_the_release`.)"""
     import time
 
@@ -208,22 +206,22 @@ def test_a_metadata_read_in_a_loop_costs_no_reference_counting(shared_build_root
 
     builder = InlineBuilder(shared_build_root)
     kernels = {}
-    for name, bound, limit in (("tiny_loop_numel", "", "xc.numel()"),
-                               ("tiny_loop_hoisted", "const int64_t n = xc.numel();", "n")):
+    for name, bound, limit in (("tiny_loop_numel", "", "x.numel()"),
+                               ("tiny_loop_hoisted", "const int64_t n = x.numel();", "n")):
         source = LOOP.replace("NAME", name).replace("BOUND", bound).replace("LIMIT", limit)
         kernels[name] = getattr(builder.load_inline(name, source, functions=[name], extra_cflags=["-O3"]), name)
-        assert builder.records[-1].steps[0].startswith("kernel (tiny headers)"), builder.records[-1].steps
-    x = torch.randn(2048, 4096)
+        assert _first_line(builder, name) == '#include "evk_tiny.h"', "built behind the tiny Tensor (or cached so)"
+    x, out = torch.randn(2048, 4096), torch.empty(2048, 4096)  # written in place: no page faults in the timing
     for fn in kernels.values():
-        assert torch.equal(fn(x), torch.relu(x))
+        assert torch.equal(fn(x, out), torch.relu(x))
     best = dict.fromkeys(kernels, float("inf"))
     for _ in range(7):  # alternating, the best of each: a busy moment costs both alike
         for name, fn in kernels.items():
             start = time.perf_counter()
-            fn(x)
+            fn(x, out)
             best[name] = min(best[name], time.perf_counter() - start)
     ratio = best["tiny_loop_numel"] / best["tiny_loop_hoisted"]
-    assert ratio < 5, f"numel() in the loop's bound costs {ratio:.1f}x the hoisted loop ({best})"
+    assert ratio < 20, f"numel() in the loop's bound costs {ratio:.1f}x the hoisted loop ({best})"
 
 
 SINK = """

@@ -57,25 +57,26 @@ TINY_HEADER = r"""#pragma once
 EVK_TT_API void* evk_tt_undefined();
 EVK_TT_API void* evk_tt_retain(void* t);
 EVK_TT_API void evk_tt_release(void* t);
-// The metadata readers are `pure` (no side effect: calls with no write between them are merged), and those
-// that cannot throw for a dense or an undefined Tensor are `noexcept` (no exception edge per call). Not
+// The metadata readers are `pure` (no side effect: calls with no write between them are merged). Not
+// `noexcept`: an exception from torch (a nested or symbolic Tensor's sizes) must reach the caller, not end
+// the process. Not
 // `const`, which would let the compiler hoist `x.numel()` out of a loop as it hoists torch's inline reader:
 // GCC then also sinks the call below the release of a temporary (`x.contiguous().numel()` read after the
 // tensor was freed and its memory given to the next one: seen in GCC 12's output, session 25).
-// `for (i = 0; i < x.numel(); ++i)` still calls the bridge per element: 8M floats ~80 ms a call against
-// ~25 ms with the bound read once (it was 230 ms while each call took a reference count up and down).
+// `for (i = 0; i < x.numel(); ++i)` still calls the bridge per element: 8M floats 60-80 ms a call against
+// 6-28 ms with the bound read once (it was 270 ms while each call took a reference count up and down).
 #define EVK_TT_META EVK_TT_API __attribute__((pure))
-EVK_TT_META int evk_tt_defined(void* t) noexcept;
+EVK_TT_META int evk_tt_defined(void* t);
 EVK_TT_META void* evk_tt_data(void* t);
-EVK_TT_META int64_t evk_tt_numel(void* t) noexcept;
-EVK_TT_META int64_t evk_tt_dim(void* t) noexcept;
-EVK_TT_META const int64_t* evk_tt_sizes(void* t) noexcept;
+EVK_TT_META int64_t evk_tt_numel(void* t);
+EVK_TT_META int64_t evk_tt_dim(void* t);
+EVK_TT_META const int64_t* evk_tt_sizes(void* t);
 EVK_TT_META const int64_t* evk_tt_strides(void* t);
-EVK_TT_META int evk_tt_scalar_type(void* t) noexcept;
+EVK_TT_META int evk_tt_scalar_type(void* t);
 EVK_TT_META int evk_tt_device_type(void* t);
 EVK_TT_META int evk_tt_device_index(void* t);
 EVK_TT_META int evk_tt_is_contiguous(void* t);
-EVK_TT_META int64_t evk_tt_element_size(void* t) noexcept;
+EVK_TT_META int64_t evk_tt_element_size(void* t);
 EVK_TT_API void* evk_tt_contiguous(void* t);
 EVK_TT_API void* evk_tt_reshape(void* t, const int64_t* sizes, int64_t n, int view);
 EVK_TT_API void* evk_tt_to(void* t, int dtype);
@@ -412,21 +413,19 @@ EVK_TT_DEF void* evk_tt_undefined() { return c10::UndefinedTensorImpl::singleton
 EVK_TT_DEF void* evk_tt_retain(void* t) { return evk_own(evk_borrow(t)); }
 EVK_TT_DEF void evk_tt_release(void* t) { at::Tensor(EvkImplPtr::reclaim(static_cast<c10::TensorImpl*>(t))); }
 // the metadata readers go to the TensorImpl itself: a borrowed at::Tensor costs a reference count up and
-// down (two atomics) per call. `noexcept` as declared in the tiny header: none of them throws for a dense or
-// an undefined Tensor (an exception there would end the process rather than unwind through a caller that was
-// compiled to expect none)
+// down (two atomics) per call
 static inline c10::TensorImpl* evk_impl(void* t) { return static_cast<c10::TensorImpl*>(t); }
-EVK_TT_DEF int evk_tt_defined(void* t) noexcept { return evk_impl(t) != c10::UndefinedTensorImpl::singleton() ? 1 : 0; }
+EVK_TT_DEF int evk_tt_defined(void* t) { return evk_impl(t) != c10::UndefinedTensorImpl::singleton() ? 1 : 0; }
 EVK_TT_DEF void* evk_tt_data(void* t) { return evk_impl(t)->mutable_data(); }
-EVK_TT_DEF int64_t evk_tt_numel(void* t) noexcept { return evk_impl(t)->numel(); }
-EVK_TT_DEF int64_t evk_tt_dim(void* t) noexcept { return evk_impl(t)->dim(); }
-EVK_TT_DEF const int64_t* evk_tt_sizes(void* t) noexcept { return evk_impl(t)->sizes().data(); }
+EVK_TT_DEF int64_t evk_tt_numel(void* t) { return evk_impl(t)->numel(); }
+EVK_TT_DEF int64_t evk_tt_dim(void* t) { return evk_impl(t)->dim(); }
+EVK_TT_DEF const int64_t* evk_tt_sizes(void* t) { return evk_impl(t)->sizes().data(); }
 EVK_TT_DEF const int64_t* evk_tt_strides(void* t) { return evk_impl(t)->strides().data(); }
-EVK_TT_DEF int evk_tt_scalar_type(void* t) noexcept { return static_cast<int>(c10::typeMetaToScalarType(evk_impl(t)->dtype())); }
+EVK_TT_DEF int evk_tt_scalar_type(void* t) { return static_cast<int>(c10::typeMetaToScalarType(evk_impl(t)->dtype())); }
 EVK_TT_DEF int evk_tt_device_type(void* t) { return static_cast<int>(evk_impl(t)->device().type()); }
 EVK_TT_DEF int evk_tt_device_index(void* t) { return static_cast<int>(evk_impl(t)->device().index()); }
 EVK_TT_DEF int evk_tt_is_contiguous(void* t) { return evk_impl(t)->is_contiguous() ? 1 : 0; }
-EVK_TT_DEF int64_t evk_tt_element_size(void* t) noexcept { return static_cast<int64_t>(evk_impl(t)->dtype().itemsize()); }
+EVK_TT_DEF int64_t evk_tt_element_size(void* t) { return static_cast<int64_t>(evk_impl(t)->dtype().itemsize()); }
 EVK_TT_DEF void* evk_tt_contiguous(void* t) { return evk_own(evk_borrow(t).contiguous()); }
 EVK_TT_DEF void* evk_tt_reshape(void* t, const int64_t* sizes, int64_t n, int view) {
   at::IntArrayRef s(sizes, static_cast<size_t>(n));
