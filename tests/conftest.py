@@ -166,6 +166,24 @@ def _isolation_stays_on():
         os.environ["EVOKERNEL_UNSAFE_NO_ISOLATION"] = before
 
 
+@pytest.fixture(autouse=True)
+def _no_timed_exit_in_the_test_process(monkeypatch):
+    """`cli.stopped` (a command's ctrl+c path) arms `lifetime.exit_within`: a timer that ends the process 10 s
+    later. Reached in-process (a CliRunner test whose fake raised KeyboardInterrupt), it ended the pytest
+    worker itself during a later test, with no message (CI, session 25). Cancelled commands are tested in
+    subprocesses; here arming the timer fails the test that did it."""
+    from core import lifetime as core_lifetime
+    from verifier.sandbox import lifetime
+
+    def refused(seconds, code):
+        pytest.fail(f"lifetime.exit_within({seconds}, {code}) in the test process: it would end this pytest "
+                    "worker; run a cancelled command in a subprocess")
+
+    monkeypatch.setattr(lifetime, "exit_within", refused)
+    monkeypatch.setattr(core_lifetime, "exit_within", refused)
+    yield
+
+
 # What the `slow` marker means: the test starts a compiler or a sandbox. In the fast tier (a run whose
 # `-m` says "not slow") a test without the marker that starts either fails at once, naming what it
 # started, instead of slowing that tier; the whole suite (no `-m`) runs every test as before. Only this
